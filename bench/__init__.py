@@ -1,0 +1,1 @@
+"""harnessmem benchmarks: ``python -m bench [--quick]`` or ``nox -s bench``."""

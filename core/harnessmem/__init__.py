@@ -1,0 +1,1 @@
+"""harnessmem: lasting memory for LLM agents with a bounded context window."""

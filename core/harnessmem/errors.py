@@ -1,0 +1,76 @@
+"""The one exception hierarchy of harnessmem.
+
+Every error's first line says what failed and where; when there is a fix, the
+following line says how (``hint``). Causes are chained with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendNotFound",
+    "ConfigError",
+    "ContextOverflowError",
+    "HarnessMemError",
+    "LeaseError",
+    "ModelError",
+    "ModelResponseError",
+    "ModelUnavailableError",
+    "PathNotAllowed",
+    "PluginError",
+    "WorkspaceError",
+]
+
+
+class HarnessMemError(Exception):
+    """Base class of every error harnessmem raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message}\n{hint}")
+
+
+class ConfigError(HarnessMemError, ValueError):
+    """Settings that cannot be used; ``problems`` holds one line per problem."""
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, problems: list[str] | None = None
+    ) -> None:
+        self.problems = list(problems or [])
+        super().__init__(message, hint=hint)
+
+
+class PluginError(HarnessMemError):
+    """A plugin could not be loaded, registered or validated."""
+
+
+class BackendNotFound(PluginError, LookupError):
+    """No index or model backend is installed under the configured name."""
+
+
+class WorkspaceError(HarnessMemError, OSError):
+    """Reading or writing the workspace failed (after retries, where they apply)."""
+
+
+class PathNotAllowed(WorkspaceError, PermissionError):
+    """A path would leave the workspace, or names a file the operation may not touch."""
+
+
+class LeaseError(WorkspaceError):
+    """A named workspace lease could not be taken, renewed or released."""
+
+
+class ModelError(HarnessMemError):
+    """A model call failed."""
+
+
+class ContextOverflowError(ModelError):
+    """The request did not fit the model's context window."""
+
+
+class ModelUnavailableError(ModelError):
+    """The model could not be reached or kept failing after the configured retries."""
+
+
+class ModelResponseError(ModelError):
+    """The model answered, but with an empty or malformed response."""

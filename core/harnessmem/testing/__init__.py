@@ -1,0 +1,1 @@
+"""Test helpers shipped for harnessmem's own tests and for plugin authors."""
