@@ -31,6 +31,8 @@ def problem_lines(error: ValidationError, prefix: str = "") -> list[str]:
             message = "required setting is missing"
         else:
             message = str(item.get("msg", "invalid value"))
+            # pydantic prefixes messages of custom validators; the path already says where.
+            message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
         line = f"{where}: {message}"
         if kind != "missing":
             line += f" (got {_show(item.get('input'))})"

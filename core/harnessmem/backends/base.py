@@ -104,7 +104,9 @@ class IndexBackend(_Backend, ABC):
     capabilities: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
-    def create(cls, options: Mapping[str, Any] | BackendOptions | None = None, **context: Any) -> Self:
+    def create(
+        cls, options: Mapping[str, Any] | BackendOptions | None = None, **context: Any
+    ) -> Self:
         """Validate ``options`` and build the backend; ``context`` carries the workspace facts."""
         return cls(cls.parse_options(options, where="index.options"), **context)
 
@@ -132,7 +134,7 @@ class IndexBackend(_Backend, ABC):
     def stats(self) -> IndexStats:
         """Counts of files and entries."""
 
-    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+    def close(self) -> None:
         """Release connections and files."""
 
 
@@ -158,7 +160,9 @@ class ModelBackend(_Backend, ABC):
     """
 
     @classmethod
-    def create(cls, options: Mapping[str, Any] | BackendOptions | None = None, **context: Any) -> Self:
+    def create(
+        cls, options: Mapping[str, Any] | BackendOptions | None = None, **context: Any
+    ) -> Self:
         """Validate ``options`` and build the backend; ``context`` carries model name and routes."""
         return cls(cls.parse_options(options, where="model.options"), **context)
 
@@ -188,5 +192,5 @@ class ModelBackend(_Backend, ABC):
             self.complete, messages, purpose=purpose, max_tokens=max_tokens
         )
 
-    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+    def close(self) -> None:
         """Release clients and connections."""

@@ -43,7 +43,7 @@ class ConformanceSuite:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        inherited = {}
+        inherited: dict[str, Callable[..., Any]] = {}
         for base in reversed(cls.__mro__[1:]):
             inherited.update(getattr(base, "_suite_tests", {}))
         if cls.__dict__.get("__harnessmem_suite__", False):

@@ -1,0 +1,131 @@
+"""Hook specifications: the contract between the harness and its plugins.
+
+Each spec is a typed signature and a docstring; there is no logic here.
+Implement a hook with ``@harnessmem.hookimpl`` on a function or method whose
+name is the hook's name; an implementation may take fewer arguments than the
+spec, never more. Call order is pluggy's: last registered first, adjusted by
+``tryfirst`` / ``trylast``. The built-in behaviours are plugins like any other.
+
+A lifecycle hook may return an awaitable when the docstring says so: the async
+session methods (``abefore_reasoning``, ...) await it; the sync methods run it
+to completion, or raise ``PluginError`` when called inside a running event loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from harnessmem.events import (
+        CompactionEvent,
+        MaintenanceEvent,
+        MemoryConsolidatedEvent,
+        MemoryFlushedEvent,
+        ToolResultEvictedEvent,
+        TurnContext,
+    )
+    from harnessmem.settings import HarnessSettings
+
+PROJECT = "harnessmem"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+@hookspec(historic=True)
+def harnessmem_configure(settings: HarnessSettings) -> None:
+    """Called once when a harness is created, with its validated settings.
+
+    Historic: a plugin registered later is called at registration. Read your
+    options from ``settings.plugins.settings[<your plugin name>]`` and
+    validate them with your own pydantic model. Return value ignored; may not
+    return an awaitable.
+    """
+
+
+@hookspec
+def pre_reasoning(ctx: TurnContext) -> Awaitable[None] | None:
+    """Before each model call, from ``Session.before_reasoning(messages)``.
+
+    ``ctx.messages`` is a copy of the list the agent is about to send. Replace
+    or edit it to change what is sent (the built-ins evict oversized tool
+    results and compact long conversations here). Every implementation runs;
+    each sees the changes of those before it. Record what you did in
+    ``ctx.outcomes``. May return an awaitable.
+    """
+
+
+@hookspec
+def post_acting(ctx: TurnContext, call: dict[str, Any], result: str) -> Awaitable[None] | None:
+    """After a tool ran, from ``Session.after_tool(call, result)``.
+
+    ``call`` is the OpenAI tool call (``id``, ``function.name``,
+    ``function.arguments``); ``result`` is the tool's original output.
+    Assign ``ctx.tool_result`` to change what goes into the tool message (it
+    starts as ``result``; later implementations see earlier changes). Every
+    implementation runs. May return an awaitable.
+    """
+
+
+@hookspec
+def post_call(ctx: TurnContext) -> Awaitable[None] | None:
+    """At the end of an agent call, from ``Session.after_call(messages)``.
+
+    ``ctx.messages`` is the whole conversation so far; treat it as read-only.
+    The built-in memory flush extracts new facts here. Every implementation
+    runs. May return an awaitable.
+    """
+
+
+@hookspec(firstresult=True)
+def on_context_overflow(
+    ctx: TurnContext, error: BaseException
+) -> Awaitable[list[dict[str, Any]] | None] | list[dict[str, Any]] | None:
+    """The model rejected ``ctx.messages`` as too long (``error``).
+
+    Return a shorter message list to retry with, or None when you cannot
+    help. First result wins: the first non-None answer is used and later
+    implementations are skipped. When every implementation returns None the
+    session re-raises ``error``. May return an awaitable.
+    """
+
+
+@hookspec
+def on_compaction(event: CompactionEvent) -> None:
+    """A conversation was compacted. Observer: every implementation runs; return ignored."""
+
+
+@hookspec
+def on_memory_flushed(event: MemoryFlushedEvent) -> None:
+    """Facts were appended to a daily log. Observer: every implementation runs; return ignored."""
+
+
+@hookspec
+def on_memory_consolidated(event: MemoryConsolidatedEvent) -> None:
+    """MEMORY.md was rewritten or a rewrite was rejected. Observer; return ignored."""
+
+
+@hookspec
+def on_tool_result_evicted(event: ToolResultEvictedEvent) -> None:
+    """A tool result was moved to a file. Observer: every implementation runs; return ignored."""
+
+
+@hookspec
+def on_maintenance(event: MaintenanceEvent) -> None:
+    """A maintenance tick finished. Observer: every implementation runs; return ignored."""
+
+
+@hookspec
+def transform_memory_text(text: str, source: str) -> str | None:
+    """Every text about to be persisted passes through here first.
+
+    ``source`` says what is being written: ``"flush"``, ``"save"``,
+    ``"consolidation"``, ``"offload"`` or ``"eviction"``. Implementations
+    run in call order as a chain: each receives the text the previous one
+    returned; return the new text, or None to keep it unchanged. The
+    built-in secret redactor is one implementation. May not return an
+    awaitable; wrappers (``wrapper=True``) are refused for this hook.
+    """

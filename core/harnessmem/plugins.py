@@ -1,0 +1,359 @@
+"""Plugin manager factory, entry-point discovery, backend registries, and the hook facade.
+
+Three entry-point groups:
+
+- ``harnessmem.plugins``: hook plugins (a module, a class instantiated with no
+  arguments, or an object); all load unless blocked by ``plugins.disable``,
+  ``plugins.only`` or ``plugins.autoload = false`` (which keeps only the
+  plugins of the harnessmem distribution itself).
+- ``harnessmem.index`` and ``harnessmem.model``: backend classes, imported only
+  when the configuration picks their name.
+
+Nothing here is global: each harness builds its own manager and registries.
+:class:`HookFacade` is the only code that calls ``pm.hook``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import inspect
+import logging
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+import pluggy
+
+from harnessmem import hookspecs
+from harnessmem.errors import BackendNotFound, PluginError
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import IndexBackend, ModelBackend
+    from harnessmem.events import (
+        CompactionEvent,
+        MaintenanceEvent,
+        MemoryConsolidatedEvent,
+        MemoryFlushedEvent,
+        ToolResultEvictedEvent,
+        TurnContext,
+    )
+    from harnessmem.settings import HarnessSettings, PluginSettings
+
+__all__ = [
+    "BackendRegistry",
+    "HookFacade",
+    "PluginInfo",
+    "hookimpl",
+    "installed_plugins",
+    "make_plugin_manager",
+]
+
+logger = logging.getLogger("harnessmem.plugins")
+
+PLUGIN_GROUP = "harnessmem.plugins"
+INDEX_GROUP = "harnessmem.index"
+MODEL_GROUP = "harnessmem.model"
+CORE_DISTRIBUTION = "harnessmem"
+
+hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
+
+B = TypeVar("B")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """An installed plugin or backend, as ``harnessmem plugins`` lists it."""
+
+    kind: str  # "plugin", "index" or "model"
+    name: str
+    value: str
+    distribution: str
+    version: str
+    status: str = "installed"
+
+
+def _entry_points(group: str) -> list[metadata.EntryPoint]:
+    return sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+
+
+def _dist_of(entry_point: metadata.EntryPoint) -> tuple[str, str]:
+    dist = entry_point.dist
+    if dist is None:
+        return "?", "?"
+    return dist.metadata["Name"] or dist.name, dist.version
+
+
+def _plugin_status(name: str, dist_name: str, settings: PluginSettings) -> str:
+    if settings.only is not None:
+        return "loaded" if name in settings.only else "blocked (plugins.only)"
+    if name in settings.disable:
+        return "blocked (plugins.disable)"
+    if not settings.autoload and dist_name != CORE_DISTRIBUTION:
+        return "blocked (plugins.autoload = false)"
+    return "loaded"
+
+
+def make_plugin_manager(
+    settings: PluginSettings, extra_plugins: Sequence[object] = ()
+) -> pluggy.PluginManager:
+    """A fresh manager: the specs, the entry-point plugins ``settings`` allow, ``extra_plugins``.
+
+    Raises ``PluginError`` naming the entry point and its distribution when a
+    plugin fails to import or implements a hook that has no spec.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    if settings.trace:
+        pm.trace.root.setwriter(lambda message: logger.debug("%s", message.rstrip()))
+        pm.enable_tracing()
+    for entry_point in _entry_points(PLUGIN_GROUP):
+        dist_name, version = _dist_of(entry_point)
+        status = _plugin_status(entry_point.name, dist_name, settings)
+        if status != "loaded":
+            pm.set_blocked(entry_point.name)
+            logger.debug("plugin %s %s", entry_point.name, status)
+            continue
+        where = f"plugin {entry_point.name!r} ({entry_point.value}, {dist_name} {version})"
+        try:
+            loaded = entry_point.load()
+            plugin = loaded() if inspect.isclass(loaded) else loaded
+        except Exception as exc:
+            raise PluginError(
+                f"{where} failed to load: {type(exc).__name__}: {exc}",
+                hint=(
+                    f"fix or uninstall {dist_name}, or add {entry_point.name!r} to plugins.disable"
+                ),
+            ) from exc
+        _register(pm, plugin, entry_point.name, where)
+    for plugin in extra_plugins:
+        name = getattr(plugin, "name", None) or getattr(plugin, "__name__", None)
+        _register(pm, plugin, name if isinstance(name, str) else None, f"plugin {plugin!r}")
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"{exc} (plugin {exc.plugin!r})",
+            hint="every @hookimpl must name a hook of harnessmem.hookspecs",
+        ) from exc
+    return pm
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, name: str | None, where: str) -> None:
+    try:
+        pm.register(plugin, name=name)
+    except (pluggy.PluginValidationError, ValueError) as exc:
+        raise PluginError(f"{where} cannot be registered: {exc}") from exc
+
+
+def installed_plugins(settings: PluginSettings) -> list[PluginInfo]:
+    """Every hook plugin and backend the environment provides, without importing them."""
+    rows = []
+    for entry_point in _entry_points(PLUGIN_GROUP):
+        dist_name, version = _dist_of(entry_point)
+        status = _plugin_status(entry_point.name, dist_name, settings)
+        rows.append(
+            PluginInfo("plugin", entry_point.name, entry_point.value, dist_name, version, status)
+        )
+    for kind, group in (("index", INDEX_GROUP), ("model", MODEL_GROUP)):
+        for entry_point in _entry_points(group):
+            dist_name, version = _dist_of(entry_point)
+            rows.append(PluginInfo(kind, entry_point.name, entry_point.value, dist_name, version))
+    return rows
+
+
+class BackendRegistry(Generic[B]):
+    """Name → backend class, resolved lazily from an entry-point group.
+
+    ``register`` adds a class in-process (for tests and embedding); entry points
+    are imported only by ``load``.
+    """
+
+    def __init__(self, kind: str, group: str, base: type[Any]) -> None:
+        self.kind = kind
+        self.group = group
+        self.base = base
+        self._local: dict[str, type[B]] = {}
+
+    def register(self, name: str, cls: type[B]) -> None:
+        self._local[name] = cls
+
+    def available(self) -> dict[str, str]:
+        """Installed names with the distribution that provides each."""
+        found = dict.fromkeys(self._local, "registered in-process")
+        for entry_point in _entry_points(self.group):
+            dist_name, version = _dist_of(entry_point)
+            found.setdefault(entry_point.name, f"{dist_name} {version}")
+        return found
+
+    def load(self, name: str) -> type[B]:
+        if name in self._local:
+            return self._local[name]
+        matches = [ep for ep in _entry_points(self.group) if ep.name == name]
+        if not matches:
+            raise self._not_found(name)
+        entry_point = matches[0]
+        dist_name, version = _dist_of(entry_point)
+        try:
+            cls = entry_point.load()
+        except Exception as exc:
+            raise PluginError(
+                f"{self.kind} backend {name!r} ({entry_point.value}, {dist_name} {version}) "
+                f"failed to import: {type(exc).__name__}: {exc}",
+                hint=f"reinstall {dist_name}, or pick another {self.kind}.backend",
+            ) from exc
+        if not (inspect.isclass(cls) and issubclass(cls, self.base)):
+            raise PluginError(
+                f"{self.kind} backend {name!r} from {dist_name} is {cls!r}, "
+                f"not a subclass of {getattr(self.base, '__name__', self.base)}"
+            )
+        return cast("type[B]", cls)
+
+    def _not_found(self, name: str) -> BackendNotFound:
+        installed = self.available()
+        listing = ", ".join(f"{n} ({d})" for n, d in sorted(installed.items())) or "none"
+        message = f"no {self.kind} backend {name!r}; installed: {listing}"
+        close = difflib.get_close_matches(name, list(installed), n=1, cutoff=0.5)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+        return BackendNotFound(
+            message,
+            hint=(
+                f"set {self.kind}.backend to an installed name, or install the distribution "
+                f"that provides {name!r} (its entry point goes in the {self.group!r} group)"
+            ),
+        )
+
+
+def index_registry() -> BackendRegistry[IndexBackend]:
+    from harnessmem.backends.base import IndexBackend
+
+    return BackendRegistry[IndexBackend]("index", INDEX_GROUP, IndexBackend)
+
+
+def model_registry() -> BackendRegistry[ModelBackend]:
+    from harnessmem.backends.base import ModelBackend
+
+    return BackendRegistry[ModelBackend]("model", MODEL_GROUP, ModelBackend)
+
+
+def _run_sync(value: Any, hook: str) -> Any:
+    """Finish an awaitable returned to a sync caller; refuse inside a running loop."""
+    if not inspect.isawaitable(value):
+        return value
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(value))
+    if inspect.iscoroutine(value):
+        value.close()
+    raise PluginError(
+        f"a {hook} implementation returned an awaitable inside a running event loop",
+        hint="call the async session method (its name starts with 'a') from async code",
+    )
+
+
+async def _await(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+class HookFacade:
+    """Typed calls of every hook; the only code that touches ``pm.hook``."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self._hook = pm.hook
+
+    # configuration
+    def configure(self, settings: HarnessSettings) -> None:
+        self._hook.harnessmem_configure.call_historic(kwargs={"settings": settings})
+
+    # lifecycle, sync
+    def pre_reasoning(self, ctx: TurnContext) -> None:
+        for value in self._hook.pre_reasoning(ctx=ctx):
+            _run_sync(value, "pre_reasoning")
+
+    def post_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
+        for value in self._hook.post_acting(ctx=ctx, call=call, result=result):
+            _run_sync(value, "post_acting")
+
+    def post_call(self, ctx: TurnContext) -> None:
+        for value in self._hook.post_call(ctx=ctx):
+            _run_sync(value, "post_call")
+
+    def on_context_overflow(
+        self, ctx: TurnContext, error: BaseException
+    ) -> list[dict[str, Any]] | None:
+        value = self._hook.on_context_overflow(ctx=ctx, error=error)
+        return cast("list[dict[str, Any]] | None", _run_sync(value, "on_context_overflow"))
+
+    # lifecycle, async
+    async def apre_reasoning(self, ctx: TurnContext) -> None:
+        await _await_all(self._hook.pre_reasoning(ctx=ctx))
+
+    async def apost_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
+        await _await_all(self._hook.post_acting(ctx=ctx, call=call, result=result))
+
+    async def apost_call(self, ctx: TurnContext) -> None:
+        await _await_all(self._hook.post_call(ctx=ctx))
+
+    async def aon_context_overflow(
+        self, ctx: TurnContext, error: BaseException
+    ) -> list[dict[str, Any]] | None:
+        value = self._hook.on_context_overflow(ctx=ctx, error=error)
+        if inspect.isawaitable(value):
+            value = await value
+        return cast("list[dict[str, Any]] | None", value)
+
+    # observers
+    def compaction(self, event: CompactionEvent) -> None:
+        self._hook.on_compaction(event=event)
+
+    def memory_flushed(self, event: MemoryFlushedEvent) -> None:
+        self._hook.on_memory_flushed(event=event)
+
+    def memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
+        self._hook.on_memory_consolidated(event=event)
+
+    def tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
+        self._hook.on_tool_result_evicted(event=event)
+
+    def maintenance(self, event: MaintenanceEvent) -> None:
+        self._hook.on_maintenance(event=event)
+
+    # transforms
+    def transform_memory_text(self, text: str, source: str) -> str:
+        """Run the chain: each implementation gets the previous one's text."""
+        caller = self._hook.transform_memory_text
+        # pluggy calls implementations last-registered first; honour that order.
+        for impl in reversed(caller.get_hookimpls()):
+            if impl.wrapper or impl.hookwrapper:
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r} wraps transform_memory_text, which is a chain",
+                    hint="implement it as a plain hook that returns the new text",
+                )
+            kwargs = {"text": text, "source": source}
+            result = impl.function(*(kwargs[name] for name in impl.argnames))
+            if inspect.isawaitable(result):
+                raise PluginError(
+                    f"transform_memory_text of plugin {impl.plugin_name!r} returned an awaitable",
+                    hint="transform_memory_text must return a str or None synchronously",
+                )
+            if result is not None:
+                if not isinstance(result, str):
+                    raise PluginError(
+                        f"transform_memory_text of plugin {impl.plugin_name!r} returned "
+                        f"{type(result).__name__}, not str or None"
+                    )
+                text = result
+        return text
+
+    def plugin_names(self) -> list[str]:
+        return sorted(name for name, _ in self.pm.list_name_plugin() if name)
+
+
+async def _await_all(values: Iterable[Any]) -> None:
+    for value in values:
+        if inspect.isawaitable(value):
+            await value

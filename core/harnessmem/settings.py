@@ -1,0 +1,547 @@
+"""Typed settings: every section, every default, and where each value came from.
+
+Sources, highest priority first: keyword arguments, environment variables
+(``HARNESSMEM_`` prefix, ``__`` between levels, e.g.
+``HARNESSMEM_COMPACTION__TRIGGER_MESSAGES=31``), the config file, the
+defaults. The config file is the one passed explicitly (``--config``,
+``HarnessSettings.load(config=...)``), else ``$HARNESSMEM_CONFIG``, else
+``./harnessmem.toml`` when it exists; TOML or YAML by suffix.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from harnessmem._validation import problem_lines
+from harnessmem.errors import ConfigError
+
+__all__ = [
+    "CompactionSettings",
+    "ConsolidationSettings",
+    "ContextSettings",
+    "EvictionSettings",
+    "FlushSettings",
+    "HarnessSettings",
+    "IndexSettings",
+    "MaintenanceSettings",
+    "ModelPurposeSettings",
+    "ModelSettings",
+    "PluginSettings",
+    "TruncateArgsSettings",
+    "WorkspaceSettings",
+    "config_file_path",
+    "parse_duration",
+]
+
+ENV_PREFIX = "HARNESSMEM_"
+ENV_DELIMITER = "__"
+DEFAULT_CONFIG_NAME = "harnessmem.toml"
+DEFAULT_EXCLUDED_TOOLS = (
+    "read_file",
+    "write_file",
+    "edit_file",
+    "grep_files",
+    "glob_files",
+    "list_files",
+    "memory_search",
+    "memory_get",
+    "session_search",
+)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
+
+
+def parse_duration(value: Any) -> Any:
+    """Seconds from a number or a string such as ``"90s"``, ``"30m"``, ``"6h"``, ``"7d"``."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError("expected seconds or a duration such as '30m', '6h' or '7d'")
+        return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class WorkspaceSettings(_Section):
+    """Where the workspace lives."""
+
+    url: str = Field(
+        "./workspace",
+        description="Workspace folder: a local path or any fsspec URL (file://, memory://, s3://).",
+    )
+    storage_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options for the fsspec filesystem (for s3fs: endpoint_url, key, secret, ...).",
+    )
+    timezone: str = Field(
+        "UTC", description="IANA time zone that names daily logs and dates retention."
+    )
+    index_path: str | None = Field(
+        None,
+        description=(
+            "Local file of the default SQLite index. Unset: memory_index.db beside a local "
+            "workspace, or a per-workspace file in the user cache dir for remote ones."
+        ),
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as 'UTC')"
+            ) from None
+        return value
+
+
+class IndexSettings(_Section):
+    """The full-text index backend."""
+
+    backend: str = Field(
+        "sqlite", description="Name of the index backend (entry point in harnessmem.index)."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Backend options, validated by the backend's own model."
+    )
+
+
+class ModelPurposeSettings(_Section):
+    """A per-purpose override of the model settings."""
+
+    backend: str | None = Field(None, description="Backend for this purpose; unset: model.backend.")
+    name: str | None = Field(None, description="Model name for this purpose; unset: model.name.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Options merged over model.options for this purpose."
+    )
+    max_tokens: int | None = Field(
+        None, gt=0, description="Answer length cap for this purpose; unset: model.max_tokens."
+    )
+
+
+class ModelSettings(_Section):
+    """The model that writes summaries, extracts facts and consolidates memory."""
+
+    backend: str | None = Field(
+        None,
+        description=(
+            "Model backend (entry point in harnessmem.model). Unset: 'litellm' when a model "
+            "name is set, else the offline 'extractive' backend."
+        ),
+    )
+    name: str | None = Field(
+        None, description="Model name as the backend knows it, e.g. 'openai/gpt-4o-mini'."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Backend options (for litellm: api_base, api_key, timeout, num_retries, ...).",
+    )
+    max_tokens: int = Field(2_000, gt=0, description="Default cap on the length of an answer.")
+    summary: ModelPurposeSettings = Field(
+        default_factory=ModelPurposeSettings, description="Override for compaction summaries."
+    )
+    flush: ModelPurposeSettings = Field(
+        default_factory=ModelPurposeSettings, description="Override for fact extraction."
+    )
+    consolidation: ModelPurposeSettings = Field(
+        default_factory=ModelPurposeSettings, description="Override for MEMORY.md consolidation."
+    )
+
+    @property
+    def resolved_backend(self) -> str:
+        """The backend that serves when no purpose override applies."""
+        return self.backend or ("litellm" if self.name else "extractive")
+
+
+class TruncateArgsSettings(_Section):
+    """Pre-pass that shortens long tool-call arguments of old messages before summarising."""
+
+    trigger_messages: int = Field(
+        25, ge=0, description="Run when at least this many messages (0 = off)."
+    )
+    trigger_tokens: int = Field(
+        40_000, ge=0, description="Run when at least this many tokens (0 = off)."
+    )
+    max_arg_chars: int = Field(2_000, gt=0, description="Arguments longer than this are cut.")
+
+
+class CompactionSettings(_Section):
+    """Summarising the old part of a conversation when it grows too long."""
+
+    enabled: bool = Field(True, description="Compact conversations in before_reasoning.")
+    trigger_messages: int = Field(
+        50, ge=0, description="Compact when the conversation has this many messages (0 = off)."
+    )
+    trigger_tokens: int = Field(
+        80_000, ge=0, description="Compact when the conversation has this many tokens (0 = off)."
+    )
+    keep_messages: int = Field(20, ge=0, description="Messages kept verbatim at the tail.")
+    keep_tokens: int = Field(
+        0, ge=0, description="When > 0, keep a tail of this many tokens instead of keep_messages."
+    )
+    flush_before_compact: bool = Field(
+        True, description="Extract facts from the prefix into the daily log before summarising."
+    )
+    offload_before_compact: bool = Field(
+        True, description="Append the raw prefix to sessions/<id>.log.jsonl before summarising."
+    )
+    summary_prompt: str | None = Field(
+        None, description="Summary prompt template; unset: the built-in four-section prompt."
+    )
+    truncate_args: TruncateArgsSettings | None = Field(
+        None, description="Tool-argument truncation pre-pass; unset: off."
+    )
+
+
+class FlushSettings(_Section):
+    """Extracting facts from conversations into daily logs."""
+
+    enabled: bool = Field(True, description="Flush new messages in after_call.")
+    mode: Literal["sync", "background"] = Field(
+        "sync", description="'sync' writes before after_call returns; 'background' queues it."
+    )
+    queue_size: int = Field(64, gt=0, description="Capacity of the background flush queue.")
+    prompt: str | None = Field(None, description="Extraction prompt; unset: the built-in prompt.")
+    reference_chars: int = Field(
+        16_000,
+        ge=0,
+        description="Bound on MEMORY.md and on today's log each, sent as the dedup reference.",
+    )
+
+
+class ConsolidationSettings(_Section):
+    """Rewriting MEMORY.md from the daily logs."""
+
+    enabled: bool = Field(True, description="Consolidate daily logs into MEMORY.md.")
+    max_memory_tokens: int = Field(4_000, gt=0, description="Token budget of MEMORY.md.")
+    prompt: str | None = Field(
+        None, description="Consolidation prompt; unset: the built-in prompt."
+    )
+    max_drop_ratio: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Reject a rewrite under budget that drops more than this share of entries.",
+    )
+    history_keep: int = Field(
+        10, ge=0, description="Previous MEMORY.md versions kept in memory/.history/."
+    )
+
+
+class MaintenanceSettings(_Section):
+    """Background upkeep: archive, consolidate, prune, reindex."""
+
+    enabled: bool = Field(True, description="Run the maintenance scheduler thread.")
+    interval: Seconds = Field(6 * 3600.0, description="Time between ticks (seconds, or '6h').")
+    min_gap: Seconds = Field(
+        30 * 60.0, description="Least time between opportunistic ticks asked for by flushes."
+    )
+    daily_file_retention_days: int = Field(
+        90, gt=0, description="Daily logs older than this move to memory/archive/."
+    )
+    session_retention_days: int = Field(
+        180, gt=0, description="Session logs older than this are deleted."
+    )
+    lease_ttl: Seconds = Field(
+        600.0, gt=0, description="Lifetime of the maintenance lease; a crashed holder's expires."
+    )
+
+
+class EvictionSettings(_Section):
+    """Moving huge tool results out of the conversation into files."""
+
+    enabled: bool = Field(True, description="Evict oversized tool results.")
+    max_result_chars: int = Field(
+        80_000, gt=0, description="Results longer than this many characters are evicted."
+    )
+    preview_chars: int = Field(
+        2_000, ge=0, description="Characters kept from the head and from the tail."
+    )
+    path: str = Field("large_tool_results", description="Workspace folder for evicted results.")
+    excluded_tools: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_EXCLUDED_TOOLS),
+        description="Tools whose results are never evicted.",
+    )
+    retention_days: int = Field(
+        30, gt=0, description="Evicted results older than this are deleted."
+    )
+
+
+class ContextSettings(_Section):
+    """The memory block injected into the system prompt."""
+
+    enabled: bool = Field(True, description="Inject MEMORY.md through system_context().")
+    max_tokens: int = Field(
+        6_000,
+        gt=0,
+        description="Above this, a warning event and a consolidation request (never a silent cut).",
+    )
+
+
+class PluginSettings(_Section):
+    """Which hook plugins load."""
+
+    autoload: bool = Field(True, description="Load hook plugins from the harnessmem.plugins group.")
+    disable: list[str] = Field(default_factory=list, description="Plugin names never loaded.")
+    only: list[str] | None = Field(
+        None, description="When set, load just these plugin names (built-ins included)."
+    )
+    trace: bool = Field(False, description="Log every hook call and result at DEBUG level.")
+    settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-plugin options, keyed by plugin name."
+    )
+
+
+_config_override: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "harnessmem_config_file", default=None
+)
+
+
+def config_file_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file in effect: ``explicit``, ``$HARNESSMEM_CONFIG``, ``./harnessmem.toml``."""
+    if explicit is not None:
+        return Path(explicit)
+    from_env = os.environ.get(f"{ENV_PREFIX}CONFIG")
+    if from_env:
+        return Path(from_env)
+    default = Path(DEFAULT_CONFIG_NAME)
+    return default if default.is_file() else None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML or YAML config file; errors name the file (and line when known)."""
+    if not path.is_file():
+        raise ConfigError(
+            f"config file {path} not found",
+            hint="pass an existing file, or unset HARNESSMEM_CONFIG",
+        )
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            with path.open("rb") as handle:
+                data: Any = tomllib.load(handle)
+        elif suffix in {".yaml", ".yml"}:
+            import yaml
+
+            with path.open(encoding="utf-8") as handle:
+                data = yaml.safe_load(handle) or {}
+        else:
+            raise ConfigError(
+                f"config file {path}: unknown format {suffix or '(no suffix)'!r}",
+                hint="use a .toml, .yaml or .yml file",
+            )
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except ImportError as exc:  # pragma: no cover - pyyaml ships with pydantic-settings[yaml]
+        raise ConfigError(f"reading {path} needs PyYAML: {exc}") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("yaml"):
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        raise
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: the top level must be a table of sections")
+    return data
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The config file as a settings source (resolved at load time, not import time)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self.path = path
+        self.data = read_config_file(path) if path is not None else {}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+class HarnessSettings(BaseSettings):
+    """Every setting of a harness; build with ``HarnessSettings.load()`` to read a config file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        extra="forbid",
+        validate_default=True,
+        case_sensitive=False,
+    )
+
+    workspace: WorkspaceSettings = Field(
+        default_factory=WorkspaceSettings, description="Where the workspace lives."
+    )
+    index: IndexSettings = Field(default_factory=IndexSettings, description="Full-text index.")
+    model: ModelSettings = Field(
+        default_factory=ModelSettings, description="Model for summaries, flushes, consolidation."
+    )
+    compaction: CompactionSettings = Field(
+        default_factory=CompactionSettings, description="Conversation compaction."
+    )
+    flush: FlushSettings = Field(default_factory=FlushSettings, description="Fact extraction.")
+    consolidation: ConsolidationSettings = Field(
+        default_factory=ConsolidationSettings, description="MEMORY.md consolidation."
+    )
+    maintenance: MaintenanceSettings = Field(
+        default_factory=MaintenanceSettings, description="Background maintenance."
+    )
+    eviction: EvictionSettings = Field(
+        default_factory=EvictionSettings, description="Tool-result eviction."
+    )
+    context: ContextSettings = Field(
+        default_factory=ContextSettings, description="System-prompt memory block."
+    )
+    plugins: PluginSettings = Field(default_factory=PluginSettings, description="Hook plugins.")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise settings_error(exc, values) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _config_override.get() or config_file_path()
+        return init_settings, env_settings, _FileSource(settings_cls, path)
+
+    @classmethod
+    def load(
+        cls, config: str | os.PathLike[str] | None = None, **overrides: Any
+    ) -> HarnessSettings:
+        """Build settings from arguments, environment, config file and defaults.
+
+        Raises ``ConfigError`` with one line per problem, each naming the dotted
+        setting, the bad value and the source it came from.
+        """
+        token = _config_override.set(config_file_path(config))
+        try:
+            return cls(**overrides)
+        finally:
+            _config_override.reset(token)
+
+    def sources(self, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """Where each leaf setting came from: argument, env variable, config file or default."""
+        return _provenance(overrides or {}, self)
+
+
+def _env_values() -> dict[str, Any]:
+    source = EnvSettingsSource(
+        HarnessSettings,
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        case_sensitive=False,
+    )
+    return source()
+
+
+def _env_name(dotted: str) -> str:
+    return ENV_PREFIX + dotted.upper().replace(".", ENV_DELIMITER)
+
+
+def _lookup(data: Mapping[str, Any], parts: list[str]) -> bool:
+    node: Any = data
+    for part in parts:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _source_of(dotted: str, overrides: Mapping[str, Any]) -> str:
+    parts = dotted.split(".")
+    if _lookup(overrides, parts):
+        return "argument"
+    if _lookup(_env_values(), parts):
+        return f"env {_env_name(dotted)}"
+    path = _config_override.get() or config_file_path()
+    if path is not None and path.is_file() and _lookup(read_config_file(path), parts):
+        return str(path)
+    return "default"
+
+
+def _leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        dotted = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            yield from _leaves(value, dotted + ".")
+        else:
+            yield dotted, value
+
+
+def _provenance(overrides: Mapping[str, Any], settings: HarnessSettings) -> dict[str, str]:
+    return {dotted: _source_of(dotted, overrides) for dotted, _ in _leaves(settings)}
+
+
+def settings_leaves(settings: BaseModel) -> list[tuple[str, Any]]:
+    """Every leaf setting as ``(dotted.name, value)``, in declaration order."""
+    return list(_leaves(settings))
+
+
+def _known_names(parts: list[str]) -> list[str]:
+    model: Any = HarnessSettings
+    for part in parts:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        annotation = field.annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        model = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+        if model is None:
+            return []
+    return list(getattr(model, "model_fields", {}))
+
+
+def settings_error(exc: ValidationError, overrides: Mapping[str, Any]) -> ConfigError:
+    """A ``ConfigError`` with one line per problem: dotted path, value, source, suggestion."""
+    lines = []
+    for line, item in zip(problem_lines(exc), exc.errors(include_url=False), strict=True):
+        loc = [str(p) for p in item.get("loc", ())]
+        dotted = ".".join(loc)
+        source = _source_of(dotted, overrides) if dotted else "default"
+        if source != "default":
+            line += f" [from {source}]"
+        if item.get("type") == "extra_forbidden" and loc:
+            close = difflib.get_close_matches(loc[-1], _known_names(loc[:-1]), n=1)
+            if close:
+                line += f"; did you mean {'.'.join([*loc[:-1], close[0]])!r}?"
+        lines.append(line)
+    noun = "problem" if len(lines) == 1 else "problems"
+    return ConfigError(
+        f"invalid harnessmem settings ({len(lines)} {noun}):\n  " + "\n  ".join(lines),
+        problems=lines,
+    )
