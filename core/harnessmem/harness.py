@@ -90,8 +90,8 @@ class MemoryHarness:
         cls,
         url: str | os.PathLike[str],
         *,
-        model: ModelBackend | None = None,
-        index: IndexBackend | None = None,
+        model: ModelBackend | Mapping[str, Any] | None = None,
+        index: IndexBackend | Mapping[str, Any] | None = None,
         plugins: Sequence[object] = (),
         clock: Callable[[], float] | None = None,
         config: str | os.PathLike[str] | None = None,
@@ -101,26 +101,40 @@ class MemoryHarness:
 
         ``sections`` override settings sections as dicts, e.g.
         ``compaction={"trigger_messages": 30}``; ``model=`` and ``index=`` take
-        backend instances. Other settings come from the environment and the
-        config file as :meth:`HarnessSettings.load` reads them.
+        a backend instance or a settings section. Other settings come from the
+        environment and the config file as :meth:`HarnessSettings.load` reads them.
         """
         workspace = dict(sections.pop("workspace", None) or {})
         workspace["url"] = os.fspath(url)
-        settings = HarnessSettings.load(config, workspace=workspace, **sections)
-        return cls(settings, model=model, index=index, plugins=plugins, clock=clock)
+        return cls.from_config(
+            config,
+            model=model,
+            index=index,
+            plugins=plugins,
+            clock=clock,
+            workspace=workspace,
+            **sections,
+        )
 
     @classmethod
     def from_config(
         cls,
         path: str | os.PathLike[str] | None = None,
         *,
-        model: ModelBackend | None = None,
-        index: IndexBackend | None = None,
+        model: ModelBackend | Mapping[str, Any] | None = None,
+        index: IndexBackend | Mapping[str, Any] | None = None,
         plugins: Sequence[object] = (),
         clock: Callable[[], float] | None = None,
         **sections: Any,
     ) -> Self:
-        """Build a harness from a TOML or YAML config file (plus environment and ``sections``)."""
+        """Build a harness from a TOML or YAML config file (plus environment and ``sections``).
+
+        ``model=`` and ``index=`` take a backend instance or a settings section.
+        """
+        if isinstance(model, Mapping):
+            sections["model"], model = model, None
+        if isinstance(index, Mapping):
+            sections["index"], index = index, None
         settings = HarnessSettings.load(path, **sections)
         return cls(settings, model=model, index=index, plugins=plugins, clock=clock)
 

@@ -350,7 +350,7 @@ class HookFacade:
         return text
 
     def plugin_names(self) -> list[str]:
-        return sorted(name for name, _ in self.pm.list_name_plugin() if name)
+        return sorted(name for name, plugin in self.pm.list_name_plugin() if plugin is not None)
 
 
 async def _await_all(values: Iterable[Any]) -> None:

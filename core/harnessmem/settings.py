@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -417,12 +425,19 @@ class HarnessSettings(BaseSettings):
         default_factory=ContextSettings, description="System-prompt memory block."
     )
     plugins: PluginSettings = Field(default_factory=PluginSettings, description="Hook plugins.")
+    _config_file: Path | None = PrivateAttr(None)
 
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise settings_error(exc, values) from None
+        self._config_file = _config_override.get() or config_file_path()
+
+    @property
+    def config_file(self) -> Path | None:
+        """The config file these settings were read from, if any."""
+        return self._config_file
 
     @classmethod
     def settings_customise_sources(
@@ -453,7 +468,8 @@ class HarnessSettings(BaseSettings):
 
     def sources(self, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
         """Where each leaf setting came from: argument, env variable, config file or default."""
-        return _provenance(overrides or {}, self)
+        provenance = _Provenance(overrides or {}, self._config_file)
+        return {dotted: provenance.source_of(dotted) for dotted, _ in _leaves(self)}
 
 
 def _env_values() -> dict[str, Any]:
@@ -479,16 +495,24 @@ def _lookup(data: Mapping[str, Any], parts: list[str]) -> bool:
     return True
 
 
-def _source_of(dotted: str, overrides: Mapping[str, Any]) -> str:
-    parts = dotted.split(".")
-    if _lookup(overrides, parts):
-        return "argument"
-    if _lookup(_env_values(), parts):
-        return f"env {_env_name(dotted)}"
-    path = _config_override.get() or config_file_path()
-    if path is not None and path.is_file() and _lookup(read_config_file(path), parts):
-        return str(path)
-    return "default"
+class _Provenance:
+    """Finds which source set a dotted setting; reads env and file once."""
+
+    def __init__(self, overrides: Mapping[str, Any], path: Path | None) -> None:
+        self.overrides = overrides
+        self.env = _env_values()
+        self.path = path
+        self.file = read_config_file(path) if path is not None and path.is_file() else {}
+
+    def source_of(self, dotted: str) -> str:
+        parts = dotted.split(".")
+        if _lookup(self.overrides, parts):
+            return "argument"
+        if _lookup(self.env, parts):
+            return f"env {_env_name(dotted)}"
+        if self.path is not None and _lookup(self.file, parts):
+            return str(self.path)
+        return "default"
 
 
 def _leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -499,10 +523,6 @@ def _leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield from _leaves(value, dotted + ".")
         else:
             yield dotted, value
-
-
-def _provenance(overrides: Mapping[str, Any], settings: HarnessSettings) -> dict[str, str]:
-    return {dotted: _source_of(dotted, overrides) for dotted, _ in _leaves(settings)}
 
 
 def settings_leaves(settings: BaseModel) -> list[tuple[str, Any]]:
@@ -529,10 +549,11 @@ def _known_names(parts: list[str]) -> list[str]:
 def settings_error(exc: ValidationError, overrides: Mapping[str, Any]) -> ConfigError:
     """A ``ConfigError`` with one line per problem: dotted path, value, source, suggestion."""
     lines = []
+    provenance = _Provenance(overrides, _config_override.get() or config_file_path())
     for line, item in zip(problem_lines(exc), exc.errors(include_url=False), strict=True):
         loc = [str(p) for p in item.get("loc", ())]
         dotted = ".".join(loc)
-        source = _source_of(dotted, overrides) if dotted else "default"
+        source = provenance.source_of(dotted) if dotted else "default"
         if source != "default":
             line += f" [from {source}]"
         if item.get("type") == "extra_forbidden" and loc:

@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnessmem import (
+    BackendNotFound,
+    HarnessMemError,
+    HarnessSettings,
+    MemoryHarness,
+    PathNotAllowed,
+    TurnContext,
+    hookimpl,
+)
+from harnessmem.testing.scripted import ScriptedModel
+
+USER = {"role": "user", "content": "book a flight to Lisbon"}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+
+
+class Recorder:
+    """A test plugin that observes and changes what every lifecycle point returns."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    @hookimpl
+    def harnessmem_configure(self, settings: HarnessSettings) -> None:
+        self.seen.append(("configure", settings.compaction.trigger_messages))
+
+    @hookimpl
+    def pre_reasoning(self, ctx: TurnContext) -> None:
+        self.seen.append(("pre_reasoning", ctx.session_id, len(ctx.messages)))
+        ctx.messages.append({"role": "system", "content": "added by plugin"})
+        ctx.outcomes["recorder"] = "ran"
+
+    @hookimpl
+    def post_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
+        self.seen.append(("post_acting", call["id"], result))
+        ctx.tool_result = f"[{len(result)} chars]"
+
+    @hookimpl
+    def post_call(self, ctx: TurnContext) -> None:
+        self.seen.append(("post_call", [m["content"] for m in ctx.messages]))
+
+    @hookimpl
+    def on_context_overflow(self, ctx: TurnContext, error: BaseException) -> Any:
+        if "hopeless" in str(error):
+            return None
+        return ctx.messages[-1:]
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def harness(tmp_path: Path, recorder: Recorder) -> Any:
+    with MemoryHarness.open(
+        tmp_path / "ws", plugins=[recorder], compaction={"trigger_messages": 30}
+    ) as opened:
+        yield opened
+
+
+def test_open_applies_section_overrides_and_configures_plugins(
+    harness: MemoryHarness, recorder: Recorder, tmp_path: Path
+) -> None:
+    assert harness.settings.compaction.trigger_messages == 30
+    assert harness.settings.compaction.keep_messages == 20
+    assert recorder.seen[0] == ("configure", 30)
+    assert (tmp_path / "ws").is_dir()
+    assert harness.index_path == tmp_path / "memory_index.db"
+
+
+def test_lifecycle_points_call_their_hooks(harness: MemoryHarness, recorder: Recorder) -> None:
+    session = harness.session("chat-42")
+    assert harness.session("chat-42") is session
+    original = [USER]
+    sent = session.before_reasoning(original)
+    assert sent == [USER, {"role": "system", "content": "added by plugin"}]
+    assert original == [USER], "the caller's list is never mutated"
+    assert session.after_tool(CALL, "x" * 500) == "[500 chars]"
+    ctx = session.after_call([USER, {"role": "assistant", "content": "done"}])
+    assert ctx.session_id == "chat-42"
+    assert recorder.seen[1:] == [
+        ("pre_reasoning", "chat-42", 1),
+        ("post_acting", "call_1", "x" * 500),
+        ("post_call", ["book a flight to Lisbon", "done"]),
+    ]
+
+
+def test_recover_overflow_uses_plugin_answer_or_reraises(harness: MemoryHarness) -> None:
+    session = harness.session("s")
+    messages = [USER, {"role": "assistant", "content": "long"}]
+    assert session.recover_overflow(messages, ValueError("too long")) == messages[-1:]
+    error = ValueError("hopeless")
+    with pytest.raises(ValueError, match="hopeless") as info:
+        session.recover_overflow(messages, error)
+    assert info.value is error
+
+
+def test_without_plugins_lifecycle_returns_input_unchanged(tmp_path: Path) -> None:
+    with MemoryHarness.open(tmp_path / "ws", plugins=[]) as harness:
+        session = harness.session("plain")
+        assert session.before_reasoning([USER]) == [USER]
+        assert session.after_tool(CALL, "result") == "result"
+        with pytest.raises(RuntimeError, match="model said no"):
+            session.recover_overflow([USER], RuntimeError("model said no"))
+
+
+class AsyncRecorder:
+    @hookimpl
+    async def pre_reasoning(self, ctx: TurnContext) -> None:
+        await asyncio.sleep(0)
+        ctx.messages = [*ctx.messages, {"role": "user", "content": "async"}]
+
+    @hookimpl
+    async def post_acting(self, ctx: TurnContext, result: str) -> None:
+        ctx.tool_result = result.upper()
+
+    @hookimpl
+    async def on_context_overflow(self, ctx: TurnContext) -> list[dict[str, Any]]:
+        return []
+
+
+def test_async_twins_await_async_plugins(tmp_path: Path) -> None:
+    with MemoryHarness.open(tmp_path / "ws", plugins=[AsyncRecorder()]) as harness:
+        session = harness.session("a")
+
+        async def run() -> None:
+            assert await session.abefore_reasoning([USER]) == [
+                USER,
+                {"role": "user", "content": "async"},
+            ]
+            assert await session.aafter_tool(CALL, "abc") == "ABC"
+            assert await session.arecover_overflow([USER], ValueError()) == []
+            await session.aafter_call([USER])
+
+        asyncio.run(run())
+        # sync methods run async plugins to completion when no loop is running
+        assert session.before_reasoning([USER])[-1]["content"] == "async"
+
+
+def test_get_reads_memory_files_only(harness: MemoryHarness) -> None:
+    harness.workspace.write_text("memory/2026-11-30.md", "one\ntwo\nthree\n")
+    assert harness.get("memory/2026-11-30.md") == "one\ntwo\nthree\n"
+    assert harness.get("memory/2026-11-30.md", start_line=2, lines=1) == "two\n"
+    harness.workspace.write_text("notes/secret.txt", "no")
+    with pytest.raises(PathNotAllowed, match="not a memory file"):
+        harness.get("notes/secret.txt")
+    with pytest.raises(PathNotAllowed):
+        harness.get("../outside.md")
+    with pytest.raises(FileNotFoundError):
+        harness.get("memory/absent.md")
+    with pytest.raises(ValueError, match="start_line"):
+        harness.get("memory/2026-11-30.md", start_line=0)
+
+
+def test_default_backends_are_resolved_by_name(tmp_path: Path) -> None:
+    with MemoryHarness.open(tmp_path / "ws", index={"backend": "no-such-index"}) as harness:
+        with pytest.raises(BackendNotFound, match="no index backend 'no-such-index'"):
+            harness.search("anything")
+        with pytest.raises(ValueError, match="unknown model purpose"):
+            harness.model_for("poetry")
+
+
+def test_model_instance_serves_every_purpose(tmp_path: Path) -> None:
+    model = ScriptedModel(["ok"])
+    with MemoryHarness.open(tmp_path / "ws", model=model) as harness:
+        assert {harness.model_for(p) for p in ("summary", "flush", "consolidation")} == {model}
+
+
+def test_model_routes_per_purpose(fake_distributions: Any, tmp_path: Path) -> None:
+    fake_distributions.add(
+        "harnessmem-echo",
+        {"harnessmem.model": {"echo": "hm_echo:Echo"}},
+        {
+            "hm_echo": """
+            from harnessmem.backends.base import BackendOptions, Completion, ModelBackend
+
+            class EchoOptions(BackendOptions):
+                temperature: float = 0.0
+
+            class Echo(ModelBackend):
+                Options = EchoOptions
+                def complete(self, messages, *, purpose, max_tokens=None):
+                    return Completion(purpose, 1, 1, self.context["model_name"])
+            """
+        },
+    )
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        model={
+            "backend": "echo",
+            "name": "big",
+            "options": {"temperature": 0.5},
+            "flush": {"name": "small", "options": {"temperature": 0.0}},
+        },
+    ) as harness:
+        summary = harness.model_for("summary")
+        flush = harness.model_for("flush")
+        assert summary is harness.model_for("consolidation")
+        assert summary.context["model_name"] == "big"
+        assert flush.context["model_name"] == "small"
+        assert summary.options.temperature == 0.5
+        assert flush.options.temperature == 0.0
+
+
+def test_closed_harness_refuses_work(tmp_path: Path) -> None:
+    harness = MemoryHarness.open(tmp_path / "ws")
+    session = harness.session("s")
+    harness.close()
+    harness.close()  # idempotent
+    assert harness.closed
+    with pytest.raises(HarnessMemError, match="is closed"):
+        session.before_reasoning([USER])
+    with pytest.raises(HarnessMemError, match="is closed"):
+        harness.session("t")
+
+
+def test_bad_session_id(harness: MemoryHarness) -> None:
+    with pytest.raises(ValueError, match="session id"):
+        harness.session("  ")
+
+
+def test_from_config(tmp_path: Path) -> None:
+    config = tmp_path / "harnessmem.toml"
+    config.write_text(
+        f'[workspace]\nurl = "{tmp_path / "cfg-ws"}"\n[compaction]\nkeep_messages = 4\n'
+    )
+    with MemoryHarness.from_config(config) as harness:
+        assert harness.settings.compaction.keep_messages == 4
+        assert harness.workspace.local_root == tmp_path / "cfg-ws"
+
+
+def test_behaviours_not_built_yet_say_so(harness: MemoryHarness) -> None:
+    with pytest.raises(NotImplementedError, match="not available yet"):
+        harness.flush([USER], session_id="s")
+    with pytest.raises(NotImplementedError, match="not available yet"):
+        harness.session("s").system_context()
+
+
+def test_import_stays_light() -> None:
+    code = (
+        "import sys, harnessmem, harnessmem.cli;"
+        "heavy = [m for m in ('litellm', 'tiktoken', 's3fs', 'sqlalchemy', 'fsspec', 'botocore')"
+        " if m in sys.modules];"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""

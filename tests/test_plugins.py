@@ -1,0 +1,310 @@
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harnessmem import hookimpl, hookspecs
+from harnessmem.cli import main
+from harnessmem.errors import BackendNotFound, PluginError
+from harnessmem.plugins import (
+    HookFacade,
+    index_registry,
+    installed_plugins,
+    make_plugin_manager,
+    model_registry,
+)
+from harnessmem.settings import PluginSettings
+
+HOOK_MODULE = """
+    from harnessmem import hookimpl
+
+    seen = []
+
+    @hookimpl
+    def on_compaction(event):
+        seen.append(("{name}", event))
+"""
+
+INDEX_MODULE = """
+    from harnessmem.backends.base import BackendOptions, IndexBackend
+
+    class TinyOptions(BackendOptions):
+        path: str = "tiny.db"
+
+    class TinyIndex(IndexBackend):
+        name = "tiny"
+        Options = TinyOptions
+        def file_hashes(self): return {}
+        def sync_file(self, path, content_hash, entries): return True
+        def remove(self, path): return False
+        def search(self, query, limit=10): return []
+        def stats(self): raise NotImplementedError
+"""
+
+
+def _plugin_names(settings: PluginSettings) -> set[str]:
+    pm = make_plugin_manager(settings)
+    return {name for name, plugin in pm.list_name_plugin() if plugin is not None}
+
+
+@pytest.fixture
+def three_plugins(fake_distributions: Any) -> None:
+    for name in ("alpha", "beta"):
+        fake_distributions.add(
+            f"harnessmem-{name}",
+            {"harnessmem.plugins": {name: f"hm_{name}"}},
+            {f"hm_{name}": HOOK_MODULE.format(name=name)},
+        )
+    fake_distributions.add(
+        "harnessmem-tiny",
+        {"harnessmem.index": {"tiny": "hm_tiny:TinyIndex"}},
+        {"hm_tiny": INDEX_MODULE},
+        version="2.3.4",
+    )
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_entry_point_plugins_load_and_can_be_blocked() -> None:
+    assert {"alpha", "beta"} <= _plugin_names(PluginSettings())
+    disabled = _plugin_names(PluginSettings(disable=["alpha"]))
+    assert "alpha" not in disabled
+    assert "beta" in disabled
+    only = _plugin_names(PluginSettings(only=["beta"]))
+    assert "alpha" not in only
+    assert "beta" in only
+    # autoload=false keeps only the harnessmem distribution's own plugins
+    assert not {"alpha", "beta"} & _plugin_names(PluginSettings(autoload=False))
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_each_manager_is_fresh() -> None:
+    first = make_plugin_manager(PluginSettings())
+    second = make_plugin_manager(PluginSettings())
+
+    class Local:
+        @hookimpl
+        def on_maintenance(self, event: object) -> None:
+            pass
+
+    first.register(Local(), name="local")
+    assert first.get_plugin("local") is not None
+    assert second.get_plugin("local") is None
+
+
+def test_hook_name_typo_fails_loudly() -> None:
+    class Typo:
+        @hookimpl
+        def pre_reasonin(self, ctx: object) -> None:
+            pass
+
+    with pytest.raises(PluginError, match="pre_reasonin"):
+        make_plugin_manager(PluginSettings(), [Typo()])
+
+
+def test_hook_with_extra_argument_is_refused() -> None:
+    class Extra:
+        @hookimpl
+        def post_call(self, ctx: object, bogus: object) -> None:
+            pass
+
+    with pytest.raises(PluginError, match="bogus"):
+        make_plugin_manager(PluginSettings(), [Extra()])
+
+
+def test_broken_plugin_names_entry_point_and_distribution(fake_distributions: Any) -> None:
+    fake_distributions.add(
+        "harnessmem-broken",
+        {"harnessmem.plugins": {"broken": "hm_broken"}},
+        {"hm_broken": "raise RuntimeError('boom at import')\n"},
+    )
+    with pytest.raises(PluginError) as info:
+        make_plugin_manager(PluginSettings())
+    text = str(info.value)
+    assert "'broken'" in text
+    assert "harnessmem-broken 0.1.0" in text
+    assert "boom at import" in text
+    assert "plugins.disable" in text
+    # and the way out works
+    make_plugin_manager(PluginSettings(disable=["broken"]))
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_backend_registry_is_lazy_and_validates() -> None:
+    registry = index_registry()
+    assert registry.available()["tiny"] == "harnessmem-tiny 2.3.4"
+    import sys
+
+    assert "hm_tiny" not in sys.modules
+    cls = registry.load("tiny")
+    assert cls.__name__ == "TinyIndex"
+    backend = cls.create({"path": "x.db"})
+    assert backend.options.path == "x.db"
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_backend_options_errors_name_the_dotted_path() -> None:
+    cls = index_registry().load("tiny")
+    with pytest.raises(PluginError.__mro__[2]) as info:  # ConfigError via HarnessMemError
+        cls.create({"pth": "x.db"})
+    assert "index.options.pth: unknown setting" in str(info.value)
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_unknown_backend_lists_installed_and_nearest() -> None:
+    with pytest.raises(BackendNotFound) as info:
+        index_registry().load("tin")
+    message = info.value.message
+    assert message.startswith("no index backend 'tin'; installed: ")
+    assert "tiny (harnessmem-tiny 2.3.4)" in message
+    assert message.endswith("did you mean 'tiny'?")
+    assert "harnessmem.index" in str(info.value.hint)
+
+
+def test_unknown_model_backend_without_candidates() -> None:
+    registry = model_registry()
+    with pytest.raises(BackendNotFound, match="no model backend 'zzzz-nothing'"):
+        registry.load("zzzz-nothing")
+
+
+def test_backend_that_is_not_a_backend_class(fake_distributions: Any) -> None:
+    fake_distributions.add(
+        "harnessmem-wrong",
+        {"harnessmem.model": {"wrong": "hm_wrong:Thing"}},
+        {"hm_wrong": "class Thing:\n    pass\n"},
+    )
+    with pytest.raises(PluginError, match="not a subclass of ModelBackend"):
+        model_registry().load("wrong")
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_cli_lists_plugins_and_backends_with_distribution_and_version() -> None:
+    result = CliRunner().invoke(main, ["plugins", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    rows = {(row["kind"], row["name"]): row for row in json.loads(result.output)}
+    assert rows[("plugin", "alpha")]["distribution"] == "harnessmem-alpha"
+    assert rows[("plugin", "alpha")]["status"] == "loaded"
+    assert rows[("index", "tiny")]["version"] == "2.3.4"
+    table = CliRunner().invoke(main, ["plugins"])
+    assert "harnessmem-tiny" in table.output
+
+
+@pytest.mark.usefixtures("three_plugins")
+def test_installed_plugins_reports_blocked_status() -> None:
+    rows = {row.name: row for row in installed_plugins(PluginSettings(disable=["beta"]))}
+    assert rows["beta"].status == "blocked (plugins.disable)"
+    assert rows["alpha"].status == "loaded"
+
+
+def test_tracing_goes_to_the_logger(caplog: pytest.LogCaptureFixture) -> None:
+    class Observer:
+        @hookimpl
+        def on_maintenance(self, event: object) -> None:
+            pass
+
+    pm = make_plugin_manager(PluginSettings(trace=True), [Observer()])
+    with caplog.at_level(logging.DEBUG, logger="harnessmem.plugins"):
+        HookFacade(pm).maintenance(event="tick")  # type: ignore[arg-type]
+    assert any("on_maintenance" in record.getMessage() for record in caplog.records)
+
+
+def test_transform_memory_text_is_a_chain_in_call_order() -> None:
+    class Upper:
+        @hookimpl
+        def transform_memory_text(self, text: str) -> str:
+            return text.upper()
+
+    class Suffix:
+        @hookimpl
+        def transform_memory_text(self, text: str, source: str) -> str:
+            return f"{text} [{source}]"
+
+    class Keep:
+        @hookimpl(tryfirst=True)
+        def transform_memory_text(self, text: str) -> None:
+            return None
+
+    pm = make_plugin_manager(PluginSettings(), [Upper(), Suffix(), Keep()])
+    # last registered runs first: Suffix, then Upper (Keep is tryfirst and keeps the text)
+    assert HookFacade(pm).transform_memory_text("fact", "flush") == "FACT [FLUSH]"
+
+
+def test_transform_memory_text_refuses_non_strings() -> None:
+    class Bad:
+        @hookimpl
+        def transform_memory_text(self, text: str) -> int:
+            return 3
+
+    facade = HookFacade(make_plugin_manager(PluginSettings(), [Bad()]))
+    with pytest.raises(PluginError, match="returned int"):
+        facade.transform_memory_text("x", "save")
+
+
+def test_every_hook_spec_has_a_docstring_contract() -> None:
+    names = [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "harnessmem_spec")]
+    expected = {
+        "harnessmem_configure",
+        "pre_reasoning",
+        "post_acting",
+        "post_call",
+        "on_context_overflow",
+        "on_compaction",
+        "on_memory_flushed",
+        "on_memory_consolidated",
+        "on_tool_result_evicted",
+        "on_maintenance",
+        "transform_memory_text",
+    }
+    assert set(names) == expected
+    for name in names:
+        doc = getattr(hookspecs, name).__doc__ or ""
+        assert len(doc.split()) >= 8, name
+        assert "awaitable" in doc or "Observer" in doc or "return ignored" in doc.lower(), name
+
+
+def test_overflow_is_first_result() -> None:
+    calls = []
+
+    class Declines:
+        @hookimpl
+        def on_context_overflow(self, ctx: Any, error: BaseException) -> None:
+            calls.append("declines")
+
+    class Helps:
+        @hookimpl
+        def on_context_overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
+            calls.append("helps")
+            return [{"role": "user", "content": "short"}]
+
+    class NeverReached:
+        @hookimpl(trylast=True)
+        def on_context_overflow(self, ctx: Any, error: BaseException) -> None:
+            calls.append("never")
+
+    facade = HookFacade(
+        make_plugin_manager(PluginSettings(), [NeverReached(), Helps(), Declines()])
+    )
+    assert facade.on_context_overflow(object(), ValueError()) == [  # type: ignore[arg-type]
+        {"role": "user", "content": "short"}
+    ]
+    assert calls == ["declines", "helps"]
+
+
+def test_async_implementation_in_sync_call_inside_a_loop_is_refused() -> None:
+    class AsyncPlugin:
+        @hookimpl
+        async def post_call(self, ctx: Any) -> None:
+            return None
+
+    facade = HookFacade(make_plugin_manager(PluginSettings(), [AsyncPlugin()]))
+
+    async def inside_loop() -> None:
+        with pytest.raises(PluginError, match="async session method"):
+            facade.post_call(object())  # type: ignore[arg-type]
+
+    asyncio.run(inside_loop())
