@@ -92,7 +92,7 @@ class MemoryHarness:
         *,
         model: ModelBackend | Mapping[str, Any] | None = None,
         index: IndexBackend | Mapping[str, Any] | None = None,
-        plugins: Sequence[object] = (),
+        plugins: Sequence[object] | Mapping[str, Any] = (),
         clock: Callable[[], float] | None = None,
         config: str | os.PathLike[str] | None = None,
         **sections: Any,
@@ -101,8 +101,10 @@ class MemoryHarness:
 
         ``sections`` override settings sections as dicts, e.g.
         ``compaction={"trigger_messages": 30}``; ``model=`` and ``index=`` take
-        a backend instance or a settings section. Other settings come from the
-        environment and the config file as :meth:`HarnessSettings.load` reads them.
+        a backend instance or a settings section, ``plugins=`` a list of plugin
+        objects to register or the ``plugins`` settings section. Other settings
+        come from the environment and the config file as
+        :meth:`HarnessSettings.load` reads them.
         """
         workspace = dict(sections.pop("workspace", None) or {})
         workspace["url"] = os.fspath(url)
@@ -123,18 +125,21 @@ class MemoryHarness:
         *,
         model: ModelBackend | Mapping[str, Any] | None = None,
         index: IndexBackend | Mapping[str, Any] | None = None,
-        plugins: Sequence[object] = (),
+        plugins: Sequence[object] | Mapping[str, Any] = (),
         clock: Callable[[], float] | None = None,
         **sections: Any,
     ) -> Self:
         """Build a harness from a TOML or YAML config file (plus environment and ``sections``).
 
-        ``model=`` and ``index=`` take a backend instance or a settings section.
+        ``model=`` and ``index=`` take a backend instance or a settings section;
+        ``plugins=`` plugin objects or the ``plugins`` section.
         """
         if isinstance(model, Mapping):
             sections["model"], model = model, None
         if isinstance(index, Mapping):
             sections["index"], index = index, None
+        if isinstance(plugins, Mapping):
+            sections["plugins"], plugins = plugins, ()
         settings = HarnessSettings.load(path, **sections)
         return cls(settings, model=model, index=index, plugins=plugins, clock=clock)
 
