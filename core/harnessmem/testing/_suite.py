@@ -72,11 +72,11 @@ def suite_integrity_problems(cls: type[ConformanceSuite]) -> list[str]:
         if current is original:
             continue
         if current is None or not callable(current):
-            problems.append(f"{cls.__qualname__}.{name}: suite test deleted")
+            problems.append(f"{cls.__name__}.{name}: suite test deleted")
         elif not getattr(current, _OVERRIDE_ATTR, None):
-            owner = next((k.__qualname__ for k in cls.__mro__ if name in k.__dict__), "?")
+            owner = next((k.__name__ for k in cls.__mro__ if name in k.__dict__), "?")
             problems.append(
-                f"{cls.__qualname__}.{name}: suite test replaced in {owner} "
+                f"{cls.__name__}.{name}: suite test replaced in {owner} "
                 "without @suite_override(reason)"
             )
     return problems
