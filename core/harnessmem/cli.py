@@ -29,6 +29,24 @@ def _errors_as_messages() -> Iterator[None]:
         sys.exit(1)
 
 
+def _print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A rich table on a terminal; plain aligned columns (never cut) when piped."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    for line in [columns, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
 def _config_option(func: F) -> F:
     return click.option(
         "--config",
@@ -90,17 +108,11 @@ def config_show(config: str | None, workspace: str | None, as_json: bool) -> Non
         data = [{"setting": n, "value": v, "source": s} for n, v, s in rows]
         click.echo(json.dumps(data, indent=2, default=str))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="harnessmem settings", show_lines=False)
-    table.add_column("setting", style="bold")
-    table.add_column("value")
-    table.add_column("source", style="dim")
-    for name, value, source in rows:
-        shown = _redact(name, value)
-        table.add_row(name, json.dumps(shown, default=str), source)
-    Console().print(table)
+    _print_table(
+        "harnessmem settings",
+        ["setting", "value", "source"],
+        [[n, json.dumps(_redact(n, v), default=str), s] for n, v, s in rows],
+    )
 
 
 _SECRET_WORDS = ("key", "secret", "token", "password")
@@ -148,15 +160,11 @@ def plugins_command(config: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no plugins or backends installed")
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="harnessmem plugins and backends")
-    for column in ("kind", "name", "distribution", "version", "status", "object"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row.kind, row.name, row.distribution, row.version, row.status, row.value)
-    Console().print(table)
+    _print_table(
+        "harnessmem plugins and backends",
+        ["kind", "name", "distribution", "version", "status", "object"],
+        [[r.kind, r.name, r.distribution, r.version, r.status, r.value] for r in rows],
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

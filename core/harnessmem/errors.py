@@ -12,6 +12,7 @@ __all__ = [
     "ContextOverflowError",
     "HarnessMemError",
     "LeaseError",
+    "MessageFormatError",
     "ModelError",
     "ModelResponseError",
     "ModelUnavailableError",
@@ -37,6 +38,20 @@ class ConfigError(HarnessMemError, ValueError):
         self, message: str, *, hint: str | None = None, problems: list[str] | None = None
     ) -> None:
         self.problems = list(problems or [])
+        super().__init__(message, hint=hint)
+
+
+class MessageFormatError(HarnessMemError, ValueError):
+    """A transcript or message is malformed; ``problems`` holds one line per problem.
+
+    Each line names the message index and what is wrong with it, e.g.
+    ``message 12: tool_use block 0 has no id``.
+    """
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, problems: list[str] | None = None
+    ) -> None:
+        self.problems = list(problems or [message])
         super().__init__(message, hint=hint)
 
 
