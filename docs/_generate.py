@@ -28,10 +28,7 @@ def _section_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def _default(field: Any) -> str:
-    if field.default_factory is not None:
-        value = field.default_factory()
-    else:
-        value = field.default
+    value = field.default_factory() if field.default_factory is not None else field.default
     if isinstance(value, BaseModel):
         return "(table)"
     return f"`{json.dumps(value)}`"

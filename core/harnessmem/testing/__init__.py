@@ -1,1 +1,43 @@
-"""Test helpers shipped for harnessmem's own tests and for plugin authors."""
+"""Test helpers shipped for harnessmem's own tests and for plugin authors.
+
+- ``ScriptedModel``: a deterministic model backend that records its calls;
+- ``FakeOpenAIServer`` and ``Fault``: a loopback OpenAI-compatible server with scripted
+  replies and injected faults;
+- the conformance suites (``WorkspaceSuite``, ...), their base ``ConformanceSuite`` and
+  ``suite_override`` for a deliberate replacement of a suite test;
+- ``FakeClock``: an injectable clock for tests that never sleep.
+
+The test doubles import only the standard library and harnessmem; the suites import pytest
+and hypothesis, so they load on first use (``from harnessmem.testing import WorkspaceSuite``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harnessmem.testing._suite import ConformanceSuite, suite_integrity_problems, suite_override
+from harnessmem.testing.openai_server import FakeOpenAIServer, Fault, RecordedRequest
+from harnessmem.testing.scripted import ModelCall, ScriptedModel
+
+_SUITES = {"FakeClock": "workspace_suite", "WorkspaceSuite": "workspace_suite"}
+
+__all__ = [
+    "ConformanceSuite",
+    "FakeClock",
+    "FakeOpenAIServer",
+    "Fault",
+    "ModelCall",
+    "RecordedRequest",
+    "ScriptedModel",
+    "WorkspaceSuite",
+    "suite_integrity_problems",
+    "suite_override",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUITES:
+        from importlib import import_module
+
+        return getattr(import_module(f"harnessmem.testing.{_SUITES[name]}"), name)
+    raise AttributeError(f"module 'harnessmem.testing' has no attribute {name!r}")

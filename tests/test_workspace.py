@@ -1,0 +1,291 @@
+"""Workspace on local disk, memory:// and S3 (moto on loopback), plus multi-process checks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harnessmem.workspace as workspace_module
+from harnessmem.errors import LeaseError, WorkspaceError
+from harnessmem.testing.workspace_suite import FakeClock, WorkspaceSuite
+from harnessmem.workspace import Workspace
+
+
+class TestLocalWorkspace(WorkspaceSuite):
+    """The suite on a local folder."""
+
+    @pytest.fixture
+    def workspace(self, clock: FakeClock, tmp_path: Path) -> Workspace:
+        return Workspace.open(tmp_path / "ws", clock=clock)
+
+
+class TestMemoryWorkspace(WorkspaceSuite):
+    """The suite on fsspec's in-process memory filesystem."""
+
+    @pytest.fixture
+    def workspace(self, clock: FakeClock) -> Iterator[Workspace]:
+        ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}", clock=clock)
+        yield ws
+        if ws.fs.exists(ws.root):
+            ws.fs.rm(ws.root, recursive=True)
+
+
+@pytest.mark.s3
+class TestS3Workspace(WorkspaceSuite):
+    """The suite on S3 (moto's server on 127.0.0.1)."""
+
+    @pytest.fixture
+    def workspace(
+        self, clock: FakeClock, s3_workspace_url: str, s3_storage_options: dict[str, str]
+    ) -> Workspace:
+        return Workspace.open(s3_workspace_url, s3_storage_options, clock=clock)
+
+
+# -- open ----------------------------------------------------------------------------------------
+
+
+def test_open_local_forms(tmp_path: Path) -> None:
+    """Relative paths (created), PathLike, file:// URLs and trailing slashes give one workspace."""
+    relative = Workspace.open("rel/ws")  # the autouse fixture chdirs to tmp_path
+    assert relative.local_root == (tmp_path / "rel" / "ws").resolve()
+    assert relative.local_root.is_dir()
+    assert (relative.protocol, relative.is_local) == ("file", True)
+    assert relative.url == relative.local_root.as_uri()
+    for form in (tmp_path / "rel" / "ws", f"{tmp_path}/rel/ws/", relative.url + "/"):
+        again = Workspace.open(form)
+        assert (again.url, again.root) == (relative.url, relative.root)
+    relative.write_text("memory/x.md", "x")
+    assert relative.local_path("memory/x.md") == relative.local_root / "memory" / "x.md"
+    assert (relative.local_root / "memory" / "x.md").read_text() == "x"
+
+
+def test_open_memory_url_normalised() -> None:
+    """memory:// URLs lose the trailing slash; the workspace is not local."""
+    name = f"test-{uuid.uuid4().hex}"
+    ws = Workspace.open(f"memory://{name}/")
+    assert ws.url == f"memory:///{name}"
+    assert (ws.protocol, ws.is_local, ws.local_root) == ("memory", False, None)
+    assert ws.local_path("a.md") is None
+    assert Workspace.open(ws.url).root == ws.root
+
+
+@pytest.mark.s3
+def test_open_s3_url_normalised(s3_workspace_url: str, s3_storage_options: dict[str, str]) -> None:
+    """s3:// URLs keep bucket/prefix without the trailing slash; root is inside the bucket."""
+    ws = Workspace.open(s3_workspace_url + "/", s3_storage_options)
+    assert ws.url == s3_workspace_url
+    assert ws.root == s3_workspace_url.removeprefix("s3://")
+    assert (ws.protocol, ws.is_local, ws.local_root) == ("s3", False, None)
+
+
+def test_open_refuses_bucketless_url() -> None:
+    """A URL that names no folder is a WorkspaceError with a hint, not a silent root."""
+    with pytest.raises(WorkspaceError, match="open workspace 'memory://' failed"):
+        Workspace.open("memory://")
+
+
+def test_import_stays_light() -> None:
+    """Importing harnessmem.workspace loads neither fsspec nor s3fs (they load in open())."""
+    code = (
+        "import sys, harnessmem, harnessmem.workspace\n"
+        "print(sorted(m for m in ('fsspec', 's3fs', 'botocore') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def test_storage_failure_is_workspace_error(tmp_path: Path) -> None:
+    """A failing storage call raises WorkspaceError naming op, path and workspace, chained."""
+    ws = Workspace.open(tmp_path / "ws")
+    ws.write_text("memory/a.md", "a")
+    with pytest.raises(WorkspaceError) as info:
+        ws.read_text("memory")
+    message = str(info.value)
+    assert message.startswith(f"read 'memory' in {ws.url} failed: IsADirectoryError")
+    assert isinstance(info.value.__cause__, IsADirectoryError)
+
+
+@pytest.mark.s3
+def test_s3_missing_bucket_is_a_workspace_error(s3_storage_options: dict[str, str]) -> None:
+    """A missing bucket is a WorkspaceError with a hint, not a missing file or a retry loop."""
+    ws = Workspace.open(f"s3://missing-{uuid.uuid4().hex[:12]}/ws", s3_storage_options)
+    for call in (
+        lambda: ws.write_text("a.md", "a"),
+        lambda: ws.read_text("a.md"),
+        lambda: ws.append_text("a.md", "a"),
+        lambda: ws.list(),
+        lambda: ws.lock("maintenance"),
+    ):
+        with pytest.raises(WorkspaceError, match=r"in s3://missing-.+ failed") as info:
+            call()
+        assert info.value.hint is not None
+        assert "create the bucket" in info.value.hint
+
+
+def test_append_gives_up_after_bounded_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every conditional write loses, append stops after a bounded number of tries."""
+    ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
+    monkeypatch.setattr(ws._store, "put_if", lambda *args: False)
+    naps: list[float] = []
+    monkeypatch.setattr(workspace_module, "_sleep", naps.append)
+    with pytest.raises(
+        WorkspaceError, match=r"append 'log\.md' in memory:///test-.* kept changing"
+    ):
+        ws.append_text("log.md", "x\n")
+    assert len(naps) == workspace_module._APPEND_ATTEMPTS
+    assert max(naps) <= 0.25
+
+
+def test_append_without_conditional_writes_uses_a_lease() -> None:
+    """Stores without compare-and-swap append under a lease; concurrent appends all land."""
+    import threading
+
+    ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
+    ws._store.conditional = False  # behave like a store without conditional writes
+
+    def worker(t: int) -> None:
+        for i in range(10):
+            ws.append_text("log.md", f"{t}-{i}\n")
+
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    assert sorted(ws.read_text("log.md").splitlines()) == sorted(
+        f"{t}-{i}" for t in range(4) for i in range(10)
+    )
+    assert ws.try_lock("append:log.md") is not None, "the append lease was not released"
+
+
+def test_lease_file_format(tmp_path: Path) -> None:
+    """A lease is JSON {name, owner, token, acquired, expires} at .locks/<safe name>.lease."""
+    clock = FakeClock()
+    ws = Workspace.open(tmp_path / "ws", clock=clock)
+    with ws.lock("maintenance/tick", ttl=30) as lease:
+        files = list((tmp_path / "ws" / ".locks").glob("*.lease"))
+        assert len(files) == 1
+        assert files[0].name.startswith("maintenance_tick-")
+        record = json.loads(files[0].read_text())
+        assert record == {
+            "name": "maintenance/tick",
+            "owner": lease.owner,
+            "token": lease.token,
+            "acquired": clock.now,
+            "expires": clock.now + 30,
+        }
+    assert not files[0].exists()
+    with pytest.raises(ValueError, match="ttl"):
+        ws.lock("x", ttl=0)
+
+
+# -- several processes ---------------------------------------------------------------------------
+
+_CHILD = """
+import json, sys
+from harnessmem.workspace import Workspace
+mode, url, options, worker, count = sys.argv[1:6]
+if mode == "append":
+    ws = Workspace.open(url, json.loads(options))
+    print("ready", flush=True)
+    sys.stdin.readline()  # start together, so the appends really overlap
+    for i in range(int(count)):
+        ws.append_text("memory/shared.md", f"- worker {worker} entry {i:03d} {'y' * 30}\\n")
+else:  # take a lease at time 1000 with ttl 10 and die without releasing it
+    ws = Workspace.open(url, json.loads(options), clock=lambda: 1000.0)
+    ws.lock("maintenance", ttl=10)
+print("done", flush=True)
+"""
+
+
+def _run_children(mode: str, url: str, options: dict[str, Any], workers: int, count: int) -> None:
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, mode, url, json.dumps(options), str(w), str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    try:
+        if mode == "append":
+            for child in children:
+                assert child.stdout is not None
+                assert child.stdout.readline().strip() == "ready"
+            for child in children:  # all are ready: let them go at once
+                assert child.stdin is not None
+                child.stdin.write("go\n")
+                child.stdin.flush()
+        for child in children:
+            out, _ = child.communicate(timeout=120)
+            assert child.returncode == 0
+            assert out.strip().endswith("done")
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def _check_appends(ws: Workspace, workers: int, count: int) -> None:
+    lines = ws.read_text("memory/shared.md").splitlines()
+    expected = [
+        f"- worker {w} entry {i:03d} {'y' * 30}" for w in range(workers) for i in range(count)
+    ]
+    assert len(lines) == len(expected)
+    assert sorted(lines) == sorted(expected)  # each exactly once, none torn
+    writers = [line.split()[2] for line in lines]
+    switches = sum(a != b for a, b in itertools.pairwise(writers))
+    assert switches > workers - 1, "the processes ran one after another; nothing was tested"
+
+
+@pytest.mark.slow
+def test_appends_from_processes_local(tmp_path: Path) -> None:
+    """4 processes x 50 appends to one local file: all 200 entries, each once, intact."""
+    ws = Workspace.open(tmp_path / "ws")
+    _run_children("append", ws.url, {}, workers=4, count=50)
+    _check_appends(ws, 4, 50)
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_appends_from_processes_s3(
+    s3_workspace_url: str, s3_storage_options: dict[str, str]
+) -> None:
+    """4 processes x 50 appends to one S3 object: conditional PUTs lose nothing."""
+    _run_children("append", s3_workspace_url, s3_storage_options, workers=4, count=50)
+    _check_appends(Workspace.open(s3_workspace_url, s3_storage_options), 4, 50)
+
+
+@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_lease_of_dead_process_taken_over_after_expiry(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A lease left by a process that died is refused until it expires, then taken over."""
+    if store == "s3":
+        url = request.getfixturevalue("s3_workspace_url")
+        options = request.getfixturevalue("s3_storage_options")
+    else:
+        url, options = str(tmp_path / "ws"), {}
+    _run_children("lease", url, options, workers=1, count=0)
+    clock = FakeClock(now=1005.0)
+    ws = Workspace.open(url, options, clock=clock)
+    with pytest.raises(LeaseError, match=r"held by .+ until 1970-01-01T00:16:50"):
+        ws.lock("maintenance")
+    clock.advance(6)
+    with ws.lock("maintenance") as lease:
+        assert lease.held
