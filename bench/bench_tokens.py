@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,13 @@ from typing import Any
 from bench._util import Row, median_seconds
 from harnessmem.tokens import TokenCounter
 
-TAU = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tau-bench"
+# The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
+TAU = (
+    Path(
+        os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    / "tau-bench"
+)
 TAU_FILE = TAU / "gpt-4o-airline-dev.json"
 SIZES = (200, 1000, 5000)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,10 @@ from harnessmem.messages import (
     validate_messages,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
+DATA = Path(
+    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
 SWE = DATA / "swe-agent" / "marshmallow-1867.function_calling.traj"
 

@@ -26,7 +26,10 @@ from harnessmem.tokens import (
     estimate_tokens,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
+DATA = Path(
+    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
 REPO = Path(__file__).resolve().parents[1]
 
