@@ -249,6 +249,7 @@ def test_behaviours_not_built_yet_say_so(harness: MemoryHarness) -> None:
 def test_import_stays_light() -> None:
     code = (
         "import sys, harnessmem, harnessmem.cli;"
+        "from harnessmem import MemoryHarness, HarnessSettings, hookimpl;"
         "heavy = [m for m in ('litellm', 'tiktoken', 's3fs', 'sqlalchemy', 'fsspec', 'botocore')"
         " if m in sys.modules];"
         "print(','.join(heavy))"
@@ -257,3 +258,13 @@ def test_import_stays_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_every_public_name_resolves() -> None:
+    import harnessmem
+
+    assert set(harnessmem.__all__) == {*harnessmem._EXPORTS, "__version__"}
+    for name in harnessmem.__all__:
+        assert getattr(harnessmem, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        harnessmem.Nope  # noqa: B018

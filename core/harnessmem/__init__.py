@@ -1,29 +1,59 @@
 """harnessmem: memory that lasts across sessions for any LLM agent, with a bounded context.
 
-Importing this package stays light: litellm, tiktoken, SQLAlchemy and s3fs are
-imported only when a feature needs them.
+The public names load on first use (PEP 562), so ``import harnessmem`` and the
+``harnessmem`` command start fast; litellm, tiktoken, SQLAlchemy and s3fs load
+only when a feature needs them.
 """
 
 from __future__ import annotations
 
-from harnessmem.backends.base import Completion, IndexBackend, ModelBackend, SearchHit
-from harnessmem.errors import (
-    BackendNotFound,
-    ConfigError,
-    ContextOverflowError,
-    HarnessMemError,
-    LeaseError,
-    ModelError,
-    ModelResponseError,
-    ModelUnavailableError,
-    PathNotAllowed,
-    PluginError,
-    WorkspaceError,
-)
-from harnessmem.events import TurnContext
-from harnessmem.harness import MemoryHarness, Session
-from harnessmem.plugins import hookimpl
-from harnessmem.settings import HarnessSettings
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import Completion, IndexBackend, ModelBackend, SearchHit
+    from harnessmem.errors import (
+        BackendNotFound,
+        ConfigError,
+        ContextOverflowError,
+        HarnessMemError,
+        LeaseError,
+        MessageFormatError,
+        ModelError,
+        ModelResponseError,
+        ModelUnavailableError,
+        PathNotAllowed,
+        PluginError,
+        WorkspaceError,
+    )
+    from harnessmem.events import TurnContext
+    from harnessmem.harness import MemoryHarness, Session
+    from harnessmem.plugins import hookimpl
+    from harnessmem.settings import HarnessSettings
+
+_EXPORTS = {
+    "Completion": "harnessmem.backends.base",
+    "IndexBackend": "harnessmem.backends.base",
+    "ModelBackend": "harnessmem.backends.base",
+    "SearchHit": "harnessmem.backends.base",
+    "BackendNotFound": "harnessmem.errors",
+    "ConfigError": "harnessmem.errors",
+    "ContextOverflowError": "harnessmem.errors",
+    "HarnessMemError": "harnessmem.errors",
+    "LeaseError": "harnessmem.errors",
+    "MessageFormatError": "harnessmem.errors",
+    "ModelError": "harnessmem.errors",
+    "ModelResponseError": "harnessmem.errors",
+    "ModelUnavailableError": "harnessmem.errors",
+    "PathNotAllowed": "harnessmem.errors",
+    "PluginError": "harnessmem.errors",
+    "WorkspaceError": "harnessmem.errors",
+    "TurnContext": "harnessmem.events",
+    "MemoryHarness": "harnessmem.harness",
+    "Session": "harnessmem.harness",
+    "hookimpl": "harnessmem.plugins",
+    "HarnessSettings": "harnessmem.settings",
+}
 
 __all__ = [
     "BackendNotFound",
@@ -35,6 +65,7 @@ __all__ = [
     "IndexBackend",
     "LeaseError",
     "MemoryHarness",
+    "MessageFormatError",
     "ModelBackend",
     "ModelError",
     "ModelResponseError",
@@ -50,9 +81,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> str:
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     if name == "__version__":
         from importlib.metadata import version
 
         return version("harnessmem")
     raise AttributeError(f"module 'harnessmem' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
