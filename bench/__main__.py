@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+DOC = HERE.parent / "docs" / "benchmarks.md"
+BEGIN = "<!-- BEGIN RESULTS -->"
+END = "<!-- END RESULTS -->"
 
 
 def _modules() -> list[str]:
@@ -65,6 +68,38 @@ def _format(value: float | None, unit: str) -> str:
     return f"{value:.4g} {unit}".strip()
 
 
+def render_markdown(result: dict[str, Any]) -> str:
+    """The results table for docs/benchmarks.md."""
+    machine = result["machine"]
+    lines = [
+        f"Run {result['date']} at commit `{result['commit']}` with `{result['command']}` "
+        f"({result['seconds']} s); Python {machine['python']} on {machine['platform']}, "
+        f"{machine['cpus']} CPUs.",
+        "",
+        "| bench | measurement | value | baseline (same run) | baseline value | ratio |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in result["rows"]:
+        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        lines.append(
+            f"| {row['bench']} | {row['name']} | {_format(row['value'], row['unit'])} "
+            f"| {row['baseline'] or '-'} | {_format(row['baseline_value'], row['unit'])} "
+            f"| {ratio} |"
+        )
+    if result["failures"]:
+        lines += ["", "Failed: " + ", ".join(sorted(result["failures"]))]
+    return "\n".join(lines) + "\n"
+
+
+def _update_doc(result: dict[str, Any]) -> None:
+    text = DOC.read_text() if DOC.exists() else ""
+    if BEGIN not in text or END not in text:
+        return
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    DOC.write_text(f"{head}{BEGIN}\n{render_markdown(result)}{END}{tail}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
@@ -107,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     tmp.replace(output)
     print(f"wrote {output} in {result['seconds']} s")
+    if not args.quick and not args.only and args.output is None:
+        _update_doc(result)
+        print(f"updated {DOC}")
     return 1 if failures else 0
 
 
