@@ -10,23 +10,31 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harnessmem._validation import problem_lines
-from harnessmem.errors import ConfigError
+from harnessmem.errors import ConfigError, HarnessMemError
 
 __all__ = [
+    "INDEX_CAPABILITIES",
+    "INDEX_SOURCES",
+    "MODEL_CAPABILITIES",
+    "PURPOSES",
     "BackendOptions",
     "Completion",
+    "FileUpdate",
     "IndexBackend",
     "IndexEntry",
     "IndexStats",
+    "IndexedFile",
     "ModelBackend",
     "SearchHit",
+    "SearchMode",
+    "SearchTimeout",
 ]
 
 
@@ -58,12 +66,35 @@ class _Backend:
             ) from None
 
 
+SearchMode = Literal["any", "all", "phrase"]
+
+#: Where indexed text comes from: memory files (MEMORY.md, memory/*.md) or session logs.
+INDEX_SOURCES: tuple[str, ...] = ("memory", "sessions")
+
+#: Capabilities an index backend may declare (``IndexBackend.capabilities``); the
+#: conformance suite skips, with the reason, the tests of what a backend lacks:
+#: ``stemming`` (``running`` finds ``runs``), ``diacritics`` (``cafe`` finds ``café``),
+#: ``cjk`` (Chinese, Japanese and Korean words inside unspaced text), ``phrase`` (the
+#: ``phrase`` mode), ``timeout`` (searches stop at ``timeout``), ``persistent`` (a
+#: second instance on the same store sees the first one's data), ``concurrent`` (several
+#: threads may search and sync one instance at once).
+INDEX_CAPABILITIES: frozenset[str] = frozenset(
+    {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent"}
+)
+
+
+class SearchTimeout(HarnessMemError, TimeoutError):
+    """A search ran longer than ``index.search_timeout`` and was stopped."""
+
+
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """One search result.
 
     ``path`` is relative to the workspace root; ``start_line`` and ``end_line``
-    are 1-based and inclusive; a higher ``score`` is a better match.
+    are 1-based and inclusive; a higher ``score`` is a better match (scores compare
+    only within one result list). ``context`` is the path of headings above the entry
+    (``"Projects > Kyoto"``), ``date`` the ISO day it belongs to, when known.
     """
 
     path: str
@@ -71,16 +102,49 @@ class SearchHit:
     end_line: int
     content: str
     score: float
+    context: str = ""
+    date: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
-    """A chunk of a workspace file as the index stores it."""
+class IndexEntry(NamedTuple):
+    """A chunk of a workspace file as the index stores it (see :mod:`harnessmem.index`).
+
+    ``context`` (headings above the entry) is searched with a lower weight than
+    ``content``; ``date`` is shown with hits; entries with the same ``section``
+    (the ordinal of the heading block they sit in) are neighbours, which a backend
+    may use in ranking. A named tuple, not a dataclass: files are cut into these by
+    the hundred thousand, and a tuple is built in half the time.
+    """
 
     path: str
     start_line: int
     end_line: int
     content: str
+    context: str = ""
+    date: str | None = None
+    section: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FileUpdate:
+    """One file's new state for :meth:`IndexBackend.sync_files`."""
+
+    path: str
+    content_hash: str
+    entries: Sequence[IndexEntry]
+    source: str = "memory"
+    change_token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedFile:
+    """What a backend holds for one file: its content hash and the change token seen."""
+
+    path: str
+    source: str
+    content_hash: str
+    change_token: str | None
+    entries: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,58 +159,139 @@ class IndexStats:
 class IndexBackend(_Backend, ABC):
     """A full-text index over workspace files.
 
-    The harness splits files into ``IndexEntry`` chunks and hands a backend
-    whole files at a time, each with the hash of its content, so a backend can
-    skip files it already holds at that hash.
+    The harness (:class:`harnessmem.index.IndexSync`) splits files into ``IndexEntry``
+    chunks and hands a backend whole files at a time, each with the hash of its content
+    and its change token, so a backend can skip files it already holds at that hash and
+    the harness can skip reading files whose token is unchanged. Every entry belongs to
+    one ``source`` (see :data:`INDEX_SOURCES`); a search looks in one source.
+
+    Implementations are thread-safe when they declare ``concurrent``. ``search`` never
+    raises on what the query text contains; it raises :class:`SearchTimeout` when it
+    runs past ``timeout``. A backend that finds its store missing or unusable and starts
+    empty increments ``resets``; the harness then hands it every file again.
     """
 
-    #: Declared abilities; conformance tests skip, with the reason, what a backend lacks.
+    #: Declared abilities (see :data:`INDEX_CAPABILITIES`).
     capabilities: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def create(
         cls, options: Mapping[str, Any] | BackendOptions | None = None, **context: Any
     ) -> Self:
-        """Validate ``options`` and build the backend; ``context`` carries the workspace facts."""
+        """Validate ``options`` and build the backend.
+
+        ``context`` carries the workspace facts: ``workspace`` (the ``Workspace``),
+        ``index_path`` (a local file the backend may use), ``settings`` (the
+        ``HarnessSettings``). A backend must work with any of them missing that it can
+        do without (the conformance suite passes ``index_path`` only).
+        """
         return cls(cls.parse_options(options, where="index.options"), **context)
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
         self.options = options
         self.context = context
+        #: Times this instance found its store missing, of another version or corrupt
+        #: and started empty; the harness re-syncs every file when it changes.
+        self.resets = 0
 
     @abstractmethod
-    def file_hashes(self) -> dict[str, str]:
-        """Map every indexed path to the content hash it was indexed at."""
+    def files(self) -> dict[str, IndexedFile]:
+        """Every indexed path with its content hash, change token and entry count."""
 
     @abstractmethod
-    def sync_file(self, path: str, content_hash: str, entries: Sequence[IndexEntry]) -> bool:
-        """Replace the entries of ``path``; return False when it was already at ``content_hash``."""
+    def sync_file(
+        self,
+        path: str,
+        content_hash: str,
+        entries: Sequence[IndexEntry],
+        *,
+        source: str = "memory",
+        change_token: str | None = None,
+    ) -> bool:
+        """Make ``entries`` the entries of ``path``, atomically; False if already at the hash.
+
+        When ``path`` is already indexed at ``content_hash`` only its ``change_token``
+        is updated. Several instances (threads, processes) may sync the same path at
+        once; the last complete sync wins and entries are never duplicated.
+        """
+
+    def sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+        """``sync_file`` for each update in order; what each returned.
+
+        ``updates`` may be a generator that reads files as it goes. A backend may apply
+        many updates in one transaction (the SQLite backend does, so that a rebuild
+        costs about what inserting the rows raw costs); each file is still atomic.
+        """
+        return [
+            self.sync_file(
+                u.path, u.content_hash, u.entries, source=u.source, change_token=u.change_token
+            )
+            for u in updates
+        ]
 
     @abstractmethod
     def remove(self, path: str) -> bool:
-        """Forget ``path``; return whether it was indexed."""
+        """Forget ``path`` and its entries; return whether it was indexed."""
+
+    def clear(self) -> None:
+        """Forget every file (the start of a full rebuild)."""
+        for path in self.files():
+            self.remove(path)
 
     @abstractmethod
-    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
-        """Best ``limit`` hits for a free-text ``query``; never raises on query syntax."""
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        source: str = "memory",
+        mode: SearchMode = "any",
+        path_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> list[SearchHit]:
+        """Best ``limit`` hits of ``source`` for a free-text ``query``, best first.
+
+        ``mode``: ``any`` ranks entries holding any of the query's words (stop words
+        dropped), ``all`` requires every word, ``phrase`` the words in order.
+        ``path_prefix`` keeps hits whose path starts with it. Never raises on the query
+        text (an empty or unsearchable query gives ``[]``); raises ``SearchTimeout``
+        after ``timeout`` seconds (None: no limit).
+        """
 
     @abstractmethod
     def stats(self) -> IndexStats:
         """Counts of files and entries."""
 
     def close(self) -> None:
-        """Release connections and files."""
+        """Release connections and files; later calls are no-ops."""
+
+
+#: The jobs a model backend serves; ``complete(purpose=...)`` takes one of these.
+PURPOSES: tuple[str, ...] = ("summary", "flush", "consolidation")
+
+#: Capabilities a model backend may declare (``ModelBackend.capabilities``):
+#: ``offline`` (answers without network or key), ``deterministic`` (the same request
+#: gets the same text), ``retries`` (retries transient failures itself), ``cost`` (reports
+#: a money cost for priced models).
+MODEL_CAPABILITIES: frozenset[str] = frozenset({"offline", "deterministic", "retries", "cost"})
 
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """A model's answer and what it cost."""
+    """A model's answer and what it cost.
+
+    ``model`` is the model that answered (as the provider names it, e.g. a dated
+    variant); ``cost`` is in US dollars, ``None`` when the backend does not know the
+    price; ``finish_reason`` is the provider's (``"stop"``, ``"length"`` when the answer
+    was cut at ``max_tokens``), ``None`` when the backend has none.
+    """
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     model: str
     cost: float | None = None
+    finish_reason: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -156,19 +301,43 @@ class Completion:
 class ModelBackend(_Backend, ABC):
     """A chat model used for summaries, fact extraction and consolidation.
 
-    ``purpose`` is one of ``"summary"``, ``"flush"`` and ``"consolidation"``.
+    ``purpose`` is one of :data:`PURPOSES`: ``"summary"``, ``"flush"`` and
+    ``"consolidation"``. The harness builds backends with :meth:`create` when it
+    starts, so a backend that cannot work with its settings (a missing API key, an
+    unknown provider) raises ``ConfigError`` there, before any work is done.
+    ``context`` holds ``model_name`` (``model.name`` or the purpose's override, may
+    be None), ``max_tokens`` (the default answer cap) and ``where`` (the settings
+    section the values came from, e.g. ``"model.flush"``, for error messages).
+
+    ``complete`` raises only ``ModelError`` subclasses for model failures:
+    ``ContextOverflowError`` (the request does not fit), ``ModelUnavailableError``
+    (unreachable, or still failing after the backend's retries) and
+    ``ModelResponseError`` (an empty or malformed answer).
     """
+
+    #: Declared abilities (see :data:`MODEL_CAPABILITIES`); the conformance suite skips,
+    #: with the reason, what a backend lacks.
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: Whether calls spend money or quota, and so count against ``model.budget``.
+    metered: ClassVar[bool] = True
 
     @classmethod
     def create(
         cls, options: Mapping[str, Any] | BackendOptions | None = None, **context: Any
     ) -> Self:
         """Validate ``options`` and build the backend; ``context`` carries model name and routes."""
-        return cls(cls.parse_options(options, where="model.options"), **context)
+        where = context.get("where") or "model"
+        return cls(cls.parse_options(options, where=f"{where}.options"), **context)
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
         self.options = options
         self.context = context
+
+    @property
+    def model_name(self) -> str | None:
+        """The configured model name (``model.name`` or a purpose override), if any."""
+        name = self.context.get("model_name")
+        return name if isinstance(name, str) else None
 
     @abstractmethod
     def complete(

@@ -1,0 +1,199 @@
+"""Index build and search through the harness against raw sqlite3 FTS5 on the same rows.
+
+Corpus: N bullets of 8-30 words drawn from the word frequencies of the LoCoMo
+conversations (a fixed seed; a synthetic Zipf vocabulary when the data is missing),
+spread over 365 daily logs (``memory/YYYY-MM-DD.md``, a year of them, each last
+modified on its day, the newest an hour before the run).
+
+- *build*: ``harness.reindex()`` on a workspace without an index (list, read, hash and
+  chunk the files, write entries and FTS rows) against raw sqlite3: one FTS5 table
+  (``porter unicode61``) in a file, the same bullet texts inserted with ``executemany``
+  in one transaction.
+- *search*: ``harness.search(query, limit=10)`` — which first checks for changed files
+  (the folder, MEMORY.md and the logs changed in the last two days; a full sweep of all
+  365 every ``index.refresh_interval``), then parses the query, runs FTS5 with bm25 and
+  ranks neighbours — against
+  raw ``SELECT rowid, content FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10`` with the
+  query's words quoted and OR-ed. Two query sets of 2-5 words: *natural* (drawn by word
+  frequency, so stop words are common; the harness drops them, the raw query cannot) and
+  *content words* (stop words excluded, so both sides search the same terms).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench._util import Row, percentile
+
+LOCOMO = (
+    Path(
+        os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    / "locomo-dev"
+    / "locomo-dev.json"
+)
+FILES = 365
+QUERIES = 200
+
+
+def _vocabulary() -> tuple[list[str], list[int]]:
+    words: Counter[str] = Counter()
+    if LOCOMO.is_file():
+        for sample in json.loads(LOCOMO.read_text(encoding="utf-8")):
+            for key, turns in sample["conversation"].items():
+                if re.fullmatch(r"session_\d+", key):
+                    for turn in turns:
+                        words.update(re.findall(r"[a-z']+", str(turn["text"]).lower()))
+    if not words:  # a Zipf vocabulary of made-up words
+        rnd = random.Random(7)
+        for rank in range(1, 8_000):
+            word = "".join(rnd.choice("bcdfghjklmnprstvz") + rnd.choice("aeiou") for _ in range(3))
+            words[word] = max(1, 100_000 // rank)
+    items = words.most_common()
+    return [w for w, _ in items], [c for _, c in items]
+
+
+def _corpus(size: int, words: list[str], weights: list[int]) -> list[str]:
+    rnd = random.Random(1)
+    return [
+        " ".join(rnd.choices(words, weights, k=rnd.randint(8, 30))).capitalize() + "."
+        for _ in range(size)
+    ]
+
+
+def _write_workspace(root: Path, bullets: list[str]) -> None:
+    (root / "memory").mkdir(parents=True)
+    per_file = -(-len(bullets) // FILES)
+    now = time.time()
+    for day in range(FILES):
+        part = bullets[day * per_file : (day + 1) * per_file]
+        month, dom = divmod(day, 28)
+        lines = [f"## Memory Flush — 2026-{month % 12 + 1:02d}-{dom + 1:02d}T10:00:00Z · session s"]
+        lines += [f"- {text}" for text in part]
+        name = f"memory/{2000 + day // 336}-{month % 12 + 1:02d}-{dom + 1:02d}.md"
+        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        # A year of logs, each last written on its own day, the newest an hour ago.
+        written = now - 3_600 - (FILES - 1 - day) * 86_400
+        os.utime(root / name, (written, written))
+    os.utime(root / "memory", (now - 3_600, now - 3_600))
+
+
+def _raw_build(path: Path, bullets: list[str]) -> sqlite3.Connection:
+    db = sqlite3.connect(path)
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='porter unicode61')")
+    with db:
+        db.executemany("INSERT INTO t(content) VALUES (?)", ((f"- {b}",) for b in bullets))
+    return db
+
+
+def _queries(words: list[str], weights: list[int], *, content_only: bool) -> list[str]:
+    from harnessmem.backends._fts import STOP_WORDS
+
+    rnd = random.Random(2)
+    if content_only:
+        kept = [(w, c) for w, c in zip(words, weights, strict=True) if w not in STOP_WORDS]
+        words, weights = [w for w, _ in kept], [c for _, c in kept]
+    return [" ".join(rnd.choices(words, weights, k=rnd.randint(2, 5))) for _ in range(QUERIES)]
+
+
+def _raw_search(db: sqlite3.Connection, query: str) -> list[tuple[int, str]]:
+    terms = dict.fromkeys(re.findall(r"\w+", query.lower()))
+    expression = " OR ".join(f'"{t}"' for t in terms)
+    return db.execute(
+        "SELECT rowid, content FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10", (expression,)
+    ).fetchall()
+
+
+def _timed(fn: object, queries: list[str]) -> list[float]:
+    samples = []
+    for query in queries:
+        started = time.perf_counter()
+        fn(query)  # type: ignore[operator]
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def run(quick: bool) -> list[Row]:
+    """Build and search rows at two corpus sizes."""
+    import sqlalchemy  # noqa: F401  (imported once per process, not part of a build)
+
+    from harnessmem import MemoryHarness
+
+    words, weights = _vocabulary()
+    sizes = (5_000, 20_000) if quick else (20_000, 100_000)
+    repeat = 1 if quick else 3
+    rows: list[Row] = []
+    for size in sizes:
+        bullets = _corpus(size, words, weights)
+        with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
+            root = Path(tmp) / "ws"
+            _write_workspace(root, bullets)
+            raw_path = Path(tmp) / "raw.db"
+            ours_build, raw_build = [], []
+            for _ in range(repeat):
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{tmp}/memory_index.db{suffix}").unlink(missing_ok=True)
+                    Path(f"{raw_path}{suffix}").unlink(missing_ok=True)
+                started = time.perf_counter()
+                _raw_build(raw_path, bullets).close()
+                raw_build.append(time.perf_counter() - started)
+                with MemoryHarness.open(
+                    root, maintenance={"enabled": False}, plugins={"autoload": False}
+                ) as harness:
+                    started = time.perf_counter()
+                    result = harness.reindex()
+                    ours_build.append(time.perf_counter() - started)
+            entries = result.entries
+            rows.append(
+                Row(
+                    bench="index",
+                    name=f"build, {size:,} entries",
+                    value=statistics.median(ours_build),
+                    unit="s",
+                    baseline="raw sqlite3 FTS5 inserts",
+                    baseline_value=statistics.median(raw_build),
+                    notes=f"{FILES} daily logs, {entries} entries; reindex from no database",
+                )
+            )
+            db = sqlite3.connect(raw_path)
+            with MemoryHarness.open(
+                root, maintenance={"enabled": False}, plugins={"autoload": False}
+            ) as harness:
+                harness.reindex()
+                for label, content_only in (("natural", False), ("content words", True)):
+                    queries = _queries(words, weights, content_only=content_only)
+                    for query in queries[:20]:  # warm both page caches
+                        harness.search(query, limit=10)
+                        _raw_search(db, query)
+                    ours = _timed(lambda q: harness.search(q, limit=10), queries)
+                    raw = _timed(lambda q, db=db: _raw_search(db, q), queries)
+                    for name, q in (("p50", 0.5), ("p95", 0.95)):
+                        rows.append(
+                            Row(
+                                bench="index",
+                                name=f"search {name}, {label} queries, {size:,} entries",
+                                value=percentile(ours, q),
+                                unit="s",
+                                baseline="raw sqlite3 FTS5, terms OR-ed, bm25",
+                                baseline_value=percentile(raw, q),
+                                notes=f"{QUERIES} queries of 2-5 words; change check of "
+                                f"{FILES} files included",
+                            )
+                        )
+            db.close()
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(quick="--quick" in sys.argv):
+        print(row.as_dict())

@@ -1,0 +1,197 @@
+"""Chunkers: memory files cut into :class:`~harnessmem.backends.base.IndexEntry` units.
+
+See :mod:`harnessmem.index` for what is indexed and how entries carry their context.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+from harnessmem.backends.base import IndexEntry
+
+__all__ = ["MAX_ENTRY_CHARS", "MAX_STORED_CHARS", "chunk_markdown", "chunk_session_log"]
+
+#: An entry grows line by line up to about this size; a longer paragraph is split at a
+#: line boundary, so one hit never floods an agent's context.
+MAX_ENTRY_CHARS = 2_000
+#: What a single enormous line keeps in the index (the file keeps it all; memory_get reads it).
+MAX_STORED_CHARS = 8_000
+
+
+_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_BULLET = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_DAILY_NAME = re.compile(r"^memory/(?:archive/)?(\d{4}-\d{2}-\d{2})\.md$")
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+# The seed's headings of flushed and saved facts: a date and a boundary, not a topic.
+_LOG_HEADING = re.compile(r"^Memory (?:Flush|Save)\b", re.IGNORECASE)
+# Builds a named tuple without the keyword-argument layer of its __new__ (half the cost).
+_tuple_new = tuple.__new__
+# Characters that can open a heading, bullet, fence or rule; other lines skip the regexes.
+_MARKUP_START = frozenset("#-*+_`~0123456789 \t")
+
+
+def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
+    """Entries of a Markdown memory file: bullets, paragraphs and code blocks, in file order.
+
+    A bullet runs until the next bullet, heading, rule or blank line (its continuation
+    lines included); a paragraph runs until a blank line; both are split at a line
+    boundary beyond ``MAX_ENTRY_CHARS``. Headings are not entries: they become the
+    ``context`` of the entries below them and start a new ``section``.
+
+    One pass with local state: the loop runs once per line of every memory file, so it
+    avoids attribute lookups and regexes for the common line ("- fact").
+    """
+    named = _DAILY_NAME.match(path)
+    file_date = named.group(1) if named else None
+    entries: list[IndexEntry] = []
+    append = entries.append
+    headings: list[tuple[int, str, str | None]] = []  # level, context words, date
+    section = 0
+    context = ""
+    date = file_date
+
+    def flush(lines: list[str], first: int) -> None:
+        content = lines[0].strip() if len(lines) == 1 else "\n".join(lines).strip()
+        if content:
+            if len(content) > MAX_STORED_CHARS:
+                content = content[: MAX_STORED_CHARS - 1] + "…"
+            last = first + len(lines) - 1
+            append(_tuple_new(IndexEntry, (path, first, last, content, context, date, section)))
+
+    buf: list[str] = []
+    start = size = 0
+    fence: str | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if fence is not None:  # inside a code block everything belongs to it
+            buf.append(line)
+            if line.lstrip().startswith(fence):
+                flush(buf, start)
+                buf, fence = [], None
+            continue
+        if not line or line.isspace():
+            if buf:
+                flush(buf, start)
+                buf = []
+            continue
+        lead = line[0]
+        if lead in "-*+" and line[1:2] in (" ", "\t"):
+            if buf:
+                flush(buf, start)
+            # "- - -" is a thematic break, not a bullet.
+            if lead != "+" and not line.lstrip(lead + " \t") and line.count(lead) >= 3:
+                buf = []
+            else:
+                buf, start, size = [line], number, len(line) + 1
+            continue
+        if lead in _MARKUP_START:
+            if match := _HEADING.match(line):
+                if buf:
+                    flush(buf, start)
+                    buf = []
+                level, words = len(match.group(1)), (match.group(2) or "").strip()
+                while headings and headings[-1][0] >= level:
+                    headings.pop()
+                dated = _ISO_DATE.search(words)
+                shown = "" if _LOG_HEADING.match(words) else words
+                headings.append((level, shown, dated.group(1) if dated else None))
+                section += 1
+                context = " > ".join(h[1] for h in headings if h[1])
+                if file_date is None:
+                    date = next((h[2] for h in reversed(headings) if h[2]), None)
+                continue
+            if match := _FENCE.match(line):
+                if buf:
+                    flush(buf, start)
+                buf, start, fence = [line], number, match.group(1)
+                continue
+            if _RULE.match(line):
+                if buf:
+                    flush(buf, start)
+                    buf = []
+                continue
+            if _BULLET.match(line) and buf:  # an indented or numbered bullet starts anew
+                flush(buf, start)
+                buf = []
+        # Plain text continues the current entry, up to about MAX_ENTRY_CHARS.
+        if buf and size + len(line) > MAX_ENTRY_CHARS:
+            flush(buf, start)
+            buf = []
+        if not buf:
+            start, size = number, 0
+        buf.append(line)
+        size += len(line) + 1
+    if buf:
+        flush(buf, start)
+    return entries
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    parts: list[str] = []
+    content = message.get("content")
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts.append(f"{function.get('name', '')}({function.get('arguments', '')})")
+    role = message.get("role")
+    name = message.get("name")
+    label = f"{role} {name}" if isinstance(name, str) and name else role
+    text = "\n".join(p for p in parts if p)
+    return f"{label}: {text}" if isinstance(label, str) and label else text
+
+
+def _record_date(record: dict[str, Any]) -> str | None:
+    for key in ("timestamp", "ts", "time", "created_at", "created"):
+        value = record.get(key)
+        if isinstance(value, str) and (match := _ISO_DATE.match(value)):
+            return match.group(1)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                return dt.datetime.fromtimestamp(value, dt.UTC).date().isoformat()
+            except (OverflowError, OSError, ValueError):
+                return None
+    return None
+
+
+def chunk_session_log(path: str, text: str) -> list[IndexEntry]:
+    """One entry per message of a JSONL session log: ``role: text`` plus tool calls.
+
+    A line holds a message, or a record with the message under ``message``; a line that
+    is not JSON is indexed as it is. All messages form one section, so that an answer
+    is a neighbour of the question before it.
+    """
+    entries: list[IndexEntry] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        date = None
+        try:
+            record = json.loads(line)
+        except ValueError:
+            content = line
+        else:
+            if isinstance(record, dict):
+                date = _record_date(record)
+                inner = record.get("message")
+                message = inner if isinstance(inner, dict) else record
+                content = _message_text(message) if "role" in message else line
+            else:
+                content = line
+        content = content.strip()
+        if len(content) > MAX_STORED_CHARS:
+            content = content[: MAX_STORED_CHARS - 1] + "…"
+        if content:
+            entries.append(IndexEntry(path, number, number, content, "", date, 0))
+    return entries

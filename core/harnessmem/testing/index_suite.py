@@ -1,0 +1,513 @@
+"""Conformance suite for :class:`harnessmem.backends.base.IndexBackend` implementations.
+
+Subclass :class:`IndexBackendSuite` in a test module (its name must start with ``Test``)
+and override one fixture, ``index``, which must yield an empty backend and close it
+afterwards::
+
+    class TestMyIndex(IndexBackendSuite):
+        @pytest.fixture
+        def index(self, tmp_path):
+            backend = MyIndex.create({"dsn": ...}, index_path=tmp_path / "index.db")
+            yield backend
+            backend.close()
+
+Entries are cut by the harness's own chunker (:func:`harnessmem.index.chunk_markdown`),
+so the backend sees exactly what it sees in production. Tests of what a backend does
+not declare in ``capabilities`` skip with the reason; a second instance on the same
+store (for ``persistent``) is built by :meth:`IndexBackendSuite.reopen`, which a subclass
+may override.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessmem.backends.base import IndexBackend, SearchHit, SearchTimeout
+from harnessmem.index import chunk_markdown, chunk_session_log, content_hash
+from harnessmem.testing._suite import ConformanceSuite
+
+__all__ = ["NASTY_QUERIES", "IndexBackendSuite", "sync_text"]
+
+#: Queries that break naive FTS query builders; none may raise.
+NASTY_QUERIES = [
+    "",
+    "   ",
+    '"',
+    '""',
+    '"unbalanced',
+    "'single'",
+    "a AND",
+    "OR",
+    "NOT",
+    "AND OR NOT",
+    "NEAR(a b, 3)",
+    "content:word",
+    "col:",
+    "*",
+    "prefix*",
+    "^start",
+    "(",
+    ")",
+    "((a OR b)",
+    "a) OR (b",
+    "-minus +plus",
+    "a:b:c",
+    "\x00",
+    "nul\x00inside",
+    "\u200b\u200d",
+    "🧠🔥 emoji only",
+    "emoji🧠glued",
+    "\\backslash\\",
+    "%_like%",
+    "; DROP TABLE entries; --",
+    "x" * 5_000,
+    "word " * 1_000,
+    " ".join(f"w{i}" for i in range(600)),
+    "寿司" * 2_500,
+    "\ud800",  # a lone surrogate
+]
+
+_FUZZ = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors],
+)
+_QUERY_TEXT = st.one_of(
+    st.text(max_size=60),
+    st.text(alphabet='"()*:^+-~ ANDORNEABCxyz0123\x00🧠寿司', max_size=60),
+    st.lists(st.sampled_from(NASTY_QUERIES[:30]), max_size=6).map(" ".join),
+    st.text(min_size=4_000, max_size=5_000),
+)
+
+
+def sync_text(
+    index: IndexBackend,
+    path: str,
+    text: str,
+    *,
+    source: str = "memory",
+    token: str | None = None,
+) -> bool:
+    """Index ``text`` as the content of ``path``, cut as the harness cuts it."""
+    chunk = chunk_session_log if source == "sessions" else chunk_markdown
+    return index.sync_file(
+        path,
+        content_hash(text.encode("utf-8", "surrogatepass")),
+        chunk(path, text),
+        source=source,
+        change_token=token,
+    )
+
+
+def _paths(hits: list[SearchHit]) -> list[str]:
+    return [hit.path for hit in hits]
+
+
+MEMORY = """# Memory
+
+## Travel
+- Prefers aisle seats on long flights.
+- Booked the Kyoto ryokan for March 3-5.
+  It has an onsen and serves kaiseki dinners.
+
+## People
+- Alice is the CTO of Acme; she reviews every architecture decision.
+- Bob runs the Berlin office.
+
+A paragraph about the quarterly roadmap
+that spans two lines.
+"""
+
+
+class IndexBackendSuite(ConformanceSuite):
+    """The contract every index backend meets; override the ``index`` fixture."""
+
+    __harnessmem_suite__: ClassVar[bool] = True
+
+    @pytest.fixture
+    def index(self) -> Iterator[IndexBackend]:
+        """Override: yield an empty backend, close it after the test."""
+        raise NotImplementedError("override the index fixture of IndexBackendSuite")
+
+    def reopen(self, index: IndexBackend) -> IndexBackend:
+        """A second instance on the same store, as another process would open it."""
+        return type(index).create(index.options, **index.context)
+
+    @staticmethod
+    def require(index: IndexBackend, capability: str) -> None:
+        if capability not in index.capabilities:
+            pytest.skip(f"{type(index).__name__} does not declare the {capability!r} capability")
+
+    # finding --------------------------------------------------------------------------------
+
+    def test_finds_an_entry_with_its_line_range(self, index: IndexBackend) -> None:
+        """A word of a bullet finds that bullet, with its path, 1-based lines and text.
+
+        If this fails, check that sync_file stores each entry's start_line/end_line and
+        that search returns them unchanged, with path relative to the workspace.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        hits = index.search("kaiseki")
+        assert len(hits) == 1
+        hit = hits[0]
+        assert (hit.path, hit.start_line, hit.end_line) == ("MEMORY.md", 5, 6)
+        assert "kaiseki" in hit.content
+        assert hit.content.startswith("- Booked the Kyoto ryokan")
+        assert isinstance(hit.score, float)
+
+    def test_line_ranges_match_the_file(self, index: IndexBackend) -> None:
+        """Every hit's lines, read back from the text, are the hit's content.
+
+        If this fails, check off-by-one errors: lines are 1-based and end_line inclusive.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        lines = MEMORY.splitlines()
+        for query in ("aisle", "Alice", "Berlin", "roadmap", "onsen"):
+            (hit,) = index.search(query, limit=1)
+            text = "\n".join(lines[hit.start_line - 1 : hit.end_line]).strip()
+            assert text == hit.content, query
+
+    def test_words_match_in_any_order(self, index: IndexBackend) -> None:
+        """A multi-word query finds entries holding its words in another order.
+
+        If this fails, the query is being matched as a phrase or substring (the defect
+        of the Java reference): join terms with OR and rank by relevance.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert _paths(index.search("flights long aisle")) == ["MEMORY.md"]
+        hits = index.search("Berlin office Bob")
+        assert hits
+        assert hits[0].content == "- Bob runs the Berlin office."
+
+    def test_more_and_rarer_terms_rank_first(self, index: IndexBackend) -> None:
+        """Entries with more of the query's words come first; scores never increase.
+
+        If this fails, check the ranking function (bm25 or similar) and its sign: a
+        higher score must be a better match.
+        """
+        text = "\n".join(
+            ["- tea with lemon"]
+            + [f"- tea number {i}" for i in range(20)]
+            + ["- lemon tart and tea", "- a bakery sells lemon tart"]
+        )
+        sync_text(index, "memory/2026-01-02.md", text)
+        hits = index.search("lemon tart tea", limit=5)
+        assert hits[0].content == "- lemon tart and tea"
+        assert hits[1].content in {"- a bakery sells lemon tart", "- tea with lemon"}
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True)
+
+    def test_limit_caps_the_results(self, index: IndexBackend) -> None:
+        """At most ``limit`` hits come back; a limit of 0 gives none.
+
+        If this fails, pass the limit down to the query (LIMIT) instead of slicing late.
+        """
+        sync_text(index, "memory/2026-01-03.md", "\n".join(f"- pebble {i}" for i in range(40)))
+        assert len(index.search("pebble", limit=7)) == 7
+        assert len(index.search("pebble", limit=100)) == 40
+        assert index.search("pebble", limit=0) == []
+
+    def test_unicode_text_and_paths(self, index: IndexBackend) -> None:
+        """Non-Latin scripts, emoji next to words and non-ASCII paths are searchable.
+
+        If this fails, check the tokenizer (it must treat letters of every script as
+        word characters) and that paths are stored as text, not bytes.
+        """
+        text = (
+            "- Встреча в Москве в пятницу 🧠\n"
+            "- Η συνάντηση είναι στην Αθήνα\n"  # noqa: RUF001 (Greek on purpose)
+            "- Die Straße heißt Müllerweg🚲\n"
+        )
+        sync_text(index, "memory/notizen-ü.md", text)
+        assert _paths(index.search("Москве")) == ["memory/notizen-ü.md"]
+        assert index.search("Αθήνα")[0].start_line == 2
+        assert index.search("Müllerweg")[0].start_line == 3
+
+    def test_diacritics_fold(self, index: IndexBackend) -> None:
+        """``cafe`` finds ``café`` and ``naïve`` finds ``naive``.
+
+        If this fails, enable diacritic folding in the tokenizer (remove_diacritics).
+        """
+        self.require(index, "diacritics")
+        sync_text(index, "MEMORY.md", "- Meet at the café on Friday\n- A naive plan\n")
+        assert index.search("cafe")[0].start_line == 1
+        assert index.search("naïve")[0].start_line == 2
+
+    def test_stemming(self, index: IndexBackend) -> None:
+        """``running`` finds ``runs`` and ``flights`` finds ``flight``.
+
+        If this fails, enable a stemmer (porter) for indexing and queries alike.
+        """
+        self.require(index, "stemming")
+        sync_text(index, "MEMORY.md", "- She runs every morning\n- Booked one flight\n")
+        assert index.search("running")[0].start_line == 1
+        assert index.search("flights")[0].start_line == 2
+
+    def test_cjk_query_finds_cjk_line(self, index: IndexBackend) -> None:
+        """Chinese, Japanese and Korean words are found inside unspaced sentences.
+
+        If this fails, CJK runs are indexed as single tokens: segment them (bigrams)
+        at index and query time alike.
+        """
+        self.require(index, "cjk")
+        text = (
+            "- 我喜欢寿司和拉面\n"
+            "- 東京タワーに行きました\n"
+            "- 서울에서 회의가 있어요\n"
+            "- Kyoto trip planned\n"
+        )
+        sync_text(index, "memory/2026-02-01.md", text)
+        assert [h.start_line for h in index.search("寿司")][:1] == [1]
+        assert [h.start_line for h in index.search("拉面")][:1] == [1]
+        assert [h.start_line for h in index.search("東京")][:1] == [2]
+        assert [h.start_line for h in index.search("タワー")][:1] == [2]
+        assert [h.start_line for h in index.search("서울")][:1] == [3]
+        assert [h.start_line for h in index.search("寿司 Kyoto", limit=5)] != []
+        assert index.search("京都") == []
+
+    def test_phrase_and_all_modes(self, index: IndexBackend) -> None:
+        """``phrase`` needs the words in order; ``all`` needs every word; ``any`` ranks.
+
+        If this fails, check how the mode changes the query: AND for ``all``, one
+        quoted phrase for ``phrase``.
+        """
+        self.require(index, "phrase")
+        sync_text(index, "MEMORY.md", "- aisle seat please\n- a seat by the aisle\n")
+        assert [h.start_line for h in index.search("aisle seat", mode="phrase")] == [1]
+        assert [h.start_line for h in index.search("seat aisle", mode="phrase")] == []
+        assert len(index.search("aisle seat", mode="all")) == 2
+        assert index.search("aisle window", mode="all") == []
+        assert len(index.search("aisle window", mode="any")) == 2
+
+    def test_sources_are_separate(self, index: IndexBackend) -> None:
+        """Memory and session entries are searched apart; path_prefix narrows a search.
+
+        If this fails, check that sync_file records ``source`` and search filters on it.
+        """
+        sync_text(index, "MEMORY.md", "- The wifi password is on the fridge\n")
+        log = '{"role": "user", "content": "what is the wifi password"}\n'
+        sync_text(index, "sessions/a.log.jsonl", log, source="sessions")
+        sync_text(index, "sessions/b.log.jsonl", log, source="sessions")
+        assert _paths(index.search("wifi")) == ["MEMORY.md"]
+        assert sorted(_paths(index.search("wifi", source="sessions"))) == [
+            "sessions/a.log.jsonl",
+            "sessions/b.log.jsonl",
+        ]
+        only_b = index.search("wifi", source="sessions", path_prefix="sessions/b.")
+        assert _paths(only_b) == ["sessions/b.log.jsonl"]
+        assert index.search("wifi", source="sessions", path_prefix="sessions/c") == []
+
+    # bad input ------------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("query", NASTY_QUERIES, ids=range(len(NASTY_QUERIES)))
+    def test_nasty_queries_never_raise(self, index: IndexBackend, query: str) -> None:
+        """Quotes, operators, parentheses, NUL, emoji, huge queries: a list, never an error.
+
+        If this fails, the query text reaches the engine's syntax: quote every term.
+        """
+        sync_text(index, "MEMORY.md", MEMORY + "\n- word x w1 寿司\n")
+        for mode in ("any", "all", "phrase"):
+            hits = index.search(query, limit=5, mode=mode)
+            assert isinstance(hits, list)
+
+    @given(query=_QUERY_TEXT)
+    @_FUZZ
+    def test_generated_queries_never_raise(self, index: IndexBackend, query: str) -> None:
+        """Any text at all is a valid query.
+
+        If this fails, hypothesis prints the query that broke the query builder.
+        """
+        if not index.files():
+            sync_text(index, "MEMORY.md", MEMORY)
+        assert isinstance(index.search(query, limit=3), list)
+
+    def test_blank_query_finds_nothing(self, index: IndexBackend) -> None:
+        """A query without a single word gives no hits (not every entry).
+
+        If this fails, an empty query is being turned into a match-all.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        for query in ("", "  ", "?!", "🧠", '""'):
+            assert index.search(query) == []
+
+    # keeping in step ------------------------------------------------------------------------
+
+    def test_sync_is_skipped_at_the_same_hash(self, index: IndexBackend) -> None:
+        """The same content hash is a no-op (False) and never duplicates entries.
+
+        If this fails, compare the stored content hash before replacing entries.
+        """
+        assert sync_text(index, "MEMORY.md", MEMORY, token="t1") is True
+        assert sync_text(index, "MEMORY.md", MEMORY, token="t2") is False
+        assert len(index.search("Alice")) == 1
+        assert index.stats().entries == len(chunk_markdown("MEMORY.md", MEMORY))
+        assert index.files()["MEMORY.md"].change_token == "t2", "the token must be updated"
+
+    def test_changed_file_replaces_its_entries(self, index: IndexBackend) -> None:
+        """New content replaces the old: old words vanish, new ones appear, lines move.
+
+        If this fails, check that sync_file deletes the entries it no longer receives
+        and updates line numbers of the ones that moved.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        changed = MEMORY.replace("- Bob runs the Berlin office.", "- Carol runs the Lisbon office.")
+        changed = "Intro line one.\n\n" + changed
+        sync_text(index, "MEMORY.md", changed)
+        assert index.search("Berlin") == []
+        (hit,) = index.search("Lisbon")
+        assert changed.splitlines()[hit.start_line - 1] == "- Carol runs the Lisbon office."
+        (moved,) = index.search("kaiseki")
+        assert (moved.start_line, moved.end_line) == (7, 8)
+        assert index.stats().entries == len(chunk_markdown("MEMORY.md", changed))
+
+    def test_append_keeps_earlier_entries(self, index: IndexBackend) -> None:
+        """Appending bullets to a log adds them and keeps the earlier ones found.
+
+        If this fails, check the replacement of a file's entries when most are unchanged.
+        """
+        text = "## Memory Flush\n- first fact about otters\n"
+        sync_text(index, "memory/2026-03-01.md", text)
+        text += "- second fact about beavers\n"
+        sync_text(index, "memory/2026-03-01.md", text)
+        assert [h.start_line for h in index.search("otters")] == [2]
+        assert [h.start_line for h in index.search("beavers")] == [3]
+        assert index.stats().entries == 2
+
+    def test_other_files_are_left_alone(self, index: IndexBackend) -> None:
+        """Syncing or removing one file never touches another's entries.
+
+        If this fails, deletes are not restricted to the path being synced.
+        """
+        sync_text(index, "memory/2026-01-01.md", "- walrus in January\n")
+        sync_text(index, "memory/2026-01-02.md", "- walrus in February\n")
+        sync_text(index, "memory/2026-01-02.md", "- no more marine mammals\n")
+        assert _paths(index.search("walrus")) == ["memory/2026-01-01.md"]
+        index.remove("memory/2026-01-02.md")
+        assert _paths(index.search("walrus")) == ["memory/2026-01-01.md"]
+
+    def test_remove_forgets_a_file(self, index: IndexBackend) -> None:
+        """remove drops a file's entries and its record; a second remove returns False.
+
+        If this fails, check that remove deletes entries, full-text rows and the file row.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert index.remove("MEMORY.md") is True
+        assert index.search("Alice") == []
+        assert "MEMORY.md" not in index.files()
+        assert index.remove("MEMORY.md") is False
+        assert index.stats().entries == 0
+
+    def test_files_and_stats_describe_the_index(self, index: IndexBackend) -> None:
+        """files() gives source, hash, token and entry count; stats() counts it all.
+
+        If this fails, check what sync_file records per file.
+        """
+        sync_text(index, "MEMORY.md", MEMORY, token="tok")
+        sync_text(
+            index, "sessions/s.log.jsonl", '{"role": "user", "content": "hi"}\n', source="sessions"
+        )
+        files = index.files()
+        assert set(files) == {"MEMORY.md", "sessions/s.log.jsonl"}
+        memory = files["MEMORY.md"]
+        assert memory.source == "memory"
+        assert memory.content_hash == content_hash(MEMORY.encode())
+        assert memory.change_token == "tok"
+        assert memory.entries == len(chunk_markdown("MEMORY.md", MEMORY))
+        assert files["sessions/s.log.jsonl"].source == "sessions"
+        stats = index.stats()
+        assert stats.files == 2
+        assert stats.entries == memory.entries + 1
+
+    def test_clear_empties_the_index(self, index: IndexBackend) -> None:
+        """clear() forgets every file.
+
+        If this fails, check that clear removes entries and file records of every source.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        sync_text(
+            index, "sessions/s.log.jsonl", '{"role": "user", "content": "hi"}\n', source="sessions"
+        )
+        index.clear()
+        assert index.files() == {}
+        assert index.stats().entries == 0
+        assert index.search("Alice") == []
+
+    # concurrency, persistence, limits -------------------------------------------------------
+
+    def test_threads_sync_and_search_at_once(self, index: IndexBackend) -> None:
+        """Threads syncing different files while others search: no errors, nothing lost.
+
+        If this fails, check connection handling per thread and write locking.
+        """
+        self.require(index, "concurrent")
+        errors: list[BaseException] = []
+
+        def writer(n: int) -> None:
+            try:
+                for round_ in range(3):
+                    text = "\n".join(f"- thread{n} round{round_} item {i}" for i in range(20))
+                    sync_text(index, f"memory/t{n}.md", text)
+            except BaseException as exc:
+                errors.append(exc)
+
+        def reader() -> None:
+            try:
+                for _ in range(20):
+                    index.search("item round2", limit=5)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        threads += [threading.Thread(target=reader) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        for n in range(4):
+            hits = index.search(f"thread{n} round2", limit=50, mode="all")
+            assert len(hits) == 20, n
+        assert index.stats().entries == 80
+
+    def test_a_second_instance_sees_the_data(self, index: IndexBackend) -> None:
+        """Another instance on the same store (another process) finds what one synced.
+
+        If this fails, check that writes are committed, and reopen() in your suite.
+        """
+        self.require(index, "persistent")
+        sync_text(index, "MEMORY.md", MEMORY)
+        other = self.reopen(index)
+        try:
+            assert _paths(other.search("Alice")) == ["MEMORY.md"]
+            sync_text(other, "memory/2026-04-01.md", "- narwhal sighting\n")
+            assert _paths(index.search("narwhal")) == ["memory/2026-04-01.md"]
+        finally:
+            other.close()
+
+    def test_search_stops_at_the_timeout(self, index: IndexBackend) -> None:
+        """A search that runs past ``timeout`` raises SearchTimeout; a normal one finishes.
+
+        If this fails, install an interrupt (SQLite: a progress handler) for the query.
+        """
+        self.require(index, "timeout")
+        text = "\n".join(f"- common word number {i} of many" for i in range(3_000))
+        sync_text(index, "memory/2026-05-01.md", text)
+        assert len(index.search("common word", limit=3, timeout=30.0)) == 3
+        with pytest.raises(SearchTimeout):
+            index.search("common word many", limit=3, timeout=1e-9)
+        assert len(index.search("common", limit=3, timeout=30.0)) == 3, "usable afterwards"
+
+    def test_close_is_idempotent(self, index: IndexBackend) -> None:
+        """close() may be called twice.
+
+        If this fails, guard close() against a second call.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        index.close()
+        index.close()

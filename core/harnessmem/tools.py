@@ -1,0 +1,361 @@
+"""The agent's memory tools: OpenAI function schemas and the handlers behind them.
+
+``Session.tools`` returns :func:`tool_schemas`; ``Session.call_tool(name, arguments)``
+runs :func:`call_tool`. Four tools:
+
+- ``memory_search(query, limit, mode)``: ranked hits from MEMORY.md and memory/*.md, each
+  as ``path:start-end`` with its date, headings and text;
+- ``memory_get(path, start_line, lines)``: numbered lines of a memory file, session log
+  or evicted tool result (``MemoryHarness.get`` confines the path);
+- ``session_search(query, session_id, limit)``: the same over raw session logs;
+- ``memory_save(text)``: appends facts to MEMORY.md through ``MemoryHarness.save``.
+
+Every result is text for the model and is bounded (these tools are exempt from
+eviction, so they must never flood the context). Mistakes the model can fix — a bad
+argument, a path it may not read, a missing file, a search that timed out, a tool
+that is not available — come back as a one-line ``Error: ...`` text it can act on;
+an unknown tool name raises ``ValueError`` (the caller routed a call that is not ours),
+and failures of the harness itself (a closed harness, a broken index) raise.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import posixpath
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout
+from harnessmem.errors import PathNotAllowed
+
+if TYPE_CHECKING:
+    from harnessmem.harness import MemoryHarness
+
+__all__ = [
+    "GET_DEFAULT_LINES",
+    "GET_MAX_CHARS",
+    "GET_MAX_LINES",
+    "HIT_CHARS",
+    "OUTPUT_CHARS",
+    "TOOL_NAMES",
+    "call_tool",
+    "format_hits",
+    "tool_schemas",
+]
+
+#: Characters of one hit's text shown by the search tools.
+HIT_CHARS = 600
+#: Upper bound of any tool result.
+OUTPUT_CHARS = 12_000
+#: memory_get: lines when ``lines`` is not given, most lines per call, most characters.
+GET_DEFAULT_LINES = 60
+GET_MAX_LINES = 300
+GET_MAX_CHARS = 12_000
+DEFAULT_LIMIT = 8
+_SINGULAR = {"memories": "memory", "messages": "message"}
+_MODES: dict[str, SearchMode] = {"any": "any", "all": "all", "phrase": "phrase"}
+
+
+def _schema(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Any:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+_LIMIT = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": 50,
+    "description": f"How many results to return, best first (default {DEFAULT_LIMIT}).",
+}
+
+_SCHEMAS: list[dict[str, Any]] = [
+    _schema(
+        "memory_search",
+        "Search your long-term memory: MEMORY.md (curated facts) and the daily logs in "
+        "memory/ (facts noted after each conversation). Use it before answering anything "
+        "that may depend on earlier conversations: the user's preferences, people, "
+        "projects, decisions, dates, past events. Words match in any order and in any "
+        "grammatical form; names and rare words find the most, so prefer 2-6 telling "
+        "keywords over a full sentence. Returns the best matches as `path:start-end` "
+        "with the date and section of each and its text; read around a match with "
+        "memory_get. No match means it was never noted, not that it is false.",
+        {
+            "query": {
+                "type": "string",
+                "description": "Keywords or a short question, e.g. 'Kyoto hotel booking'.",
+            },
+            "limit": _LIMIT,
+            "mode": {
+                "type": "string",
+                "enum": ["any", "all", "phrase"],
+                "description": "'any' (default): ranked matches of any of the words; "
+                "'all': only entries with every word; 'phrase': the exact words in order.",
+            },
+        },
+        ["query"],
+    ),
+    _schema(
+        "memory_get",
+        "Read lines of a memory file: MEMORY.md, a daily log such as "
+        "memory/2026-11-30.md, a session log in sessions/, or a saved tool output the "
+        "conversation pointed to. Use it after memory_search to see the context around "
+        "a match (start a few lines before it). Lines come numbered; a long file is "
+        "read a window at a time, and the result says how to read on.",
+        {
+            "path": {
+                "type": "string",
+                "description": "Path relative to the memory workspace, exactly as "
+                "memory_search or session_search printed it, e.g. 'memory/2026-11-30.md'.",
+            },
+            "start_line": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "First line to read, 1-based (default 1).",
+            },
+            "lines": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": GET_MAX_LINES,
+                "description": f"How many lines to read (default {GET_DEFAULT_LINES}).",
+            },
+        },
+        ["path"],
+    ),
+    _schema(
+        "session_search",
+        "Search the raw message logs of earlier conversations (what was literally said, "
+        "including tool calls), for details that were never noted in memory: exact "
+        "wording, numbers, code, error messages. Prefer memory_search first. Returns "
+        "matching messages as `sessions/<id>.log.jsonl:line` with their text; read "
+        "around one with memory_get.",
+        {
+            "query": {"type": "string", "description": "Keywords to look for."},
+            "session_id": {
+                "type": "string",
+                "description": "Only search this conversation's log (default: all sessions).",
+            },
+            "limit": _LIMIT,
+        },
+        ["query"],
+    ),
+    _schema(
+        "memory_save",
+        "Save facts to long-term memory (MEMORY.md) so they are remembered in future "
+        "conversations: stable preferences, decisions, names, commitments, corrections. "
+        "Write each fact as one self-contained Markdown bullet that makes sense without "
+        "this conversation (who, what, when). Do not save secrets, passwords or "
+        "passing small talk.",
+        {
+            "text": {
+                "type": "string",
+                "description": "One or more facts, one Markdown bullet each, e.g. "
+                "'- Alice prefers aisle seats on long flights.'",
+            }
+        },
+        ["text"],
+    ),
+]
+
+TOOL_NAMES: tuple[str, ...] = tuple(schema["function"]["name"] for schema in _SCHEMAS)
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The four tool schemas in OpenAI function format (a fresh copy each call)."""
+    return copy.deepcopy(_SCHEMAS)
+
+
+class _ArgumentError(ValueError):
+    """An argument the model should correct; its message goes back to the model."""
+
+
+def _text(args: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
+    value = args.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise _ArgumentError(f"'{key}' is required and must be a non-empty string")
+        return None
+    if not isinstance(value, str):
+        raise _ArgumentError(f"'{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _integer(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = args.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _ArgumentError(f"'{key}' must be an integer, got {value!r}")
+    if value < low:
+        raise _ArgumentError(f"'{key}' must be at least {low}, got {value}")
+    return min(value, high)
+
+
+def _location(hit: SearchHit) -> str:
+    lines = str(hit.start_line)
+    if hit.end_line != hit.start_line:
+        lines += f"-{hit.end_line}"
+    about = " · ".join(part for part in (hit.date, hit.context) if part)
+    return f"{hit.path}:{lines}" + (f" · {about}" if about else "")
+
+
+def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> str:
+    """Hits as numbered blocks for a model, within ``OUTPUT_CHARS``."""
+    shown = query if len(query) <= 80 else query[:77] + "..."
+    if not hits:
+        return f'No {what} match "{shown}". {hint}'
+    if len(hits) == 1:
+        noun, _, rest = what.partition(" ")
+        what = " ".join(filter(None, (_SINGULAR.get(noun, noun), rest)))
+    parts = [f'{len(hits)} {what} for "{shown}", best first:']
+    used = len(parts[0])
+    for number, hit in enumerate(hits, 1):
+        text = hit.content if len(hit.content) <= HIT_CHARS else hit.content[:HIT_CHARS] + " …"
+        block = f"\n[{number}] {_location(hit)}\n{text}"
+        if used + len(block) > OUTPUT_CHARS - 200:
+            parts.append(f"\n({len(hits) - number + 1} more not shown: ask for fewer results)")
+            break
+        parts.append(block)
+        used += len(block)
+    return "\n".join(parts)
+
+
+def _memory_search(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+    query = _text(args, "query")
+    assert query is not None
+    limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
+    mode = args.get("mode") or "any"
+    if mode not in _MODES:
+        raise _ArgumentError(f"'mode' must be 'any', 'all' or 'phrase', got {mode!r}")
+    hits = harness.search(query, limit, mode=_MODES[mode])
+    return format_hits(
+        hits,
+        query,
+        what="memories",
+        hint="Try other or fewer keywords, or session_search for the raw conversations.",
+    )
+
+
+def _session_search(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+    query = _text(args, "query")
+    assert query is not None
+    session_id = _text(args, "session_id", required=False)
+    limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
+    hits = harness.search(query, limit, source="sessions", session_id=session_id)
+    where = f" in session {session_id}" if session_id else ""
+    return format_hits(
+        hits,
+        query,
+        what=f"messages{where}",
+        hint="Try other or fewer keywords" + (", or all sessions." if session_id else "."),
+    )
+
+
+def _memory_get(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+    raw_path = _text(args, "path")
+    assert raw_path is not None
+    path = posixpath.normpath(raw_path) if "\x00" not in raw_path else raw_path
+    start = _integer(args, "start_line", 1, 1, 10**9)
+    count = _integer(args, "lines", GET_DEFAULT_LINES, 1, GET_MAX_LINES)
+    try:
+        # One line more than asked says whether the file goes on.
+        rows = harness.get(path, start_line=start, lines=count + 1).splitlines()
+    except FileNotFoundError:
+        return f"Error: {path} does not exist. Use a path exactly as memory_search printed it."
+    if not rows:
+        total = len(harness.get(path).splitlines())
+        return f"{path} has {total} lines; start_line {start} is past its end."
+    more = len(rows) > count
+    out: list[str] = []
+    used = 0
+    for number, line in enumerate(rows[:count], start):
+        row = f"{number}| {line}"
+        if out and used + len(row) > GET_MAX_CHARS:
+            more = True
+            break
+        out.append(row if len(row) <= GET_MAX_CHARS else row[:GET_MAX_CHARS] + " …")
+        used += len(row) + 1
+    last = start + len(out) - 1
+    header = f"{path} lines {start}-{last}"
+    if more:
+        header += f" (more follows: memory_get path={path!r} start_line={last + 1})"
+    else:
+        header += " (end of file)"
+    return header + ":\n" + "\n".join(out)
+
+
+def _memory_save(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+    text = _text(args, "text")
+    assert text is not None
+    try:
+        result = harness.save(text)
+    except NotImplementedError:
+        return (
+            "Error: memory_save is not available in this harnessmem installation; "
+            "nothing was saved. Mention the fact in your reply instead."
+        )
+    message = getattr(result, "message", None)
+    if getattr(result, "saved", True) is False and isinstance(message, str):
+        return message  # e.g. "Already in MEMORY.md: nothing new to save"
+    described = f" ({result})" if result is not None else ""
+    return f"Saved to MEMORY.md{described}."
+
+
+_HANDLERS: dict[str, Callable[[MemoryHarness, Mapping[str, Any]], str]] = {
+    "memory_search": _memory_search,
+    "memory_get": _memory_get,
+    "session_search": _session_search,
+    "memory_save": _memory_save,
+}
+
+
+def _arguments(arguments: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
+    if arguments is None:
+        return {}
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}
+        try:
+            parsed = json.loads(arguments)
+        except ValueError as exc:
+            raise _ArgumentError(f"the arguments are not valid JSON ({exc})") from None
+        arguments = parsed
+    if not isinstance(arguments, Mapping):
+        raise _ArgumentError(f"the arguments must be a JSON object, got {type(arguments).__name__}")
+    return arguments
+
+
+def call_tool(harness: MemoryHarness, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+    """Run memory tool ``name`` with ``arguments`` (a mapping or the JSON text a model sent).
+
+    Returns the tool's text for the model; see the module docstring for what raises.
+    """
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        raise ValueError(f"unknown memory tool {name!r}; memory tools: {', '.join(TOOL_NAMES)}")
+    try:
+        return handler(harness, _arguments(arguments))
+    except _ArgumentError as exc:
+        return f"Error: {name}: {exc}."
+    except PathNotAllowed as exc:
+        return (
+            f"Error: {exc.message}. memory_get reads MEMORY.md, memory/, sessions/ "
+            "and saved tool outputs only."
+        )
+    except SearchTimeout:
+        return "Error: the search took too long and was stopped. Use fewer, more specific words."

@@ -1,0 +1,286 @@
+"""The ``sqlite`` index backend: the conformance suite, plus what only a file database has."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from harnessmem.backends.base import IndexBackend
+from harnessmem.backends.sqlite import FILE_SHIFT, SCHEMA_VERSION, SQLiteIndex
+from harnessmem.errors import ConfigError, HarnessMemError
+from harnessmem.plugins import index_registry
+from harnessmem.testing import IndexBackendSuite
+from harnessmem.testing.index_suite import MEMORY, sync_text
+
+
+class TestSQLiteIndexConformance(IndexBackendSuite):
+    @pytest.fixture
+    def index(self, tmp_path: Path) -> Iterator[IndexBackend]:
+        backend = SQLiteIndex.create({}, index_path=tmp_path / "memory_index.db")
+        yield backend
+        backend.close()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory_index.db"
+
+
+def _open(path: Path, **options: object) -> SQLiteIndex:
+    return SQLiteIndex.create(options, index_path=path)
+
+
+def test_registered_as_the_sqlite_entry_point() -> None:
+    assert index_registry().load("sqlite") is SQLiteIndex
+
+
+def test_options_are_validated_with_their_dotted_path(db_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"index\.options\.max_terms"):
+        _open(db_path, max_terms=0)
+    with pytest.raises(ConfigError, match=r"index\.options\.nope"):
+        _open(db_path, nope=1)
+    with pytest.raises(ConfigError, match="needs a file"):
+        SQLiteIndex.create({})
+
+
+def test_missing_database_is_built_with_one_log_line(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="harnessmem.index")
+    index = _open(db_path)
+    index.close()
+    assert [r.getMessage() for r in caplog.records] == [f"index {db_path} was missing; building it"]
+    caplog.clear()
+    _open(db_path).close()
+    assert caplog.records == [], "an existing database at the right version is silent"
+
+
+def test_other_schema_version_is_rebuilt(db_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    index = _open(db_path)
+    sync_text(index, "MEMORY.md", MEMORY)
+    index.close()
+    with closing(sqlite3.connect(db_path)) as db, db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    caplog.set_level(logging.INFO, logger="harnessmem.index")
+    index = _open(db_path)
+    try:
+        messages = [r.getMessage() for r in caplog.records]
+        assert messages == [
+            f"index {db_path} had schema version 0, expected {SCHEMA_VERSION}; rebuilt it"
+        ]
+        assert index.resets == 1
+        assert index.files() == {}, "the harness re-syncs every file after a reset"
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert index.search("Alice")
+    finally:
+        index.close()
+
+
+def test_a_foreign_database_is_replaced(db_path: Path) -> None:
+    with closing(sqlite3.connect(db_path)) as db, db:
+        db.execute("CREATE TABLE unrelated(x)")
+    index = _open(db_path)
+    try:
+        assert index.resets == 1
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert index.search("Alice")
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated-header"])
+def test_corrupt_database_is_deleted_and_rebuilt(
+    db_path: Path, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    index = _open(db_path)
+    sync_text(index, "MEMORY.md", MEMORY)
+    index.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    if damage == "garbage":
+        db_path.write_bytes(b"this is not a database at all " * 200)
+    else:
+        data = bytearray(db_path.read_bytes())
+        data[:16] = b"not sqlite hdr!!"
+        db_path.write_bytes(bytes(data))
+    caplog.set_level(logging.WARNING, logger="harnessmem.index")
+    index = _open(db_path)
+    try:
+        (record,) = caplog.records
+        assert record.getMessage().startswith(f"index {db_path} was corrupt")
+        assert "deleted and rebuilt it" in record.getMessage()
+        assert index.resets == 1
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert [h.path for h in index.search("Alice")] == ["MEMORY.md"]
+    finally:
+        index.close()
+
+
+def test_database_deleted_while_open_is_recreated(db_path: Path) -> None:
+    index = _open(db_path)
+    try:
+        sync_text(index, "MEMORY.md", MEMORY)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+        assert index.search("Alice") == [], "a new, empty database: nothing to find yet"
+        assert index.resets == 1
+        assert db_path.exists()
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert index.search("Alice")
+    finally:
+        index.close()
+
+
+def test_wal_journal_and_busy_timeout(db_path: Path) -> None:
+    index = _open(db_path, busy_timeout=3)
+    try:
+        pooled = index._engine.raw_connection()
+        try:
+            db = pooled.driver_connection
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 3000
+        finally:
+            pooled.close()
+    finally:
+        index.close()
+
+
+def test_an_append_writes_only_the_new_entries(db_path: Path) -> None:
+    """Unchanged entries keep their rows: a daily-log append costs the new bullets."""
+    index = _open(db_path)
+    try:
+        text = "".join(f"- fact {i}\n" for i in range(5))
+        sync_text(index, "memory/2026-01-01.md", text)
+        with closing(sqlite3.connect(db_path)) as db:
+            before = db.execute("SELECT id, content FROM entries ORDER BY id").fetchall()
+            sync_text(index, "memory/2026-01-01.md", text + "- fact 5\n")
+            after = db.execute("SELECT id, content FROM entries ORDER BY id").fetchall()
+        assert after[:5] == before
+        assert after[5][1] == "- fact 5"
+        assert {row[0] >> FILE_SHIFT for row in after} == {before[0][0] >> FILE_SHIFT}
+    finally:
+        index.close()
+
+
+def test_reordered_entries_keep_rows_and_update_lines(db_path: Path) -> None:
+    index = _open(db_path)
+    try:
+        sync_text(index, "MEMORY.md", "- alpha one\n- beta two\n")
+        sync_text(index, "MEMORY.md", "- beta two\n\n- alpha one\n- gamma three\n")
+        assert [h.start_line for h in index.search("alpha")] == [3]
+        assert [h.start_line for h in index.search("beta")] == [1]
+        assert [h.start_line for h in index.search("gamma")] == [4]
+        assert index.stats().entries == 3
+    finally:
+        index.close()
+
+
+def test_a_file_moving_between_sources_leaves_no_trace(db_path: Path) -> None:
+    index = _open(db_path)
+    try:
+        sync_text(index, "x.md", "- platypus\n")
+        index.sync_file("x.md", "other-hash", [], source="sessions")
+        assert index.search("platypus") == []
+        assert index.search("platypus", source="sessions") == []
+    finally:
+        index.close()
+
+
+def test_long_queries_are_capped_to_the_rarest_terms(db_path: Path) -> None:
+    index = _open(db_path, max_terms=3)
+    try:
+        common = "".join(f"- the usual thing {i}\n" for i in range(40))
+        sync_text(index, "MEMORY.md", common + "- a zebra crossing\n")
+        hits = index.search("usual thing zebra crossing usual thing more words here", limit=1)
+        assert hits[0].content == "- a zebra crossing"
+    finally:
+        index.close()
+
+
+def test_neighbours_lift_a_match_next_to_other_matches(db_path: Path) -> None:
+    """Two equally good matches: the one next to another match ranks first."""
+    text = "## Trip\n- pasta for dinner\n- ordered pasta again\n\n## Other\n- pasta recipe\n"
+    index = _open(db_path)
+    flat = _open(db_path.with_name("flat.db"), neighbor_weight=0)
+    try:
+        for backend in (index, flat):
+            sync_text(backend, "memory/2026-01-01.md", text)
+        assert [h.content for h in index.search("pasta dinner")][:2] == [
+            "- pasta for dinner",
+            "- ordered pasta again",
+        ]
+        hits = index.search("pasta", limit=3)
+        assert {h.content for h in hits} == {h.content for h in flat.search("pasta", limit=3)}
+        assert all("pasta" in h.content for h in hits), "neighbours never add non-matches"
+        assert hits[-1].content == "- pasta recipe"
+    finally:
+        index.close()
+        flat.close()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from harnessmem.backends.sqlite import SQLiteIndex
+    from harnessmem.testing.index_suite import sync_text
+
+    index = SQLiteIndex.create({{}}, index_path=sys.argv[1])
+    me = sys.argv[2]
+    for round_ in range(4):
+        for n in range(12):
+            text = "".join(f"- {{me}} note {{n}} round {{round_}} item {{i}}\\n" for i in range(8))
+            sync_text(index, f"memory/{{me}}-{{n}}.md", text)
+            # both processes also rewrite the same shared file
+            sync_text(index, "MEMORY.md", f"- shared by {{me}} round {{round_}} {{n}}\\n")
+    index.close()
+    """
+)
+
+
+def test_two_processes_write_one_database(db_path: Path) -> None:
+    """Two processes syncing at once (WAL + busy timeout): no error, nothing lost or doubled."""
+    _open(db_path).close()
+    script = _WRITER.format()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(db_path), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("alpha", "bravo")
+    ]
+    for proc in procs:
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    index = _open(db_path)
+    try:
+        files = index.files()
+        assert len(files) == 25
+        assert index.stats().entries == 24 * 8 + 1
+        for name in ("alpha", "bravo"):
+            hits = index.search(f"{name} round 3 note 11", mode="all", limit=50)
+            assert len(hits) == 8
+        assert len(index.search("shared", limit=10)) == 1
+    finally:
+        index.close()
+
+
+def test_an_unusable_location_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(HarnessMemError, match="cannot create the index folder") as caught:
+        _open(blocker / "sub" / "memory_index.db")
+    assert "workspace.index_path" in str(caught.value)
+    folder = tmp_path / "a-folder.db"
+    folder.mkdir()
+    with pytest.raises(HarnessMemError, match="cannot open the index"):
+        _open(folder)

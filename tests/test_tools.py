@@ -1,0 +1,264 @@
+"""The agent's memory tools: schemas, handlers, bounded output, path confinement."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessmem import MemoryHarness, Session
+from harnessmem.tools import GET_MAX_CHARS, OUTPUT_CHARS, TOOL_NAMES, tool_schemas
+
+DAILY = "memory/2026-11-30.md"
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[MemoryHarness]:
+    with MemoryHarness.open(
+        tmp_path / "ws", maintenance={"enabled": False}, plugins={"autoload": False}
+    ) as opened:
+        ws = opened.workspace
+        ws.write_text("MEMORY.md", "# Memory\n\n## Travel\n- Prefers aisle seats.\n")
+        ws.write_text(
+            DAILY,
+            "## Memory Flush — 2026-11-30T10:00:00Z · session chat-1\n"
+            "- Booked the Kyoto ryokan for March 3-5.\n"
+            "- 我喜欢寿司\n",
+        )
+        record = {"seq": 1, "message": {"role": "user", "content": "the wifi code is 4242"}}
+        ws.write_text("sessions/chat-1.log.jsonl", json.dumps(record) + "\n")
+        ws.write_text("AGENTS.md", "secret instructions\n")
+        ws.write_text("large_tool_results/chat-1/call-1-abc.txt", "evicted output\n")
+        yield opened
+
+
+@pytest.fixture
+def session(harness: MemoryHarness) -> Session:
+    return harness.session("chat-1")
+
+
+def test_schemas_are_openai_functions(session: Session) -> None:
+    schemas = session.tools
+    assert [s["function"]["name"] for s in schemas] == list(TOOL_NAMES)
+    assert TOOL_NAMES == ("memory_search", "memory_get", "session_search", "memory_save")
+    for schema in schemas:
+        assert schema["type"] == "function"
+        function = schema["function"]
+        assert len(function["description"]) > 80, "descriptions are written for a model"
+        parameters = function["parameters"]
+        assert parameters["type"] == "object"
+        assert parameters["additionalProperties"] is False
+        assert set(parameters["required"]) <= set(parameters["properties"])
+        for spec in parameters["properties"].values():
+            assert spec["type"] in {"string", "integer"}
+            assert spec["description"]
+    json.dumps(schemas)  # serialisable as sent to a provider
+    schemas[0]["function"]["name"] = "changed"
+    assert session.tools[0]["function"]["name"] == "memory_search", "a fresh copy each time"
+    assert tool_schemas() == session.tools
+
+
+def test_memory_search_lists_ranked_hits(session: Session) -> None:
+    answer = session.call_tool("memory_search", {"query": "Kyoto ryokan booking"})
+    assert answer.startswith('1 memory for "Kyoto ryokan booking", best first:')
+    assert f"[1] {DAILY}:2 · 2026-11-30\n- Booked the Kyoto ryokan" in answer
+    travel = session.call_tool("memory_search", '{"query": "aisle", "limit": "3"}')
+    assert "[1] MEMORY.md:4 · Memory > Travel\n- Prefers aisle seats." in travel
+    cjk = session.call_tool("memory_search", {"query": "寿司"})
+    assert f"{DAILY}:3" in cjk
+
+
+def test_memory_search_without_hits_says_what_to_do(session: Session) -> None:
+    answer = session.call_tool("memory_search", {"query": "zeppelin"})
+    assert answer.startswith('No memories match "zeppelin".')
+    assert "session_search" in answer
+
+
+def test_search_output_is_bounded(harness: MemoryHarness, session: Session) -> None:
+    big = "".join(f"- pebble {i} " + "lorem ipsum dolor " * 80 + "\n" for i in range(60))
+    harness.workspace.write_text("memory/2026-11-29.md", big)
+    answer = session.call_tool("memory_search", {"query": "pebble", "limit": 50})
+    assert len(answer) <= OUTPUT_CHARS
+    assert re.search(r"\(\d+ more not shown: ask for fewer results\)", answer)
+    assert " …" in answer, "long entries are cut"
+
+
+def test_memory_search_modes(session: Session) -> None:
+    assert "MEMORY.md" in session.call_tool(
+        "memory_search", {"query": "aisle seats", "mode": "phrase"}
+    )
+    assert session.call_tool(
+        "memory_search", {"query": "seats aisle", "mode": "phrase"}
+    ).startswith("No memories")
+    assert session.call_tool("memory_search", {"query": "x", "mode": "fuzzy"}).startswith(
+        "Error: memory_search: 'mode' must be"
+    )
+
+
+def test_session_search(session: Session) -> None:
+    answer = session.call_tool("session_search", {"query": "wifi code"})
+    assert "[1] sessions/chat-1.log.jsonl:1\nuser: the wifi code is 4242" in answer
+    assert "4242" in session.call_tool("session_search", {"query": "wifi", "session_id": "chat-1"})
+    other = session.call_tool("session_search", {"query": "wifi", "session_id": "chat-2"})
+    assert other.startswith('No messages in session chat-2 match "wifi"')
+
+
+def test_memory_get_numbers_lines_and_windows(harness: MemoryHarness, session: Session) -> None:
+    answer = session.call_tool("memory_get", {"path": DAILY, "start_line": 2, "lines": 1})
+    assert answer == (
+        f"{DAILY} lines 2-2 (more follows: memory_get path='{DAILY}' start_line=3):\n"
+        "2| - Booked the Kyoto ryokan for March 3-5."
+    )
+    tail = session.call_tool("memory_get", {"path": DAILY, "start_line": 3})
+    assert tail == f"{DAILY} lines 3-3 (end of file):\n3| - 我喜欢寿司"
+    past = session.call_tool("memory_get", {"path": DAILY, "start_line": 99})
+    assert past == f"{DAILY} has 3 lines; start_line 99 is past its end."
+    assert "2| " in session.call_tool("memory_get", {"path": "./memory//2026-11-30.md"})
+    harness.workspace.write_text("memory/wide.md", ("y" * 500 + "\n") * 200)
+    wide = session.call_tool("memory_get", {"path": "memory/wide.md", "lines": 300})
+    assert len(wide) <= GET_MAX_CHARS + 200
+    assert "more follows" in wide
+
+
+def test_memory_get_reads_session_logs_and_evicted_results(session: Session) -> None:
+    assert "4242" in session.call_tool("memory_get", {"path": "sessions/chat-1.log.jsonl"})
+    answer = session.call_tool("memory_get", {"path": "large_tool_results/chat-1/call-1-abc.txt"})
+    assert "1| evicted output" in answer
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("../outside.md", "'..' leaves the workspace"),
+        ("memory/../../outside.md", "'..' leaves the workspace"),
+        ("/etc/passwd", "it is absolute"),
+        ("file:///etc/passwd", "it is a URL or drive path"),
+        ("s3://bucket/MEMORY.md", "it is a URL or drive path"),
+        ("C:/Windows/win.ini", "it is a URL or drive path"),
+        ("memory\\..\\AGENTS.md", "backslash"),
+        ("AGENTS.md", "not a memory file"),
+        ("memory/../AGENTS.md", "not a memory file"),
+        (".locks/x.lease", ".locks/"),
+        ("memory/x\x00.md", "NUL"),
+    ],
+)
+def test_memory_get_refuses_paths_outside_memory(session: Session, path: str, why: str) -> None:
+    answer = session.call_tool("memory_get", {"path": path})
+    assert answer.startswith("Error: "), answer
+    assert why in answer
+    assert "secret instructions" not in answer
+
+
+def test_memory_get_refuses_symlinks_out_of_the_workspace(
+    harness: MemoryHarness, session: Session, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("host secret\n")
+    root = harness.workspace.local_root
+    assert root is not None
+    os.symlink(outside, root / "memory" / "link.md")
+    os.symlink(root / "AGENTS.md", root / "memory" / "inner.md")
+    os.symlink(tmp_path, root / "sessions" / "dir")
+    for path in ("memory/link.md", "memory/inner.md", "sessions/dir/outside.md"):
+        answer = session.call_tool("memory_get", {"path": path})
+        assert answer.startswith("Error: "), (path, answer)
+        assert "secret" not in answer
+    assert "symlink" in session.call_tool("memory_get", {"path": "memory/inner.md"})
+    # ... and search never indexes what the link points to
+    assert harness.search("host secret") == []
+
+
+_PATHS = st.one_of(
+    st.text(max_size=40),
+    st.lists(
+        st.sampled_from(
+            ["..", ".", "", "memory", "sessions", "MEMORY.md", "AGENTS.md", "x.md", "/", "~"]
+        ),
+        max_size=6,
+    ).map("/".join),
+)
+
+
+@given(path=_PATHS)
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+def test_memory_get_never_leaves_the_memory_files(session: Session, path: str) -> None:
+    """Whatever the path, memory_get answers with an error or a memory file's lines."""
+    answer = session.call_tool("memory_get", {"path": path})
+    assert "secret instructions" not in answer
+    assert answer.startswith(("Error: ", "MEMORY.md ", "memory/", "sessions/")) or (
+        " has " in answer and "start_line" in answer
+    ), answer
+
+
+def test_bad_arguments_come_back_as_errors(session: Session) -> None:
+    cases: list[tuple[str, Any, str]] = [
+        ("memory_search", {}, "'query' is required"),
+        ("memory_search", {"query": "   "}, "'query' is required"),
+        ("memory_search", {"query": 42}, "'query' must be a string"),
+        ("memory_search", {"query": "x", "limit": "many"}, "'limit' must be an integer"),
+        ("memory_search", {"query": "x", "limit": 0}, "'limit' must be at least 1"),
+        ("memory_search", {"query": "x", "limit": True}, "'limit' must be an integer"),
+        ("memory_search", "{not json", "not valid JSON"),
+        ("memory_search", "[1, 2]", "must be a JSON object"),
+        ("memory_get", {"path": ""}, "'path' is required"),
+        ("memory_get", {"path": DAILY, "start_line": -3}, "'start_line' must be at least 1"),
+        ("memory_get", {"path": "memory/missing.md"}, "does not exist"),
+        ("memory_save", {"text": ""}, "'text' is required"),
+    ]
+    for name, arguments, expected in cases:
+        answer = session.call_tool(name, arguments)
+        assert answer.startswith("Error: "), (name, arguments, answer)
+        assert expected in answer, (name, arguments, answer)
+
+
+def test_limits_are_clamped_and_unknown_arguments_ignored(session: Session) -> None:
+    answer = session.call_tool("memory_search", {"query": "Kyoto", "limit": 10_000, "x": 1})
+    assert answer.startswith("1 memory for")
+
+
+def test_unknown_tool_raises(session: Session) -> None:
+    with pytest.raises(ValueError, match="unknown memory tool 'read_file'"):
+        session.call_tool("read_file", {"path": "x"})
+
+
+def test_memory_save_writes_and_is_searchable(session: Session) -> None:
+    answer = session.call_tool("memory_save", {"text": "- Bob drinks green tea."})
+    assert answer.startswith("Saved to MEMORY.md"), answer
+    assert "green tea" in session.call_tool("memory_search", {"query": "green tea"})
+    again = session.call_tool("memory_save", {"text": "- Bob drinks green tea."})
+    assert "nothing new" in again
+
+
+def test_memory_save_without_a_writer_says_so(
+    harness: MemoryHarness, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unavailable(text: str) -> None:
+        raise NotImplementedError("harness.save is not available")
+
+    monkeypatch.setattr(harness, "save", unavailable)
+    answer = session.call_tool("memory_save", {"text": "- a fact"})
+    assert answer.startswith("Error: memory_save is not available")
+    assert "nothing was saved" in answer
+
+
+def test_search_timeout_comes_back_as_an_error(tmp_path: Path) -> None:
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        index={"search_timeout": 1e-9},
+        maintenance={"enabled": False},
+        plugins={"autoload": False},
+    ) as harness:
+        harness.workspace.write_text("MEMORY.md", "".join(f"- common {i}\n" for i in range(3_000)))
+        answer = harness.session("s").call_tool("memory_search", {"query": "common"})
+        assert answer.startswith("Error: the search took too long")
