@@ -76,6 +76,7 @@ class ScriptedModel(ModelBackend):
     """
 
     name: ClassVar[str] = "scripted"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"offline"})
 
     def __init__(
         self,

@@ -1,0 +1,534 @@
+"""Model usage and cost: a ledger of every call, per purpose and model, and the daily budget.
+
+:class:`MeteredModel` is what ``MemoryHarness.model_for`` hands out: it forwards each call to
+the configured backend, records it in the harness's :class:`UsageLedger`, and enforces
+``model.budget``: once today's metered spend reaches a limit, ``flush`` and
+``consolidation`` calls go to the offline ``extractive`` backend instead (a warning is
+logged once per day, and the fallback calls are counted); ``summary`` calls are never
+diverted, because compaction must keep the conversation within its window.
+
+With ``model.record_usage`` (the default) every call becomes one JSON line of
+``usage/<YYYY-MM-DD>.jsonl`` in the workspace (day in ``workspace.timezone``), so reports
+and the budget include other processes and replicas. Lines are appended in batches (every
+30 s or 64 calls, before a report, and when the harness closes); a process that dies loses
+at most its last batch. A failed append is logged once and the call still succeeds: usage is
+telemetry, never a reason to lose work. Other processes' spending reaches the budget check
+within ``UsageLedger.refresh`` seconds (60) plus their batch delay.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+from zoneinfo import ZoneInfo
+
+from harnessmem.backends.base import Completion, ModelBackend
+from harnessmem.errors import ModelError
+
+if TYPE_CHECKING:
+    from harnessmem.settings import ModelBudgetSettings
+    from harnessmem.workspace import Workspace
+
+__all__ = [
+    "BudgetStatus",
+    "MeteredModel",
+    "UsageLedger",
+    "UsageRecord",
+    "UsageReport",
+    "UsageTotals",
+]
+
+logger = logging.getLogger("harnessmem.models")
+
+USAGE_DIR = "usage"
+#: Purposes the daily budget may divert to the extractive backend.
+BUDGETED_PURPOSES = frozenset({"flush", "consolidation"})
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One model call: when, for what, by which model and backend, and what it cost."""
+
+    at: float
+    purpose: str
+    model: str
+    backend: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    ok: bool = True
+    metered: bool = True
+    fallback: bool = False
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, line: str) -> UsageRecord | None:
+        """The record of one ledger line; None for a torn or foreign line."""
+        try:
+            data = json.loads(line)
+            return cls(
+                at=float(data["at"]),
+                purpose=str(data["purpose"]),
+                model=str(data["model"]),
+                backend=str(data["backend"]),
+                prompt_tokens=int(data.get("prompt_tokens") or 0),
+                completion_tokens=int(data.get("completion_tokens") or 0),
+                cost=None if data.get("cost") is None else float(data["cost"]),
+                ok=bool(data.get("ok", True)),
+                metered=bool(data.get("metered", True)),
+                fallback=bool(data.get("fallback", False)),
+                error=data.get("error"),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """Sums over calls. ``cost`` adds the known prices; ``unpriced`` counts calls without one."""
+
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    unpriced: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, record: UsageRecord) -> UsageTotals:
+        return UsageTotals(
+            calls=self.calls + 1,
+            failures=self.failures + (not record.ok),
+            prompt_tokens=self.prompt_tokens + record.prompt_tokens,
+            completion_tokens=self.completion_tokens + record.completion_tokens,
+            cost=self.cost + (record.cost or 0.0),
+            unpriced=self.unpriced + (record.ok and record.cost is None),
+        )
+
+    def __add__(self, other: UsageTotals) -> UsageTotals:
+        return UsageTotals(
+            *(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "total_tokens": self.total_tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """Today's metered spend against ``model.budget`` (a limit is None when unset)."""
+
+    day: str
+    tokens: int
+    cost: float
+    daily_tokens: int | None
+    daily_cost: float | None
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether a limit is reached: flush and consolidation then run offline."""
+        return (self.daily_tokens is not None and self.tokens >= self.daily_tokens) or (
+            self.daily_cost is not None and self.cost >= self.daily_cost
+        )
+
+    def describe(self) -> str:
+        parts = []
+        if self.daily_tokens is not None:
+            parts.append(f"{self.tokens:,} of {self.daily_tokens:,} tokens")
+        if self.daily_cost is not None:
+            parts.append(f"${self.cost:.4f} of ${self.daily_cost:.4f}")
+        return f"{self.day}: " + ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Totals per purpose and model over ``days`` (oldest first), and the budget state.
+
+    ``purposes[purpose][model]`` holds the totals of one purpose served by one model;
+    ``fallbacks`` counts the calls the budget sent to the extractive backend.
+    """
+
+    days: tuple[str, ...]
+    purposes: Mapping[str, Mapping[str, UsageTotals]]
+    fallbacks: int = 0
+    budget: BudgetStatus | None = None
+
+    @property
+    def total(self) -> UsageTotals:
+        return sum(self.by_purpose().values(), UsageTotals())
+
+    def by_purpose(self) -> dict[str, UsageTotals]:
+        return {p: sum(m.values(), UsageTotals()) for p, m in self.purposes.items()}
+
+    def by_model(self) -> dict[str, UsageTotals]:
+        found: dict[str, UsageTotals] = {}
+        for models in self.purposes.values():
+            for model, totals in models.items():
+                found[model] = found.get(model, UsageTotals()) + totals
+        return found
+
+    def as_dict(self) -> dict[str, Any]:
+        budget = None
+        if self.budget is not None:
+            budget = {**asdict(self.budget), "exceeded": self.budget.exceeded}
+        return {
+            "days": list(self.days),
+            "total": self.total.as_dict(),
+            "purposes": {
+                p: {m: t.as_dict() for m, t in models.items()}
+                for p, models in self.purposes.items()
+            },
+            "fallbacks": self.fallbacks,
+            "budget": budget,
+        }
+
+
+class UsageLedger:
+    """Records calls, reports totals and answers "is today's budget spent?"; thread-safe.
+
+    Persisting, records are written in batches (every ``flush_interval`` seconds or
+    ``flush_size`` records, before a report, and when the harness closes), so that an object
+    store sees one conditional append per batch instead of one per call. Not persisting (or
+    when a write fails) they are kept in memory as totals.
+    """
+
+    #: Seconds between re-reads of today's file for the budget (other processes' calls).
+    refresh: ClassVar[float] = 60.0
+    #: Longest time a record waits in memory before it is written.
+    flush_interval: ClassVar[float] = 30.0
+    #: Records that make a batch worth writing at once.
+    flush_size: ClassVar[int] = 64
+
+    def __init__(
+        self,
+        workspace: Workspace | None,
+        *,
+        clock: Callable[[], float],
+        timezone: str = "UTC",
+        budget: ModelBudgetSettings | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.clock = clock
+        self.zone = ZoneInfo(timezone)
+        self.budget = budget
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()  # a batch write and a budget re-read never interleave
+        self._pending: list[UsageRecord] = []  # recorded, not written yet
+        self._first_pending = 0.0
+        # Calls kept in memory (not persisting, or their write failed), as totals.
+        self._kept: dict[tuple[str, str, str], UsageTotals] = {}
+        self._kept_fallbacks: dict[str, int] = {}
+        self._kept_metered: dict[str, UsageTotals] = {}
+        self._today = ""
+        self._read_at = float("-inf")
+        self._base = UsageTotals()  # today's metered calls in the file at the last read
+        self._written = UsageTotals()  # this process's metered calls written since then
+        self._warned_day = ""
+        self._write_failed = False
+        self._write_through = False
+
+    def day_of(self, timestamp: float) -> str:
+        return datetime.fromtimestamp(timestamp, self.zone).date().isoformat()
+
+    def _path(self, day: str) -> str:
+        return f"{USAGE_DIR}/{day}.jsonl"
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _keep(self, records: Iterable[UsageRecord]) -> None:
+        """Add ``records`` to the in-memory totals; the caller holds the lock."""
+        for record in records:
+            day = self.day_of(record.at)
+            key = (day, record.purpose, record.model)
+            self._kept[key] = self._kept.get(key, UsageTotals()).add(record)
+            self._kept_fallbacks[day] = self._kept_fallbacks.get(day, 0) + record.fallback
+            if record.metered:
+                self._kept_metered[day] = self._kept_metered.get(day, UsageTotals()).add(record)
+
+    def record(self, record: UsageRecord) -> None:
+        """Add one call; persisting, it is written with the next batch."""
+        with self._lock:
+            if self.workspace is None:
+                self._keep([record])
+                return
+            if not self._pending:
+                self._first_pending = self.clock()
+            self._pending.append(record)
+            due = (
+                self._write_through
+                or len(self._pending) >= self.flush_size
+                or self.clock() - self._first_pending >= self.flush_interval
+            )
+        if due:
+            self.flush()
+
+    def drain(self) -> None:
+        """Write what is pending, and write every later record at once (the harness closes)."""
+        with self._lock:
+            self._write_through = True
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the pending records now (a failed write keeps them in memory, logged once)."""
+        if self.workspace is None:
+            return
+        with self._io_lock:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            by_day: dict[str, list[UsageRecord]] = {}
+            for record in batch:
+                by_day.setdefault(self.day_of(record.at), []).append(record)
+            for day, records in by_day.items():
+                text = "".join(record.to_json() + "\n" for record in records)
+                try:
+                    self.workspace.append_text(self._path(day), text)
+                except Exception as exc:  # telemetry must not fail the calls it describes
+                    with self._lock:
+                        self._keep(records)
+                        first = not self._write_failed
+                        self._write_failed = True
+                    if first:
+                        logger.warning(
+                            "recording model usage in %s failed (%s: %s); keeping it in memory",
+                            self._path(day),
+                            type(exc).__name__,
+                            exc,
+                        )
+                    continue
+                with self._lock:
+                    if day == self._today:
+                        for record in records:
+                            if record.metered:
+                                self._written = self._written.add(record)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _file_records(self, days: Iterable[str]) -> list[UsageRecord]:
+        found: list[UsageRecord] = []
+        if self.workspace is None:
+            return found
+        for day in sorted(set(days)):
+            try:
+                text = self.workspace.read_text(self._path(day))
+            except FileNotFoundError:
+                continue
+            found.extend(
+                record
+                for line in text.splitlines()
+                if (record := UsageRecord.from_json(line)) is not None
+            )
+        return found
+
+    def _recorded_days(self) -> list[str]:
+        days = set()
+        if self.workspace is not None:
+            for path in self.workspace.list(USAGE_DIR, recursive=False):
+                if path.endswith(".jsonl"):
+                    days.add(path.rsplit("/", 1)[-1].removesuffix(".jsonl"))
+        with self._lock:
+            days.update(day for day, _, _ in self._kept)
+        return sorted(days)
+
+    def report(self, *, days: int | None = None) -> UsageReport:
+        """Totals over the last ``days`` days (today included), or over every recorded day."""
+        if days is not None and days < 1:
+            raise ValueError(f"days must be >= 1, got {days}")
+        self.flush()
+        if days is None:
+            wanted = self._recorded_days()
+        else:
+            now = self.clock()
+            wanted = sorted({self.day_of(now - 86_400 * back) for back in range(days)})
+        purposes: dict[str, dict[str, UsageTotals]] = {}
+        fallbacks = 0
+        for record in self._file_records(wanted):
+            models = purposes.setdefault(record.purpose, {})
+            models[record.model] = models.get(record.model, UsageTotals()).add(record)
+            fallbacks += record.fallback
+        with self._lock:
+            for (day, purpose, model), totals in self._kept.items():
+                if day in wanted:
+                    models = purposes.setdefault(purpose, {})
+                    models[model] = models.get(model, UsageTotals()) + totals
+            fallbacks += sum(n for day, n in self._kept_fallbacks.items() if day in wanted)
+        covered = tuple(wanted) if days is not None else tuple(self._recorded_days())
+        return UsageReport(
+            days=covered, purposes=purposes, fallbacks=fallbacks, budget=self.status()
+        )
+
+    def status(self) -> BudgetStatus | None:
+        """Today's metered spend against the budget; None when no limit is set."""
+        budget = self.budget
+        if budget is None or (budget.daily_tokens is None and budget.daily_cost is None):
+            return None
+        now = self.clock()
+        day = self.day_of(now)
+        with self._lock:
+            stale = day != self._today or now - self._read_at >= self.refresh
+        if stale:
+            with self._io_lock:
+                base = UsageTotals()
+                for record in self._file_records([day]):
+                    if record.metered:
+                        base = base.add(record)
+                with self._lock:
+                    self._today, self._read_at = day, now
+                    self._base, self._written = base, UsageTotals()
+        with self._lock:
+            spent = self._base + self._written + self._kept_metered.get(day, UsageTotals())
+            for record in self._pending:
+                if record.metered and self.day_of(record.at) == day:
+                    spent = spent.add(record)
+        return BudgetStatus(
+            day, spent.total_tokens, spent.cost, budget.daily_tokens, budget.daily_cost
+        )
+
+    def warn_once(self, status: BudgetStatus) -> None:
+        """Log, once per day, that the budget sends upkeep jobs to the extractive backend."""
+        with self._lock:
+            if self._warned_day == status.day:
+                return
+            self._warned_day = status.day
+        logger.warning(
+            "daily model budget reached (%s): flush and consolidation use the offline "
+            "extractive backend until the day ends; compaction summaries still use the model",
+            status.describe(),
+        )
+
+
+@dataclass
+class _Route:
+    """What a metered model needs from the harness."""
+
+    ledger: UsageLedger
+    max_tokens: int | None
+    fallback: Callable[[], ModelBackend] | None
+    clock: Callable[[], float]
+
+
+class MeteredModel(ModelBackend):
+    """A backend as the harness hands it out: usage recorded, budget applied.
+
+    ``backend`` is the configured backend; ``options`` and ``context`` are its own, so
+    code that inspects a model sees the real settings. ``max_tokens`` is the answer cap of
+    the purpose this route serves, used when a call passes none. ``close`` does nothing:
+    the harness closes the backends it created.
+    """
+
+    name: ClassVar[str] = "metered"
+
+    def __init__(
+        self,
+        backend: ModelBackend,
+        *,
+        ledger: UsageLedger,
+        max_tokens: int | None = None,
+        fallback: Callable[[], ModelBackend] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(backend.options, **backend.context)
+        self.backend = backend
+        self._route = _Route(ledger, max_tokens, fallback, clock or ledger.clock)
+        # The model that last answered, to name it in the records of failed calls.
+        self._answered: dict[int, str] = {}
+
+    def __repr__(self) -> str:
+        return f"<MeteredModel {type(self.backend).__name__} {self.backend.model_name or ''}>"
+
+    @property
+    def ledger(self) -> UsageLedger:
+        return self._route.ledger
+
+    def _target(self, purpose: str) -> tuple[ModelBackend, bool]:
+        route = self._route
+        if purpose in BUDGETED_PURPOSES and route.fallback is not None and self.backend.metered:
+            status = route.ledger.status()
+            if status is not None and status.exceeded:
+                route.ledger.warn_once(status)
+                return route.fallback(), True
+        return self.backend, False
+
+    def _record(
+        self,
+        target: ModelBackend,
+        purpose: str,
+        fallback: bool,
+        completion: Completion | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        model = (
+            self._answered.get(id(target))
+            or target.model_name
+            or target.name
+            or type(target).__name__
+        )
+        record = UsageRecord(
+            at=self._route.clock(),
+            purpose=purpose,
+            model=model,
+            backend=target.name or type(target).__name__,
+            metered=target.metered,
+            fallback=fallback,
+            ok=error is None,
+            error=None if error is None else f"{type(error).__name__}: {error}"[:300],
+        )
+        if completion is not None:
+            self._answered[id(target)] = completion.model or model
+            record = replace(
+                record,
+                model=completion.model or model,
+                prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+                cost=completion.cost,
+            )
+        self._route.ledger.record(record)
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        purpose: str,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Forward to the backend (or the budget fallback) and record the call."""
+        target, fallback = self._target(purpose)
+        limit = max_tokens if max_tokens is not None else self._route.max_tokens
+        try:
+            completion = target.complete(messages, purpose=purpose, max_tokens=limit)
+        except ModelError as exc:
+            self._record(target, purpose, fallback, error=exc)
+            raise
+        self._record(target, purpose, fallback, completion)
+        return completion
+
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        purpose: str,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Async twin of :meth:`complete`."""
+        target, fallback = self._target(purpose)
+        limit = max_tokens if max_tokens is not None else self._route.max_tokens
+        try:
+            completion = await target.acomplete(messages, purpose=purpose, max_tokens=limit)
+        except ModelError as exc:
+            self._record(target, purpose, fallback, error=exc)
+            raise
+        self._record(target, purpose, fallback, completion)
+        return completion
+
+    def close(self) -> None:
+        """Nothing: the harness closes the backend."""

@@ -1,0 +1,443 @@
+"""The litellm backend, end to end through litellm's real HTTP client against FakeOpenAIServer.
+
+No test reaches the network: every request goes to a FakeOpenAIServer on 127.0.0.1, and
+retries wait through an injected sleep that only records the delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnessmem import MemoryHarness
+from harnessmem.backends.base import ModelBackend
+from harnessmem.backends.litellm_backend import LiteLLMBackend
+from harnessmem.compaction import is_context_overflow
+from harnessmem.errors import (
+    ConfigError,
+    ContextOverflowError,
+    ModelError,
+    ModelResponseError,
+    ModelUnavailableError,
+)
+from harnessmem.testing import FakeOpenAIServer, Fault, ModelBackendSuite, ModelFault
+from harnessmem.testing.model_suite import Script, job_request
+from harnessmem.tokens import TokenCounter
+
+MODEL = "openai/gpt-4o-mini"
+MESSAGES = [
+    {"role": "system", "content": "Extract facts."},
+    {"role": "user", "content": "I prefer green tea."},
+]
+
+
+class Sleeps(list[float]):
+    """An injectable sleep that records each delay and returns at once."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def servers() -> Iterator[Callable[[Any], FakeOpenAIServer]]:
+    """Start FakeOpenAIServers for the test; all are closed at its end."""
+    started: list[FakeOpenAIServer] = []
+
+    def start(replies: Any) -> FakeOpenAIServer:
+        server = FakeOpenAIServer(replies)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def make_backend(server: FakeOpenAIServer, sleeps: Sleeps, **options: Any) -> LiteLLMBackend:
+    backend = LiteLLMBackend.create(
+        {"api_base": server.base_url, "api_key": "sk-test", **options},
+        model_name=MODEL,
+        max_tokens=512,
+        sleep=sleeps,
+        asleep=sleeps.asleep,
+    )
+    return backend
+
+
+class TestLiteLLMConformance(ModelBackendSuite):
+    """The litellm backend against FakeOpenAIServer: scripted texts and injected faults."""
+
+    @pytest.fixture
+    def make_model(
+        self, servers: Callable[[Any], FakeOpenAIServer]
+    ) -> Callable[[Script], ModelBackend]:
+        def make(script: Script) -> ModelBackend:
+            replies: list[Any] = []
+            for item in script:
+                if item is ModelFault.OVERFLOW:
+                    replies.append(Fault.context_length())
+                elif item is ModelFault.DOWN:
+                    replies.extend([Fault.server_error()] * 3)  # num_retries 2 + 1
+                elif item is ModelFault.TRANSIENT:
+                    replies.append(Fault.rate_limit(retry_after=None))
+                elif item is ModelFault.EMPTY:
+                    replies.append(Fault.empty_choice())
+                else:
+                    replies.append(item)
+            return make_backend(servers(replies), Sleeps())
+
+        return make
+
+
+# -- the six scenarios of the issue -------------------------------------------------------------
+
+
+def test_success_returns_text_usage_cost_and_model(
+    servers: Callable[[Any], FakeOpenAIServer],
+) -> None:
+    server = servers(["The user prefers green tea."])
+    sleeps = Sleeps()
+    completion = make_backend(server, sleeps).complete(MESSAGES, purpose="flush")
+
+    assert completion.text == "The user prefers green tea."
+    assert completion.prompt_tokens == TokenCounter().count_messages(MESSAGES)
+    assert completion.completion_tokens > 0
+    assert completion.model == "gpt-4o-mini"
+    assert completion.cost is not None
+    assert completion.cost > 0, "gpt-4o-mini is in litellm's bundled price list"
+    assert completion.finish_reason == "stop"
+    (request,) = server.requests
+    assert request.body["model"] == "gpt-4o-mini"
+    assert request.body["max_tokens"] == 512
+    assert request.body.get("stream") is not True
+    assert request.authorization == "Bearer sk-test"
+    assert request.messages == MESSAGES
+    assert sleeps == []
+
+
+def test_rate_limit_then_success_waits_as_told(
+    servers: Callable[[Any], FakeOpenAIServer],
+) -> None:
+    server = servers([Fault.rate_limit(retry_after=7), "after the limit"])
+    sleeps = Sleeps()
+
+    completion = make_backend(server, sleeps).complete(MESSAGES, purpose="flush")
+
+    assert completion.text == "after the limit"
+    assert len(server.requests) == 2
+    assert sleeps == [7.0], "Retry-After is honoured (through the injected sleep)"
+
+
+def test_three_server_errors_make_the_model_unavailable(
+    servers: Callable[[Any], FakeOpenAIServer],
+) -> None:
+    server = servers([Fault.server_error()] * 3 + ["never reached"])
+    sleeps = Sleeps()
+
+    with pytest.raises(ModelUnavailableError) as caught:
+        make_backend(server, sleeps).complete(MESSAGES, purpose="summary")
+
+    assert len(server.requests) == 3, "default: two retries"
+    message = str(caught.value).splitlines()[0]
+    assert message.startswith(f"{MODEL} (summary): InternalServerError after 3 attempts")
+    assert type(caught.value.__cause__).__name__ == "InternalServerError"
+    # Exponential backoff with equal jitter: [0.5, 1] then [1, 2] seconds.
+    assert len(sleeps) == 2
+    assert 0.5 <= sleeps[0] <= 1.0
+    assert 1.0 <= sleeps[1] <= 2.0
+
+
+def test_a_timeout_is_retried_then_reported(servers: Callable[[Any], FakeOpenAIServer]) -> None:
+    server = servers([Fault.timeout(), "late but fine", Fault.timeout()])
+    sleeps = Sleeps()
+    backend = make_backend(server, sleeps, timeout=1.0, num_retries=1)
+
+    assert backend.complete(MESSAGES, purpose="flush").text == "late but fine"
+    backend.options = backend.options.model_copy(update={"num_retries": 0})
+    with pytest.raises(ModelUnavailableError, match=r"Timeout after 1 attempt"):
+        backend.complete(MESSAGES, purpose="flush")
+
+    assert len(server.requests) == 3
+    assert len(sleeps) == 1
+
+
+def test_context_length_error_is_an_overflow_and_not_retried(
+    servers: Callable[[Any], FakeOpenAIServer],
+) -> None:
+    server = servers([Fault.context_length(), "unused"])
+    sleeps = Sleeps()
+
+    with pytest.raises(ContextOverflowError) as caught:
+        make_backend(server, sleeps).complete(MESSAGES, purpose="summary")
+
+    assert "maximum context length is 128000 tokens" in str(caught.value)
+    assert type(caught.value.__cause__).__name__ == "ContextWindowExceededError"
+    assert is_context_overflow(caught.value)
+    assert len(server.requests) == 1
+    assert sleeps == []
+
+
+def test_an_empty_choice_is_a_response_error(servers: Callable[[Any], FakeOpenAIServer]) -> None:
+    server = servers([Fault.empty_choice(), {"content": "   "}, "unused"])
+    backend = make_backend(server, Sleeps())
+
+    with pytest.raises(ModelResponseError, match="answered with no choices"):
+        backend.complete(MESSAGES, purpose="flush")
+    with pytest.raises(ModelResponseError, match="answered with empty text"):
+        backend.complete(MESSAGES, purpose="flush")
+    assert len(server.requests) == 2, "empty answers are not retried"
+
+
+# -- more failures ------------------------------------------------------------------------------
+
+
+def test_a_malformed_body_is_a_response_error(servers: Callable[[Any], FakeOpenAIServer]) -> None:
+    server = servers([Fault.malformed(), "unused"])
+
+    with pytest.raises(ModelResponseError, match="not valid JSON"):
+        make_backend(server, Sleeps()).complete(MESSAGES, purpose="flush")
+    assert len(server.requests) == 1
+
+
+def test_a_dropped_connection_is_retried(servers: Callable[[Any], FakeOpenAIServer]) -> None:
+    server = servers([Fault.disconnect(), Fault.status(503), "third time lucky"])
+    sleeps = Sleeps()
+
+    assert make_backend(server, sleeps).complete(MESSAGES, purpose="flush").text == (
+        "third time lucky"
+    )
+    assert len(sleeps) == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "text"),
+    [
+        (Fault.status(401, "Incorrect API key provided"), ModelUnavailableError, "API key"),
+        (Fault.status(404, "The model `gpt-9` does not exist"), ModelUnavailableError, "gpt-9"),
+        (
+            Fault.status(400, "Invalid value for 'temperature': 3 is above the maximum."),
+            ModelError,
+            "rejected",
+        ),
+    ],
+)
+def test_errors_retries_cannot_fix_are_raised_at_once(
+    servers: Callable[[Any], FakeOpenAIServer], fault: Fault, error: type[Exception], text: str
+) -> None:
+    server = servers([fault, "unused"])
+    sleeps = Sleeps()
+
+    with pytest.raises(error, match=text) as caught:
+        make_backend(server, sleeps).complete(MESSAGES, purpose="flush")
+
+    assert not isinstance(caught.value, ContextOverflowError)
+    assert len(server.requests) == 1
+    assert sleeps == []
+
+
+def test_async_calls_retry_through_the_async_sleep(
+    servers: Callable[[Any], FakeOpenAIServer],
+) -> None:
+    server = servers([Fault.server_error(), "async answer"])
+    sleeps = Sleeps()
+    backend = make_backend(server, sleeps)
+
+    completion = asyncio.run(backend.acomplete(MESSAGES, purpose="consolidation"))
+
+    assert completion.text == "async answer"
+    assert len(sleeps) == 1
+    assert len(server.requests) == 2
+
+
+def test_options_reach_the_request(servers: Callable[[Any], FakeOpenAIServer]) -> None:
+    server = servers(["ok"])
+    backend = make_backend(
+        server,
+        Sleeps(),
+        temperature=0.2,
+        extra_headers={"X-Team": "memory"},
+        params={"seed": 7},
+    )
+
+    backend.complete(MESSAGES, purpose="flush", max_tokens=64)
+
+    (request,) = server.requests
+    assert request.body["temperature"] == 0.2
+    assert request.body["seed"] == 7
+    assert request.body["max_tokens"] == 64
+    assert request.headers["x-team"] == "memory"
+
+
+# -- context-length messages of the providers ---------------------------------------------------
+
+#: Real context-length error texts, as each provider words them.
+OVERFLOW_MESSAGES = {
+    "openai": "This model's maximum context length is 128000 tokens. However, your messages "
+    "resulted in 130000 tokens. Please reduce the length of the messages.",
+    "openai (newer models)": "Input tokens exceed the configured limit of 272000 tokens. Your "
+    "messages resulted in 280000 tokens. Please reduce the length of the messages.",
+    "azure openai": "This model's maximum context length is 8192 tokens. However, you requested "
+    "8505 tokens (7505 in the messages, 1000 in the completion). Please reduce the length of "
+    "the messages or completion.",
+    "anthropic": "prompt is too long: 208310 tokens > 200000 maximum",
+    "anthropic (with max_tokens)": "input length and `max_tokens` exceed context limit: "
+    "198000 + 8192 > 200000, decrease input length or `max_tokens` and try again",
+    "gemini": "The input token count (1234567) exceeds the maximum number of tokens allowed "
+    "(1048576).",
+    "bedrock": "An error occurred (ValidationException) when calling the InvokeModel "
+    "operation: Input is too long for requested model.",
+    "bedrock converse": "ValidationException: Too many input tokens. Max input tokens: 8192, "
+    "request input token count: 9000",
+    "vllm": "This model's maximum context length is 4096 tokens. However, you requested 5000 "
+    "tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the "
+    "messages or completion.",
+    "vllm (newer)": "The decoder prompt (length 5000) is longer than the maximum model length "
+    "of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+    "ollama": "the input length exceeds the context length",
+    "llama.cpp": "the request exceeds the available context size, try increasing it",
+}
+
+NOT_OVERFLOW = [
+    "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1.",
+    "Incorrect API key provided: sk-test.",
+    "The model `gpt-9` does not exist or you do not have access to it.",
+    "Invalid value for 'temperature': 3 is above the maximum of 2.",
+]
+
+
+@pytest.mark.parametrize("provider", sorted(OVERFLOW_MESSAGES))
+def test_each_providers_context_length_message_is_recognised(provider: str) -> None:
+    assert is_context_overflow(RuntimeError(OVERFLOW_MESSAGES[provider]))
+
+
+@pytest.mark.parametrize("message", NOT_OVERFLOW)
+def test_other_errors_are_not_overflows(message: str) -> None:
+    assert not is_context_overflow(RuntimeError(message))
+
+
+def test_provider_messages_through_the_http_client_become_overflows(
+    servers: Callable[[Any], FakeOpenAIServer],
+) -> None:
+    """Each message, sent by a provider as a 400, maps to ContextOverflowError end to end."""
+    names = sorted(OVERFLOW_MESSAGES)
+    server = servers([Fault.status(400, OVERFLOW_MESSAGES[name]) for name in names])
+    backend = make_backend(server, Sleeps())
+    for name in names:
+        with pytest.raises(ContextOverflowError, match="does not fit the context window"):
+            backend.complete(MESSAGES, purpose="summary")
+        assert server.requests[-1].messages == MESSAGES, name
+    assert len(server.requests) == len(names), "no overflow is retried"
+
+
+# -- configuration at start ---------------------------------------------------------------------
+
+
+def test_a_missing_key_is_a_config_error_when_the_harness_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    with pytest.raises(ConfigError) as caught:
+        MemoryHarness.open(tmp_path / "ws", model={"name": MODEL})
+
+    first, hint = str(caught.value).splitlines()
+    assert first == f"model.name {MODEL!r} needs an API key: OPENAI_API_KEY is not set"
+    assert hint == "export OPENAI_API_KEY, or set model.options.api_key"
+
+
+def test_a_missing_key_of_a_purpose_names_that_purpose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+    with pytest.raises(ConfigError, match=r"^model\.flush\.name 'anthropic/claude-3-5-haiku"):
+        MemoryHarness.open(
+            tmp_path / "ws",
+            model={"name": MODEL, "flush": {"name": "anthropic/claude-3-5-haiku-latest"}},
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("openi/gpt-4o-mini", r"unknown provider 'openi'\); did you mean 'openai/...'\?"),
+        ("gpt-unknown-model", r"no provider in the name"),
+    ],
+)
+def test_an_unknown_provider_is_a_config_error(tmp_path: Path, name: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        MemoryHarness.open(tmp_path / "ws", model={"name": name, "options": {"api_key": "k"}})
+
+
+def test_litellm_without_a_model_name_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"model\.name is not set"):
+        MemoryHarness.open(tmp_path / "ws", model={"backend": "litellm"})
+
+
+def test_keys_from_the_environment_or_the_machine_are_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    assert LiteLLMBackend.create({}, model_name=MODEL).model_name == MODEL
+    # Bedrock may use the instance role: no variable needed.
+    bedrock = "bedrock/anthropic.claude-3-haiku-20240307-v1:0"
+    assert LiteLLMBackend.create({}, model_name=bedrock).model_name == bedrock
+    monkeypatch.delenv("OPENAI_API_KEY")
+    unchecked = LiteLLMBackend.create({"check_environment": False}, model_name=MODEL)
+    assert unchecked.model_name == MODEL
+
+
+def test_the_local_cost_map_is_chosen_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
+    LiteLLMBackend.create({"api_key": "k"}, model_name=MODEL)
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "1")
+    LiteLLMBackend.create({"api_key": "k"}, model_name=MODEL)
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "1"
+
+
+def test_the_api_key_never_shows_in_the_options_repr() -> None:
+    backend = LiteLLMBackend.create({"api_key": "sk-very-secret"}, model_name=MODEL)
+    assert "sk-very-secret" not in repr(backend.options)
+
+
+def test_importing_harnessmem_and_opening_a_default_harness_do_not_import_litellm(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys, harnessmem\n"
+        "from harnessmem import MemoryHarness\n"
+        f"h = MemoryHarness.open({str(tmp_path / 'ws')!r}, maintenance={{'enabled': False}})\n"
+        "h.model_for('flush').complete([{'role': 'user', 'content': 'I like tea.'}],"
+        " purpose='flush')\n"
+        "h.close()\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSMEM_")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert result.stdout.strip() == "False", result.stderr
+
+
+def test_the_job_requests_go_out_as_built(servers: Callable[[Any], FakeOpenAIServer]) -> None:
+    server = servers(["- fact"])
+    request = job_request("flush")
+
+    make_backend(server, Sleeps()).complete(request, purpose="flush")
+
+    assert server.requests[0].messages == request
