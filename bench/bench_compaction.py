@@ -1,0 +1,173 @@
+"""Token economics of compaction: the tau-bench replay with and without the harness.
+
+All 150 tau-bench airline runs are concatenated into one session (plus a synthetic turn
+of three parallel tool calls every five runs, as in the acceptance test) and replayed
+through an agent loop: before each assistant message the loop calls
+``before_reasoning`` and "sends" what it returns; when the agent's turn ends (the next
+message is the user's) it calls ``after_call``, which runs the per-call memory flush.
+The model is a ``ScriptedModel`` whose answers have a realistic size: a summary of about
+250 words built from the request, and one fact bullet per flush.
+
+Reported per configuration (the two of the acceptance test):
+
+- tokens sent to the agent's model, summed over every call, with the harness; the
+  baseline is the same loop without it (the whole conversation so far at every call);
+- upkeep: the input tokens of every summary and flush call the harness made, against
+  the tokens sent with the harness (the ratio is the upkeep's share).
+
+Token counts are the harness's own ``TokenCounter`` (tiktoken ``o200k_base``), tool
+schemas excluded. ``--quick`` replays the first 30 runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench._util import Row
+from harnessmem import MemoryHarness
+from harnessmem.testing import ScriptedModel
+from harnessmem.tokens import TokenCounter
+
+TAU = (
+    Path(
+        os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    / "tau-bench"
+    / "gpt-4o-airline-dev.json"
+)
+CONFIGS = {
+    "messages 30 / keep 10": {"trigger_messages": 30, "keep_messages": 10, "trigger_tokens": 0},
+    "tokens 4,000 / keep 10": {"trigger_messages": 0, "keep_messages": 10, "trigger_tokens": 4_000},
+}
+Message = dict[str, Any]
+
+
+def stream(runs: list[dict[str, Any]]) -> list[Message]:
+    """The runs concatenated, with a 3-parallel-call turn every 5 runs (results shuffled)."""
+    rng = random.Random(42)
+    out: list[Message] = []
+    for number, run in enumerate(runs):
+        out.extend(dict(m) for m in run["traj"])
+        if number % 5 == 0:
+            ids = [f"parallel-{number}-{k}" for k in range(3)]
+            calls = [
+                {
+                    "id": i,
+                    "type": "function",
+                    "function": {"name": "get_flight_status", "arguments": json.dumps({"id": i})},
+                }
+                for i in ids
+            ]
+            results = [{"role": "tool", "tool_call_id": i, "content": f"{i}: on time"} for i in ids]
+            rng.shuffle(results)
+            out.append({"role": "assistant", "content": None, "tool_calls": calls})
+            out.extend(results)
+            out.append({"role": "assistant", "content": "All three flights are on time."})
+    return out
+
+
+def _reply(messages: list[Message], purpose: str) -> str:
+    """Summaries of ~250 words from the request's user lines; one fact per flush."""
+    request = str(messages[-1].get("content") or "")
+    users = re.findall(r"^\[user\]: (.+)$", request, flags=re.MULTILINE)
+    if purpose == "flush":
+        return f"- The user said: {users[-1][:200]}" if users else "NO_REPLY"
+    words = " ".join(users[-12:]).split()[:220]
+    body = " ".join(words) or "None"
+    return (
+        f"## SESSION INTENT\n{body[:300]}\n## SUMMARY\n{body}\n"
+        "## ARTIFACTS\nNone\n## NEXT STEPS\nContinue with the user's latest request."
+    )
+
+
+def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, int]:
+    """Token totals of one replay (see the module docstring)."""
+    counter = TokenCounter()
+    model = ScriptedModel(_reply)
+    sent_with = sent_without = calls = 0
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        MemoryHarness.open(
+            Path(folder) / "ws",
+            model=model,
+            compaction=compaction,
+            maintenance={"enabled": False},
+        ) as harness,
+    ):
+        session = harness.session("tau")
+        context: list[Message] = []
+        full: list[Message] = []
+        for message in messages:
+            if message["role"] == "user" and context and context[-1]["role"] == "assistant":
+                session.after_call(context)  # the agent's turn ended
+            if message["role"] == "assistant" and context:
+                context = session.before_reasoning(context)
+                sent_with += counter.count_messages(context)
+                sent_without += counter.count_messages(full)
+                calls += 1
+            context.append(message)
+            full.append(message)
+    upkeep = {
+        purpose: sum(counter.count_messages(c.messages) for c in model.calls_for(purpose))
+        for purpose in ("summary", "flush")
+    }
+    return {
+        "calls": calls,
+        "with": sent_with,
+        "without": sent_without,
+        "summary": upkeep["summary"],
+        "summaries": len(model.calls_for("summary")),
+        "flush": upkeep["flush"],
+        "flushes": len(model.calls_for("flush")),
+    }
+
+
+def run(quick: bool) -> list[Row]:
+    """Rows for tokens sent and upkeep share, per configuration."""
+    if not TAU.is_file():
+        print(f"bench compaction: skipped, tau-bench data missing at {TAU}", file=sys.stderr)
+        return []
+    runs = json.loads(TAU.read_text(encoding="utf-8"))
+    messages = stream(runs[:30] if quick else runs)
+    rows: list[Row] = []
+    for name, compaction in CONFIGS.items():
+        totals = replay(messages, compaction)
+        upkeep = totals["summary"] + totals["flush"]
+        rows.append(
+            Row(
+                bench="compaction",
+                name=f"tokens sent, {name}",
+                value=totals["with"],
+                unit="tokens",
+                baseline="same loop without the harness",
+                baseline_value=totals["without"],
+                notes=f"{totals['calls']} model calls over {len(messages)} messages",
+            )
+        )
+        rows.append(
+            Row(
+                bench="compaction",
+                name=f"upkeep (summary + flush inputs), {name}",
+                value=upkeep,
+                unit="tokens",
+                baseline="tokens sent with the harness",
+                baseline_value=totals["with"],
+                notes=(
+                    f"{totals['summaries']} summaries ({totals['summary']} tokens), "
+                    f"{totals['flushes']} flushes ({totals['flush']} tokens)"
+                ),
+            )
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(quick="--quick" in sys.argv):
+        print(row.as_dict())

@@ -1,0 +1,614 @@
+"""Conversation compaction: summarise the old part of a conversation when it grows too long.
+
+:class:`CompactionPlugin` is the built-in plugin (entry point ``compaction`` in the
+``harnessmem.plugins`` group). In ``pre_reasoning`` it runs the session's
+:class:`ConversationCompactor`; in ``on_context_overflow`` it compacts by force and
+returns a list that fits. One compaction:
+
+1. *truncate_args* (when configured and its own trigger fires): long tool-call arguments
+   of messages older than the kept tail are cut, in what is sent only (copies);
+2. *trigger*: ``len(messages) >= trigger_messages`` or ``tokens >= trigger_tokens``;
+3. *cut* (:func:`harnessmem._cutoff.choose_cut`): system head pinned, tail by
+   ``keep_messages`` / ``keep_tokens``, bounded so the result fits under the triggers,
+   call groups never split;
+4. *flush* the dropped messages into the daily log (``harness.flush``, a verified write);
+5. *offload* them to ``sessions/<id>.log.jsonl``, each exactly once
+   (:mod:`harnessmem.transcripts`);
+6. *summarise*: one ``summary`` model call, incremental (previous summary + dropped
+   messages), validated (four sections, size bound);
+7. *replace*: ``[system head] + [summary message] + tail``; a kept message that alone
+   is too large is moved to a file the way eviction does it.
+
+Failures never lose turns. A flush or offload failure postpones the compaction while the
+conversation is under twice its trigger (and under overflow it goes ahead, reporting
+why). A summariser that fails or answers junk leaves the dropped messages in place with
+their tool outputs replaced by pointers into the session log, and the result says
+``degraded``.
+"""
+
+from __future__ import annotations
+
+import logging
+import string
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harnessmem._cutoff import choose_cut, head_length, keep_start, truncate_tool_args
+from harnessmem._overflow import is_context_overflow, overflow_limits
+from harnessmem._shrink import MessageShrinker, Originals
+from harnessmem._summary import (
+    Anchor,
+    build_anchor,
+    first_user_text,
+    last_user_text,
+    normalise_summary,
+    parse_anchor,
+)
+from harnessmem.events import CompactionEvent
+from harnessmem.plugins import hookimpl
+from harnessmem.tokens import REPLY_PRIMING, TokenCounter
+from harnessmem.transcripts import OffloadResult, SessionTranscript
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import Completion
+    from harnessmem.events import TurnContext
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.settings import CompactionSettings, HarnessSettings
+
+__all__ = [
+    "CompactionPlugin",
+    "CompactionResult",
+    "ConversationCompactor",
+    "is_context_overflow",
+]
+
+logger = logging.getLogger("harnessmem.compaction")
+
+Message = dict[str, Any]
+#: An overflow retry aims this far under the limit the provider reported (its count
+#: includes tool schemas and framing ours does not see).
+_OVERFLOW_MARGIN = 0.9
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What compaction did for one call (``ctx.outcomes["compaction"]``).
+
+    ``compacted``: the list was rewritten (summarised, or masked when ``degraded``).
+    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, or ``""`` when nothing fired.
+    ``postponed``: a trigger fired but a failed flush or offload kept every message.
+    ``flush``: ``"done"``, ``"unavailable"`` (no flush in this installation),
+    ``"failed: ..."``, ``"disabled"`` or ``"nothing to flush"``; ``flush_result`` is the
+    :class:`~harnessmem.flush.FlushResult` when there is one. ``offload`` says what went to
+    the session log. ``usage`` is the summariser's :class:`~harnessmem.Completion`.
+    ``fits``: the result is under the limit it had to meet (triggers, or the overflow budget).
+    """
+
+    session_id: str
+    compacted: bool = False
+    trigger: str = ""
+    messages_before: int = 0
+    messages_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    dropped: int = 0
+    degraded: bool = False
+    postponed: bool = False
+    reason: str = ""
+    summary: str | None = None
+    usage: Completion | None = None
+    flush: str = "disabled"
+    flush_result: Any = None
+    offload: OffloadResult | None = None
+    truncated_args: int = 0
+    shrunk: tuple[str, ...] = ()
+    fits: bool = True
+
+
+@dataclass
+class _Plan:
+    """One compaction being worked out (internal)."""
+
+    head: int
+    anchor: Anchor | None
+    cut: int  # in the conversation (messages[head:])
+    positions: list[int]  # conversation positions of the dropped raw messages
+    dropped: list[Message]  # the dropped raw messages as sent
+    originals: list[Message]  # the same, with truncated/masked/shrunk copies undone
+    previous: str  # previous summary body ("" if none)
+    covered: int  # conversation messages the previous summary stands for
+    first_request: str | None
+    limit: int | None  # token count the result must stay under
+    forced: bool  # overflow recovery: the limit must be met
+
+
+class ConversationCompactor:
+    """Compaction of one session's conversation; the plugin keeps one per session.
+
+    Holds what must outlive a turn in memory: the originals of the copies it sent
+    (truncated arguments, shrunk or masked outputs), so that the session log and the
+    summariser get the full text, and the last summary, for callers that keep sending
+    their raw history instead of the compacted list.
+    """
+
+    def __init__(
+        self, harness: MemoryHarness, session_id: str, counter: TokenCounter | None = None
+    ) -> None:
+        self.harness = harness
+        self.session_id = session_id
+        self.counter = counter or TokenCounter()
+        self.transcript = SessionTranscript(
+            harness.workspace,
+            session_id,
+            clock=harness.clock,
+            transform=harness.hooks.transform_memory_text,
+        )
+        self.lock = threading.Lock()
+        self.last_result: CompactionResult | None = None
+        self.originals = Originals()
+        self.shrinker = MessageShrinker(
+            harness, session_id, self.counter, self.originals, self.transcript.path
+        )
+        self._memory: Anchor | None = None  # last summary made, for raw-history callers
+
+    @property
+    def settings(self) -> CompactionSettings:
+        return self.harness.settings.compaction
+
+    # the turn -------------------------------------------------------------------------------
+
+    def compact(
+        self, messages: Sequence[Message], *, budget: int | None = None
+    ) -> tuple[list[Message], CompactionResult]:
+        """The list to send, and what was done.
+
+        ``budget`` forces a compaction whose result must stay under ``budget`` tokens
+        (overflow recovery); without it the triggers decide. Never mutates ``messages``
+        or the dicts in it.
+        """
+        with self.lock:
+            out, result = self._compact(list(messages), budget)
+            self.last_result = result
+            return out, result
+
+    def recover(self, messages: Sequence[Message], error: BaseException) -> list[Message] | None:
+        """A shorter list to retry with after a context-overflow ``error``.
+
+        None when ``error`` is not an overflow, compaction is disabled, or nothing could
+        be made shorter (the session then re-raises ``error``). The budget is the limit
+        the provider's message states (scaled to our count, minus a margin), else half
+        of the current size; never above ``trigger_tokens``.
+        """
+        if not self.settings.enabled or not is_context_overflow(error):
+            return None
+        tokens = self.counter.count_messages(messages)
+        limit, reported = overflow_limits(error)
+        if limit is not None:
+            scale = tokens / reported if reported else 1.0
+            budget = int(limit * min(scale, 1.0) * _OVERFLOW_MARGIN)
+        else:
+            budget = tokens // 2
+        if self.settings.trigger_tokens:
+            budget = min(budget, self.settings.trigger_tokens - 1)
+        out, _ = self.compact(messages, budget=max(1, budget))
+        return out if self.counter.count_messages(out) < tokens else None
+
+    def _compact(
+        self, messages: list[Message], budget: int | None
+    ) -> tuple[list[Message], CompactionResult]:
+        count = self.counter.count_messages
+        head = head_length(messages)
+        work, truncated = self._truncate_args(messages, head)
+        # Token counts only when a token trigger or a compaction needs them (cached per message).
+        tokens = count(work) if self.settings.trigger_tokens or budget is not None else None
+        trigger = "overflow" if budget is not None else self._trigger(work, tokens)
+        if trigger and tokens is None:
+            tokens = count(work)
+        base: dict[str, Any] = {
+            "session_id": self.session_id,
+            "trigger": trigger,
+            "messages_before": len(messages),
+            "tokens_before": (count(messages) if truncated else tokens) or 0,
+            "truncated_args": truncated,
+        }
+        if not trigger:
+            result = CompactionResult(**base, messages_after=len(work), tokens_after=tokens or 0)
+            return work, result
+        plan = self._plan(work, head, budget)
+        if not plan.dropped:
+            out, shrunk = self._fit(work, plan)
+            return out, self._finish(out, plan, base, compacted=bool(shrunk), shrunk=shrunk)
+        may_wait = budget is None and not self._over_twice(work)
+        flush, flush_result = self._flush(plan)
+        failures = [flush] if flush.startswith("failed") else []
+        offload, offload_error = (None, "") if failures and may_wait else self._offload(plan)
+        failures += [offload_error] if offload_error else []
+        if offload is not None and offload.restarted:
+            # A different conversation under this session id: nothing remembered applies.
+            plan.previous, plan.covered, self._memory = "", 0, None
+        done = {"flush": flush, "flush_result": flush_result, "offload": offload}
+        if failures and may_wait:
+            reason = "postponed: " + "; ".join(failures)
+            return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
+        summary, usage, problem = self._summarise(plan)
+        if summary is not None:
+            out, dropped = self._replace(work, plan, summary), len(plan.dropped)
+        else:
+            out, dropped = self._degrade(work, plan, problem, offload)
+            failures.insert(0, problem)
+        out, shrunk = self._fit(out, plan)
+        done.update(summary=summary, usage=usage, dropped=dropped, shrunk=shrunk)
+        # Dropped turns without a copy in the log (offload failed under pressure) are a
+        # degradation too, even with a good summary.
+        degraded = summary is None or bool(offload_error)
+        reason = "; ".join(failures)
+        return out, self._finish(
+            out, plan, base, compacted=True, degraded=degraded, reason=reason, **done
+        )
+
+    # steps ----------------------------------------------------------------------------------
+
+    def _truncate_args(self, messages: list[Message], head: int) -> tuple[list[Message], int]:
+        """Cut long tool arguments of messages before the kept tail, when that pass fires."""
+        settings = self.settings
+        config = settings.truncate_args
+        if config is None:
+            return messages, 0
+        fires = (config.trigger_messages and len(messages) >= config.trigger_messages) or (
+            config.trigger_tokens and self.counter.count_messages(messages) >= config.trigger_tokens
+        )
+        if not fires:
+            return messages, 0
+        conversation = messages[head:]
+        sums = (
+            self.counter.count_prefix_sums(conversation)
+            if settings.keep_tokens
+            else [0] * (len(conversation) + 1)
+        )
+        stop = head + keep_start(
+            sums, keep_messages=settings.keep_messages, keep_tokens=settings.keep_tokens
+        )
+        return truncate_tool_args(
+            messages, head, stop, config.max_arg_chars, self.originals.remember
+        )
+
+    def _trigger(self, messages: list[Message], tokens: int | None) -> str:
+        settings = self.settings
+        if settings.trigger_messages and len(messages) >= settings.trigger_messages:
+            return "messages"
+        if settings.trigger_tokens and tokens is not None and tokens >= settings.trigger_tokens:
+            return "tokens"
+        return ""
+
+    def _over_twice(self, messages: list[Message]) -> bool:
+        """Whether the conversation reached twice a trigger: postponing must stop there."""
+        settings = self.settings
+        if settings.trigger_messages and len(messages) >= 2 * settings.trigger_messages:
+            return True
+        return bool(
+            settings.trigger_tokens
+            and self.counter.count_messages(messages) >= 2 * settings.trigger_tokens
+        )
+
+    def _summary_tokens(self, limit: int | None) -> int:
+        """The size bound of a summary: the setting, and a quarter of the token limit."""
+        bound = self.settings.summary_max_tokens
+        return min(bound, max(64, limit // 4)) if limit else bound
+
+    def _plan(self, work: list[Message], head: int, budget: int | None) -> _Plan:
+        settings = self.settings
+        conversation = work[head:]
+        anchor = parse_anchor(conversation[0]) if conversation else None
+        start = 1 if anchor else 0
+        sums = self.counter.count_prefix_sums(work)
+        conv_sums = [total - sums[head] for total in sums[head:]]
+        limit = budget if budget is not None else (settings.trigger_tokens or None)
+        memory = None if anchor else self._memory
+        first_request = anchor.first_request if anchor else first_user_text(conversation)
+        if first_request is None and memory is not None:
+            first_request = memory.first_request
+        max_tail_tokens = None
+        if limit is not None:
+            probe = build_anchor(
+                covers=10**9,
+                body="",
+                log_path=self.transcript.path,
+                first_request=first_request,
+                latest_user=last_user_text(conversation[start:]),
+            )
+            reserve = self.counter.count_message(probe) + self._summary_tokens(limit) + 2
+            max_tail_tokens = limit - 1 - REPLY_PRIMING - sums[head] - reserve
+        max_tail_messages = None
+        if settings.trigger_messages and budget is None:
+            max_tail_messages = settings.trigger_messages - head - 2
+        cut = choose_cut(
+            conversation,
+            conv_sums,
+            keep_messages=settings.keep_messages,
+            keep_tokens=settings.keep_tokens,
+            max_tail_messages=max_tail_messages,
+            max_tail_tokens=max_tail_tokens,
+        )
+        covers = anchor.covers if anchor else 0
+        dropped = conversation[start:cut] if cut > start else []
+        positions = [covers + i for i in range(start, start + len(dropped))]
+        if not anchor:
+            positions = [i + 1 for i in range(len(dropped))]
+        previous, covered = "", covers
+        if anchor:
+            previous = anchor.body
+        elif memory is not None and memory.covers <= len(dropped):
+            previous, covered = memory.body, memory.covers
+        return _Plan(
+            head=head,
+            anchor=anchor,
+            cut=cut,
+            positions=positions,
+            dropped=dropped,
+            originals=[self.originals.original(m) for m in dropped],
+            previous=previous,
+            covered=covered,
+            first_request=first_request,
+            limit=limit,
+            forced=budget is not None,
+        )
+
+    def _flush(self, plan: _Plan) -> tuple[str, Any]:
+        """Flush the dropped messages (a verified write); the status text and the result."""
+        if not self.settings.flush_before_compact:
+            return "disabled", None
+        from harnessmem.errors import BackendNotFound
+
+        try:
+            result = self.harness.flush(plan.originals, session_id=self.session_id)
+        except NotImplementedError:
+            return "unavailable", None
+        except BackendNotFound as exc:
+            return f"unavailable: {exc.message}", None
+        except Exception as exc:
+            return f"failed: {type(exc).__name__}: {exc}", None
+        if not getattr(result, "ok", True):
+            return (
+                f"failed: {getattr(result, 'error', None) or 'the flush reported failure'}",
+                result,
+            )
+        return f"done ({getattr(result, 'status', 'ok')})", result
+
+    def _offload(self, plan: _Plan) -> tuple[OffloadResult | None, str]:
+        """Append the dropped raw messages to the session log; the result or the error."""
+        if not self.settings.offload_before_compact:
+            return None, ""
+        entries = list(zip(plan.positions, plan.originals, strict=True))
+        try:
+            return self.transcript.offload(entries, verify=plan.anchor is None), ""
+        except Exception as exc:
+            logger.warning("offload of session %s failed: %s", self.session_id, exc)
+            return None, f"offload failed: {type(exc).__name__}: {exc}"
+
+    def _summarise(self, plan: _Plan) -> tuple[str | None, Completion | None, str]:
+        """One ``summary`` call; the validated summary, or None and what went wrong."""
+        from harnessmem.prompts import load_template, summary_request
+
+        new = [m for p, m in zip(plan.positions, plan.originals, strict=True) if p > plan.covered]
+        bound = self._summary_tokens(plan.limit)
+        template = self.settings.summary_prompt or load_template("summary")
+        template = string.Template(template).safe_substitute(max_words=str(bound * 3 // 4))
+        try:
+            request = summary_request(
+                new, previous_summary=plan.previous or None, template=template
+            )
+            completion = self.harness.model_for("summary").complete(
+                request, purpose="summary", max_tokens=bound
+            )
+        except Exception as exc:
+            return None, None, f"the summariser failed: {type(exc).__name__}: {exc}"
+        text, problem = normalise_summary(completion.text)
+        if text is None:
+            return None, completion, f"the summariser's answer was rejected: {problem}"
+        tokens = self.counter.count_text(text)
+        if tokens > bound:
+            problem = f"{tokens} tokens, over the bound of {bound}"
+            return None, completion, f"the summariser's answer was rejected: {problem}"
+        return text, completion, ""
+
+    def _log_path(self) -> str | None:
+        return self.transcript.path if self.settings.offload_before_compact else None
+
+    def _replace(self, work: list[Message], plan: _Plan, summary: str) -> list[Message]:
+        """``[head] + [new summary message] + tail``."""
+        tail = work[plan.head + plan.cut :]
+        latest = None
+        if not any(m.get("role") == "user" for m in tail):
+            latest = last_user_text(plan.originals)
+        covers = plan.positions[-1]
+        anchor = build_anchor(
+            covers=covers,
+            body=summary,
+            log_path=self._log_path(),
+            first_request=plan.first_request,
+            latest_user=latest,
+        )
+        self._memory = Anchor(covers, summary, plan.first_request, self._log_path())
+        self.originals.forget(plan.dropped)
+        return [*work[: plan.head], anchor, *tail]
+
+    def _degrade(
+        self, work: list[Message], plan: _Plan, problem: str, offload: OffloadResult | None
+    ) -> tuple[list[Message], int]:
+        """No summary: keep the dropped messages, their long tool outputs masked.
+
+        Each masked output points at its line in the session log (or, without a log, at
+        a file written the way eviction does it). Under an overflow budget that masking
+        cannot meet, the messages already in the log leave the context instead, and the
+        summary message says where they are. Returns the list and how many left it.
+        """
+        lines = offload.lines if offload is not None else (None,) * len(plan.dropped)
+        kept = [
+            self.shrinker.mask(sent, line)
+            for pos, sent, line in zip(plan.positions, plan.dropped, lines, strict=True)
+            if pos > plan.covered
+        ]
+        head, tail = work[: plan.head], work[plan.head + plan.cut :]
+        reason = problem.rstrip(".")
+
+        def listing(covers: int, note: str, middle: list[Message]) -> list[Message]:
+            anchor = build_anchor(
+                covers=covers,
+                body=plan.previous,
+                log_path=self._log_path(),
+                first_request=plan.first_request,
+                note=note,
+            )
+            return [*head, anchor, *middle, *tail]
+
+        out = listing(
+            plan.covered,
+            f"Compaction could not summarise this conversation ({reason}). The {len(kept)} "
+            "messages after this note are kept as they were, except that long tool outputs "
+            "were replaced by pointers to where their full text is.",
+            kept,
+        )
+        in_log = offload is not None and bool(kept) and None not in offload.lines
+        if not (plan.forced and in_log) or self.counter.count_messages(out) < (plan.limit or 0):
+            return out, len(plan.dropped) - len(kept)
+        assert offload is not None
+        first, last = offload.lines[0], offload.lines[-1]
+        note = (
+            f"Compaction could not summarise this conversation ({reason}). Messages "
+            f"{plan.covered + 1}-{plan.positions[-1]} are not in the summary below: they were "
+            f"moved to the session log {self._log_path()} (lines {first}-{last})."
+        )
+        return listing(plan.positions[-1], note, []), len(plan.dropped)
+
+    def _fit(self, out: list[Message], plan: _Plan) -> tuple[list[Message], tuple[str, ...]]:
+        """Shrink kept messages (not the system head or the summary) to get under the limit."""
+        if plan.limit is None:
+            return out, ()
+        first = plan.head
+        if len(out) > first and parse_anchor(out[first]) is not None:
+            first += 1
+        return self.shrinker.fit(out, first, plan.limit)
+
+    def _finish(
+        self, out: list[Message], plan: _Plan, base: dict[str, Any], **fields: Any
+    ) -> CompactionResult:
+        """The result of a fired trigger; fires ``on_compaction`` unless nothing changed."""
+        tokens = self.counter.count_messages(out)
+        fits = plan.limit is None or tokens < plan.limit
+        if self.settings.trigger_messages and base["trigger"] != "overflow":
+            fits = fits and len(out) < self.settings.trigger_messages
+        result = CompactionResult(
+            **base, messages_after=len(out), tokens_after=tokens, fits=fits, **fields
+        )
+        if result.compacted or result.postponed:
+            self.harness.hooks.compaction(_event(result))
+        if not fits:
+            logger.warning(
+                "session %s: compaction left %d messages / %d tokens, over its limit",
+                self.session_id,
+                len(out),
+                tokens,
+            )
+        return result
+
+
+def _event(result: CompactionResult) -> CompactionEvent:
+    offload = result.offload
+    usage = result.usage
+    flushed = getattr(result.flush_result, "messages", 0) or 0
+    return CompactionEvent(
+        session_id=result.session_id,
+        messages_before=result.messages_before,
+        messages_after=result.messages_after,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        degraded=result.degraded,
+        offload_path=offload.path if offload is not None else None,
+        trigger=result.trigger,
+        reason=result.reason,
+        postponed=result.postponed,
+        dropped=result.dropped,
+        flush=result.flush,
+        flushed_messages=int(flushed),
+        offloaded=offload.appended if offload is not None else 0,
+        offload_lines=(
+            (offload.first_line, offload.last_line)
+            if offload is not None
+            and offload.first_line is not None
+            and offload.last_line is not None
+            else None
+        ),
+        usage=(
+            {
+                "model": usage.model,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cost": usage.cost,
+            }
+            if usage is not None
+            else {}
+        ),
+        truncated_args=result.truncated_args,
+        shrunk=len(result.shrunk),
+    )
+
+
+class CompactionPlugin:
+    """The built-in compaction plugin (entry point ``compaction``), one per harness.
+
+    ``pre_reasoning`` and ``on_context_overflow`` run last (``trylast``), so they see
+    what every other plugin did to the list (eviction sweeps first) and a user's own
+    overflow handler gets the first word. One token counter serves the harness; one
+    :class:`ConversationCompactor` per session.
+    """
+
+    name = "compaction"
+
+    def __init__(self) -> None:
+        self.counter = TokenCounter()
+        self._compactors: dict[tuple[int, str], ConversationCompactor] = {}
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def harnessmem_configure(self, settings: HarnessSettings) -> None:
+        """Warn about settings under which compaction would run on every turn."""
+        compaction = settings.compaction
+        if compaction.trigger_messages and compaction.keep_messages >= compaction.trigger_messages:
+            logger.warning(
+                "compaction.keep_messages (%d) is not below compaction.trigger_messages (%d): "
+                "the kept tail is cut to fit under the trigger",
+                compaction.keep_messages,
+                compaction.trigger_messages,
+            )
+
+    def compactor(self, harness: MemoryHarness, session_id: str) -> ConversationCompactor:
+        """The compactor of ``session_id`` in ``harness`` (made on first use)."""
+        key = (id(harness), session_id)
+        with self._lock:
+            compactor = self._compactors.get(key)
+            if compactor is None or compactor.harness is not harness:
+                compactor = ConversationCompactor(harness, session_id, self.counter)
+                self._compactors[key] = compactor
+            return compactor
+
+    @hookimpl(trylast=True)
+    def pre_reasoning(self, ctx: TurnContext) -> None:
+        """Compact ``ctx.messages`` when a trigger fires (and cut old tool arguments)."""
+        if not ctx.settings.compaction.enabled:
+            return
+        out, result = self.compactor(ctx.harness, ctx.session_id).compact(ctx.messages)
+        ctx.messages = out
+        if result.trigger or result.truncated_args:
+            ctx.outcomes["compaction"] = result
+
+    @hookimpl(trylast=True)
+    def on_context_overflow(self, ctx: TurnContext, error: BaseException) -> list[Message] | None:
+        """A compacted list that fits, for a recognised overflow; None otherwise."""
+        compactor = self.compactor(ctx.harness, ctx.session_id)
+        before = compactor.last_result
+        out = compactor.recover(ctx.messages, error)
+        if compactor.last_result is not before and compactor.last_result is not None:
+            ctx.outcomes["compaction"] = compactor.last_result
+        return out

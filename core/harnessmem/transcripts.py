@@ -1,0 +1,391 @@
+"""Session transcripts: the raw messages compaction takes out of the context.
+
+Before compaction drops messages from a conversation it appends them to
+``sessions/<safe session id>.log.jsonl`` (append-only, one JSON object per line)::
+
+    {"seq": 57, "pos": 57, "stream": 1, "ts": "2026-11-30T10:04:05.123456Z",
+     "fp": "9f2c...", "message": {"role": "tool", "tool_call_id": "call_7", "content": "..."}}
+
+- ``seq``: the line number in the file (1-based), what ``memory_get`` takes as ``start_line``;
+- ``pos``: the message's position in the conversation, 1 = the first message after the
+  leading system messages (``null`` for a message whose position is unknown);
+- ``stream``: which conversation of the session the line belongs to (1, or higher when a
+  caller reused the session id for a different conversation);
+- ``ts``: when it was offloaded (UTC); a timestamp the message itself carried stays in
+  ``message``;
+- ``fp``: :func:`harnessmem.messages.fingerprint` of the message as it was in the
+  conversation (before redaction), so readers can match lines to messages;
+- ``message``: the OpenAI message, every key kept, its texts passed through the
+  ``transform_memory_text(text, "offload")`` chain (the secret redactor).
+
+Every message is written exactly once, in order, across repeated compactions and
+processes. What has been written is recorded in a small *offload mark*
+(``sessions/<safe id>.offload.json``): the number of conversation positions logged,
+a hash chain over their fingerprints, and the size of the log. Positions come from the
+compactor, which knows them from the summary message it left at the top of the
+conversation ("the first 123 messages were compacted"); a caller that sends its raw
+history instead is matched against the hash chain. The mark is written after the lines,
+under a workspace lease per session; a crash between the two is repaired on the next
+offload from the lines past the recorded size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.messages import fingerprint
+from harnessmem.workspace import safe_id
+
+if TYPE_CHECKING:
+    from harnessmem.workspace import Workspace
+
+__all__ = [
+    "OffloadMark",
+    "OffloadResult",
+    "SessionTranscript",
+    "TranscriptRecord",
+    "transcript_path",
+]
+
+logger = logging.getLogger("harnessmem.transcripts")
+
+Message = dict[str, Any]
+#: ``(position, message)``; position None when it is not known.
+Entry = tuple[int | None, Mapping[str, Any]]
+Transform = Callable[[str, str], str]
+
+SESSIONS_DIR = "sessions"
+_MARK_VERSION = 1
+_LEASE_TTL = 120.0
+
+
+def transcript_path(session_id: str) -> str:
+    """Workspace path of a session's log: ``sessions/<safe session id>.log.jsonl``."""
+    return f"{SESSIONS_DIR}/{safe_id(session_id)}.log.jsonl"
+
+
+def _mark_path(session_id: str) -> str:
+    return f"{SESSIONS_DIR}/{safe_id(session_id)}.offload.json"
+
+
+def _chain(previous: str, fp: str) -> str:
+    return hashlib.sha256(f"{previous}:{fp}".encode()).hexdigest()[:32]
+
+
+def _iso(seconds: float) -> str:
+    moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class TranscriptRecord:
+    """One line of a session log."""
+
+    seq: int
+    pos: int | None
+    stream: int
+    ts: str
+    fp: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OffloadMark:
+    """What a session log holds, as recorded in ``sessions/<id>.offload.json``.
+
+    ``logged``: positions ``1..logged`` of the current ``stream`` are in the log.
+    ``chain``: hash chain over their fingerprints ("" when a gap made it unverifiable).
+    ``lines`` / ``size``: lines and bytes of the log file after the last append.
+    ``segments``: ``(first position, its line)`` for each contiguous run of positions,
+    to turn a position into a line number.
+    """
+
+    lines: int = 0
+    size: int = 0
+    stream: int = 1
+    logged: int = 0
+    chain: str = ""
+    segments: tuple[tuple[int, int], ...] = ()
+
+    def line_of(self, pos: int) -> int | None:
+        """The log line holding position ``pos`` of the current stream, if it is there."""
+        if pos < 1 or pos > self.logged:
+            return None
+        for first_pos, first_line in reversed(self.segments):
+            if pos >= first_pos:
+                return first_line + pos - first_pos
+        return None
+
+    def to_json(self) -> str:
+        data = {
+            "version": _MARK_VERSION,
+            "lines": self.lines,
+            "size": self.size,
+            "stream": self.stream,
+            "logged": self.logged,
+            "chain": self.chain,
+            "segments": [list(s) for s in self.segments],
+        }
+        return json.dumps(data, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> OffloadMark:
+        data = json.loads(text)
+        return cls(
+            lines=int(data["lines"]),
+            size=int(data["size"]),
+            stream=int(data["stream"]),
+            logged=int(data["logged"]),
+            chain=str(data["chain"]),
+            segments=tuple((int(a), int(b)) for a, b in data.get("segments", ())),
+        )
+
+    def _advance(self, pos: int | None, fp: str, line: int, size: int) -> OffloadMark:
+        """The mark after one more line (position ``pos``) was appended."""
+        if pos is None or pos <= self.logged:
+            return replace(self, lines=line, size=size)
+        contiguous = pos == self.logged + 1
+        segments = self.segments if contiguous and self.segments else (*self.segments, (pos, line))
+        return replace(
+            self,
+            lines=line,
+            size=size,
+            logged=pos,
+            chain=_chain(self.chain, fp) if contiguous and (self.chain or self.logged == 0) else "",
+            segments=segments,
+        )
+
+
+@dataclass(frozen=True)
+class OffloadResult:
+    """What one offload did.
+
+    ``lines`` gives, for each entry passed in, the log line that holds it (written now
+    or before), or None when that is unknown. ``restarted`` is True when the messages
+    did not match what the log holds for this session, so a new stream was begun.
+    """
+
+    path: str
+    appended: int
+    already: int
+    first_line: int | None = None
+    last_line: int | None = None
+    lines: tuple[int | None, ...] = field(default=())
+    restarted: bool = False
+
+
+def _redact(message: Mapping[str, Any], transform: Transform | None) -> dict[str, Any]:
+    """A copy of ``message`` whose texts went through the ``offload`` transform chain."""
+    copy = dict(message)
+    if transform is None:
+        return copy
+    content = copy.get("content")
+    if isinstance(content, str):
+        copy["content"] = transform(content, "offload")
+    elif isinstance(content, list):
+        copy["content"] = [
+            {**part, "text": transform(part["text"], "offload")}
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
+    calls = copy.get("tool_calls")
+    if isinstance(calls, list):
+        new_calls: list[Any] = []
+        for call in calls:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            arguments = function.get("arguments") if isinstance(function, Mapping) else None
+            if isinstance(arguments, str) and isinstance(function, Mapping):
+                function = {**function, "arguments": transform(arguments, "offload")}
+                call = {**call, "function": function}
+            new_calls.append(call)
+        copy["tool_calls"] = new_calls
+    return copy
+
+
+def _parse_lines(data: bytes, first_seq: int) -> Iterator[TranscriptRecord]:
+    """Records from raw log bytes; malformed lines are skipped (and still numbered)."""
+    for offset, raw in enumerate(data.splitlines()):
+        seq = first_seq + offset
+        try:
+            item = json.loads(raw)
+            yield TranscriptRecord(
+                seq=seq,
+                pos=item.get("pos"),
+                stream=int(item.get("stream", 1)),
+                ts=str(item.get("ts", "")),
+                fp=str(item.get("fp", "")),
+                message=dict(item["message"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            logger.warning("session log line %d is not a transcript record; skipped", seq)
+
+
+class SessionTranscript:
+    """The offload log of one session (``sessions/<safe id>.log.jsonl``) and its mark.
+
+    ``transform`` is the ``transform_memory_text`` chain (the harness passes
+    ``harness.hooks.transform_memory_text``); ``clock`` stamps the lines.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        session_id: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        transform: Transform | None = None,
+        lease_timeout: float = 60.0,
+    ) -> None:
+        self.workspace = workspace
+        self.session_id = session_id
+        self.path = transcript_path(session_id)
+        self.mark_path = _mark_path(session_id)
+        self.clock = clock
+        self.transform = transform
+        self.lease_timeout = lease_timeout
+
+    # reading --------------------------------------------------------------------------------
+
+    def records(self) -> list[TranscriptRecord]:
+        """Every record of the log, in order ([] when there is no log)."""
+        try:
+            data = self.workspace.read_bytes(self.path)
+        except FileNotFoundError:
+            return []
+        return list(_parse_lines(data, 1))
+
+    def mark(self) -> OffloadMark:
+        """The offload mark, repaired from the log when a crash left it behind."""
+        return self._load_mark()[0]
+
+    def _load_mark(self) -> tuple[OffloadMark, bool, bool]:
+        """The mark; whether it was repaired (so it must be written back); and whether the
+        log ends in a partial line (a crash mid-append) that the next append must close."""
+        try:
+            mark = OffloadMark.from_json(self.workspace.read_text(self.mark_path))
+        except FileNotFoundError:
+            mark = OffloadMark()
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning(
+                "offload mark %s unreadable (%s); rebuilt from the log", self.mark_path, exc
+            )
+            mark = OffloadMark(size=-1)
+        try:
+            size = self.workspace.info(self.path).size
+        except FileNotFoundError:
+            size = 0
+        if size == mark.size:
+            return mark, False, False
+        return (*self._repaired(mark), True)
+
+    def _repaired(self, mark: OffloadMark) -> tuple[OffloadMark, bool]:
+        """The mark brought in line with the log file as it is."""
+        try:
+            data = self.workspace.read_bytes(self.path)
+        except FileNotFoundError:
+            data = b""
+        if 0 <= mark.size <= len(data):
+            # Lines appended after the mark was written: a crash between the two.
+            start, repaired = mark.size, mark
+        elif mark.size < 0:
+            start, repaired = 0, OffloadMark()  # unreadable mark: replay the whole log
+        else:
+            # The log shrank or vanished (pruned): positions already logged stay logged,
+            # only the line numbers are recounted.
+            start, repaired = 0, replace(mark, lines=0, segments=())
+        tail = data[start:]
+        for record in _parse_lines(tail, repaired.lines + 1):
+            if record.stream > repaired.stream:
+                repaired = OffloadMark(lines=repaired.lines, stream=record.stream)
+            if record.stream == repaired.stream:
+                repaired = repaired._advance(record.pos, record.fp, record.seq, 0)
+        lines = (mark.lines if start else 0) + len(tail.splitlines())
+        partial = bool(data) and not data.endswith(b"\n")
+        return replace(repaired, lines=lines, size=len(data)), partial
+
+    def _stream_fingerprints(self, stream: int) -> dict[int, str]:
+        return {r.pos: r.fp for r in self.records() if r.stream == stream and r.pos is not None}
+
+    def _matches(self, mark: OffloadMark, fps: Sequence[str]) -> bool:
+        """Whether conversation positions ``1..len(fps)`` agree with the logged stream."""
+        if mark.logged == 0:
+            return True
+        if mark.chain and len(fps) >= mark.logged:
+            chain = ""
+            for fp in fps[: mark.logged]:
+                chain = _chain(chain, fp)
+            return chain == mark.chain
+        # Shorter than what was logged, or a gap: compare line by line.
+        logged = self._stream_fingerprints(mark.stream)
+        return all(logged.get(pos, fp) == fp for pos, fp in enumerate(fps, start=1))
+
+    # writing --------------------------------------------------------------------------------
+
+    def offload(self, entries: Sequence[Entry], *, verify: bool = False) -> OffloadResult:
+        """Append the entries not logged yet; return where each one is.
+
+        ``entries`` are ``(position, message)`` in conversation order. An entry whose
+        position is at or below the mark's ``logged`` is already in the log and is
+        skipped; one with position None is always written. With ``verify`` the
+        positions were counted from the start of a raw history (no summary message told
+        them): they are trusted only if the fingerprints match the logged stream,
+        otherwise a new stream starts and every entry is written.
+        """
+        with self.workspace.lock(
+            f"offload:{self.session_id}", ttl=_LEASE_TTL, timeout=self.lease_timeout
+        ):
+            mark, dirty, partial = self._load_mark()
+            fps = [fingerprint(message) for _, message in entries]
+            restarted = False
+            if verify:
+                ordered = [fp for (pos, _), fp in zip(entries, fps, strict=True) if pos is not None]
+                if not self._matches(mark, ordered):
+                    mark = OffloadMark(lines=mark.lines, size=mark.size, stream=mark.stream + 1)
+                    restarted = True
+            stamp = _iso(self.clock())
+            lines: list[int | None] = []
+            chunks: list[str] = ["\n"] if partial else []
+            written = 0
+            new_mark = mark
+            size = mark.size + len("".join(chunks))
+            for (pos, message), fp in zip(entries, fps, strict=True):
+                if pos is not None and pos <= mark.logged:
+                    lines.append(mark.line_of(pos))
+                    continue
+                line = new_mark.lines + 1
+                record = {
+                    "seq": line,
+                    "pos": pos,
+                    "stream": new_mark.stream,
+                    "ts": stamp,
+                    "fp": fp,
+                    "message": _redact(message, self.transform),
+                }
+                text = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+                chunks.append(text)
+                size += len(text.encode("utf-8"))
+                new_mark = new_mark._advance(pos, fp, line, size)
+                lines.append(line)
+                written += 1
+            if written:
+                self.workspace.append_text(self.path, "".join(chunks))
+                self.workspace.write_text(self.mark_path, new_mark.to_json())
+            elif restarted or dirty:
+                self.workspace.write_text(self.mark_path, new_mark.to_json())
+        return OffloadResult(
+            path=self.path,
+            appended=written,
+            already=len(entries) - written,
+            first_line=mark.lines + 1 if written else None,
+            last_line=new_mark.lines if written else None,
+            lines=tuple(lines),
+            restarted=restarted,
+        )

@@ -1,0 +1,267 @@
+"""Tests for harnessmem.transcripts: the session log, exactly once, across crashes and processes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnessmem.messages import fingerprint
+from harnessmem.transcripts import OffloadMark, SessionTranscript, transcript_path
+from harnessmem.workspace import Workspace
+
+Message = dict[str, Any]
+NOW = 1_780_000_000.25  # 2026-05-28T20:26:40.25Z
+
+
+def messages(count: int, prefix: str = "m") -> list[Message]:
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{prefix}{i}"}
+        for i in range(1, count + 1)
+    ]
+
+
+def entries(items: list[Message], first: int = 1) -> list[tuple[int | None, Message]]:
+    return [(first + i, m) for i, m in enumerate(items)]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return Workspace.open(tmp_path / "ws")
+
+
+@pytest.fixture
+def transcript(workspace: Workspace) -> SessionTranscript:
+    return SessionTranscript(workspace, "chat-42", clock=lambda: NOW)
+
+
+def contents(transcript: SessionTranscript) -> list[str]:
+    return [r.message["content"] for r in transcript.records()]
+
+
+def test_records_hold_position_stream_time_fingerprint_and_the_whole_message(
+    transcript: SessionTranscript,
+) -> None:
+    message = {"role": "tool", "tool_call_id": "c1", "content": "out", "id": "x", "timestamp": 5}
+    result = transcript.offload([(1, message)])
+    assert result.path == "sessions/chat-42.log.jsonl"
+    assert (result.appended, result.first_line, result.last_line, result.lines) == (1, 1, 1, (1,))
+    line = transcript.workspace.read_text(result.path)
+    assert line.endswith("\n")
+    assert json.loads(line) == {
+        "seq": 1,
+        "pos": 1,
+        "stream": 1,
+        "ts": "2026-05-28T20:26:40.250000Z",
+        "fp": fingerprint(message),
+        "message": message,
+    }
+
+
+def test_each_position_is_written_once_in_order(transcript: SessionTranscript) -> None:
+    items = messages(8)
+    first = transcript.offload(entries(items[:5]))
+    assert first.appended == 5
+    again = transcript.offload(entries(items[2:8], first=3))
+    assert (again.appended, again.already) == (3, 3)
+    assert again.lines == (3, 4, 5, 6, 7, 8)
+    assert (again.first_line, again.last_line) == (6, 8)
+    assert contents(transcript) == [m["content"] for m in items]
+    assert transcript.offload(entries(items)).appended == 0
+    assert [r.pos for r in transcript.records()] == list(range(1, 9))
+
+
+def test_identical_messages_at_different_positions_are_both_kept(
+    transcript: SessionTranscript,
+) -> None:
+    yes = {"role": "user", "content": "yes"}
+    transcript.offload([(1, yes), (2, {"role": "assistant", "content": "ok"}), (3, dict(yes))])
+    assert contents(transcript) == ["yes", "ok", "yes"]
+
+
+def test_unknown_positions_are_always_written(transcript: SessionTranscript) -> None:
+    transcript.offload([(None, {"role": "user", "content": "stray"})])
+    transcript.offload([(None, {"role": "user", "content": "stray"})])
+    assert [r.pos for r in transcript.records()] == [None, None]
+
+
+def test_raw_history_is_matched_against_the_log(transcript: SessionTranscript) -> None:
+    """A caller that resends its whole history: verified by the hash chain, no duplicates."""
+    history = messages(6)
+    transcript.offload(entries(history[:4]), verify=True)
+    result = transcript.offload(entries(history), verify=True)
+    assert not result.restarted
+    assert result.appended == 2
+    shorter = transcript.offload(entries(history[:3]), verify=True)
+    assert not shorter.restarted
+    assert shorter.appended == 0
+    assert contents(transcript) == [m["content"] for m in history]
+
+
+def test_a_different_conversation_under_the_same_id_starts_a_new_stream(
+    transcript: SessionTranscript,
+) -> None:
+    transcript.offload(entries(messages(4)), verify=True)
+    other = messages(5, prefix="n")
+    result = transcript.offload(entries(other[:3]), verify=True)
+    assert result.restarted
+    assert result.appended == 3
+    assert transcript.offload(entries(other), verify=True).appended == 2
+    records = transcript.records()
+    assert [(r.stream, r.pos) for r in records] == [
+        (1, 1), (1, 2), (1, 3), (1, 4), (2, 1), (2, 2), (2, 3), (2, 4), (2, 5)
+    ]  # fmt: skip
+    shorter_and_different = transcript.offload(entries(messages(2, prefix="z")), verify=True)
+    assert shorter_and_different.restarted
+
+
+def test_a_crash_between_log_and_mark_is_repaired_without_duplicates(
+    transcript: SessionTranscript,
+) -> None:
+    items = messages(6)
+    transcript.offload(entries(items[:2]))
+    stale_mark = transcript.workspace.read_text(transcript.mark_path)
+    transcript.offload(entries(items[2:4], first=3))
+    # The crash: lines 3-4 are in the log, the mark still says 2.
+    transcript.workspace.write_text(transcript.mark_path, stale_mark)
+    assert transcript.mark().logged == 4
+    result = transcript.offload(entries(items, first=1))
+    assert result.appended == 2
+    assert result.lines == (1, 2, 3, 4, 5, 6)
+    assert contents(transcript) == [m["content"] for m in items]
+
+
+def test_a_partial_last_line_is_closed_before_the_next_append(
+    transcript: SessionTranscript, caplog: pytest.LogCaptureFixture
+) -> None:
+    items = messages(3)
+    transcript.offload(entries(items[:1]))
+    mark = transcript.workspace.read_text(transcript.mark_path)
+    transcript.workspace.append_text(transcript.path, '{"seq": 2, "pos": 2, "mess')  # torn write
+    transcript.workspace.write_text(transcript.mark_path, mark)
+    result = transcript.offload(entries(items[1:], first=2))
+    assert result.appended == 2
+    assert result.lines == (3, 4), "the torn line keeps its number"
+    assert contents(transcript) == ["m1", "m2", "m3"]
+    assert "not a transcript record" in caplog.text
+    assert transcript.workspace.read_text(transcript.path).count("\n") == 4
+
+
+def test_an_unreadable_mark_is_rebuilt_from_the_log(transcript: SessionTranscript) -> None:
+    items = messages(4)
+    transcript.offload(entries(items[:3]))
+    transcript.workspace.write_text(transcript.mark_path, "not json")
+    assert transcript.offload(entries(items)).appended == 1
+    assert contents(transcript) == [m["content"] for m in items]
+
+
+def test_a_pruned_log_is_not_refilled_with_old_positions(transcript: SessionTranscript) -> None:
+    items = messages(5)
+    transcript.offload(entries(items[:3]))
+    transcript.workspace.delete(transcript.path)
+    result = transcript.offload(entries(items))
+    assert result.appended == 2
+    assert result.lines == (None, None, None, 1, 2)
+    assert [r.pos for r in transcript.records()] == [4, 5]
+
+
+def test_texts_pass_through_the_offload_transform(workspace: Workspace) -> None:
+    seen: list[str] = []
+
+    def redact(text: str, source: str) -> str:
+        seen.append(source)
+        return text.replace("sk-secret", "[REDACTED]")
+
+    transcript = SessionTranscript(workspace, "r", transform=redact)
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"k": "sk-secret"}'},
+    }
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "key sk-secret"},
+            {"type": "image_url", "image_url": {}},
+        ],
+    }
+    assistant = {"role": "assistant", "content": "use sk-secret", "tool_calls": [call]}
+    transcript.offload([(1, message), (2, assistant)])
+    text = workspace.read_text(transcript.path)
+    assert "sk-secret" not in text
+    assert text.count("[REDACTED]") == 3
+    assert set(seen) == {"offload"}
+    assert transcript.records()[0].fp == fingerprint(message), "fingerprints name the original"
+    assert message["content"][0]["text"] == "key sk-secret", "the caller's message is untouched"
+
+
+def test_concurrent_offloads_write_each_position_once(workspace: Workspace) -> None:
+    """Two writers (as two processes would be: separate objects) racing on one session."""
+    items = messages(40)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def writer(start: int) -> None:
+        transcript = SessionTranscript(workspace, "race")
+        barrier.wait()
+        try:
+            for end in range(start, 41, 7):
+                transcript.offload(entries(items[:end]))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in (3, 5, 8, 13)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    transcript = SessionTranscript(workspace, "race")
+    positions = [r.pos for r in transcript.records()]
+    assert positions == sorted(set(positions))
+    assert [r.seq for r in transcript.records()] == list(range(1, len(positions) + 1))
+    assert transcript.mark().logged == positions[-1]
+
+
+def _check_store(workspace: Workspace) -> None:
+    transcript = SessionTranscript(workspace, "m")
+    transcript.offload(entries(messages(3)))
+    transcript.offload(entries(messages(5)))
+    assert contents(transcript) == ["m1", "m2", "m3", "m4", "m5"]
+    other = SessionTranscript(workspace, "m")  # another process: reads the mark back
+    assert other.offload(entries(messages(6))).appended == 1
+
+
+def test_works_in_memory(tmp_path: Path) -> None:
+    workspace = Workspace.open(f"memory://transcripts-{tmp_path.name}")
+    _check_store(workspace)
+
+
+@pytest.mark.s3
+def test_works_on_s3(s3_workspace_url: str, s3_storage_options: dict[str, str]) -> None:
+    _check_store(Workspace.open(s3_workspace_url, s3_storage_options))
+
+
+@pytest.mark.parametrize(
+    ("session_id", "check"),
+    [
+        ("chat-42", lambda p: p == "sessions/chat-42.log.jsonl"),
+        ("../../etc/passwd", lambda p: p.startswith("sessions/") and p.count("/") == 1),
+        ("a/b", lambda p: p.count("/") == 1),
+    ],
+)
+def test_transcript_path_is_confined(session_id: str, check: Callable[[str], bool]) -> None:
+    assert check(transcript_path(session_id))
+
+
+def test_mark_round_trip() -> None:
+    mark = OffloadMark(lines=7, size=99, stream=2, logged=5, chain="ab", segments=((1, 3),))
+    assert OffloadMark.from_json(mark.to_json()) == mark
+    assert mark.line_of(1) == 3
+    assert mark.line_of(5) == 7
+    assert mark.line_of(6) is None
+    assert mark.line_of(0) is None
