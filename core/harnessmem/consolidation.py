@@ -1,0 +1,547 @@
+"""Consolidation: the daily logs are curated into MEMORY.md; ``memory_save`` appends to it.
+
+:class:`MemoryConsolidator` owns every write of MEMORY.md, all under one workspace lease
+(``memory-md``): :meth:`~MemoryConsolidator.save` appends a dated entry (the agent's
+``memory_save``), :meth:`~MemoryConsolidator.consolidate` rewrites the file.
+
+A consolidation run:
+
+1. takes the ``consolidation`` lease (another run in progress: ``busy``);
+2. reads the watermark ``memory/.consolidation_state`` (JSON: for each daily log, how many
+   bytes were consolidated and their hash; the seed's bare ISO timestamp is read too) and
+   collects the log text past it, oldest first, at most ``consolidation.max_input_tokens``
+   (cut at entry boundaries; the rest waits for the next run);
+3. asks the ``consolidation`` model for the complete new MEMORY.md within
+   ``consolidation.max_memory_tokens`` (told as tokens and as characters);
+4. rejects an answer that is empty, more than 10% over budget, or that drops more than
+   ``consolidation.max_entry_loss`` of the prior entries while the prior file was within
+   budget: MEMORY.md and the watermark stay as they were;
+5. under the ``memory-md`` lease: keeps what ``memory_save`` appended while the model ran,
+   copies the previous version to ``memory/.history/``, replaces MEMORY.md atomically,
+   reads it back, and only then advances the watermark.
+
+The watermark is written twice around the replace ("pending", then committed), so that
+after a crash at any point it agrees with the MEMORY.md on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from string import Template
+from typing import TYPE_CHECKING, Any, Literal
+
+from harnessmem import _memory_files as mf
+from harnessmem._watermark import Segment, Watermark, content_hash
+from harnessmem.errors import WorkspaceError
+from harnessmem.events import MemoryConsolidatedEvent
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import Completion
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.tokens import TokenCounter
+    from harnessmem.workspace import Lease
+
+__all__ = ["ConsolidationResult", "MemoryConsolidator", "SaveResult"]
+
+logger = logging.getLogger("harnessmem.consolidation")
+
+STATE_PATH = "memory/.consolidation_state"
+HISTORY_DIR = "memory/.history"
+ARCHIVE_DIR = "memory/archive"
+CONSOLIDATION_LEASE = "consolidation"
+#: Answers may exceed the budget by this share (models count tokens loosely).
+OVER_BUDGET_SLACK = 0.10
+#: A prior entry counts as kept when this share of its words is still in the new file.
+KEPT_WORD_SHARE = 0.6
+_WRITE_LEASE_TTL = 60.0
+_HISTORY = re.compile(r"^memory/\.history/MEMORY-\d{8}T\d{6}Z(?:-\d+)?\.md$")
+
+ConsolidationStatus = Literal[
+    "consolidated", "unchanged", "nothing_new", "rejected", "busy", "disabled"
+]
+
+
+@dataclass(frozen=True)
+class ConsolidationResult:
+    """What one consolidation run did.
+
+    ``status``: ``consolidated`` (MEMORY.md rewritten, watermark advanced), ``unchanged``
+    (the model answered NO_REPLY; watermark advanced), ``nothing_new`` (no log text past the
+    watermark and MEMORY.md within budget: no model call), ``rejected`` (``reason`` says
+    why; nothing changed), ``busy`` (another run holds the lease) or ``disabled``.
+    ``pending`` is true when more log text waits for the next run.
+    """
+
+    status: ConsolidationStatus
+    reason: str = ""
+    files: tuple[str, ...] = ()
+    tokens_before: int = 0
+    tokens_after: int = 0
+    entries_before: int = 0
+    entries_lost: int = 0
+    preserved_appends: int = 0
+    history_path: str | None = None
+    pending: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def accepted(self) -> bool:
+        return self.status in ("consolidated", "unchanged")
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """What ``harness.save(text)`` did: ``entries`` appended to MEMORY.md, ``duplicates``
+    skipped because MEMORY.md already held them."""
+
+    path: str
+    entries: tuple[str, ...]
+    duplicates: int = 0
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def saved(self) -> bool:
+        return bool(self.entries)
+
+    def __str__(self) -> str:
+        count = len(self.entries)
+        if not count:
+            return "nothing new: every fact was already there"
+        skipped = f", {self.duplicates} already there" if self.duplicates else ""
+        return f"{count} new {'entry' if count == 1 else 'entries'}{skipped}"
+
+    @property
+    def message(self) -> str:
+        """The text the ``memory_save`` tool answers with."""
+        count = len(self.entries)
+        if not count:
+            return f"Already in {self.path}: nothing new to save"
+        noun = "memory" if count == 1 else "memories"
+        skipped = f" ({self.duplicates} already there)" if self.duplicates else ""
+        return f"Saved {count} {noun} to {self.path}{skipped}"
+
+
+class MemoryConsolidator:
+    """Owner of MEMORY.md writes (see the module doc); one per harness."""
+
+    def __init__(self, harness: MemoryHarness) -> None:
+        self.harness = harness
+        self.workspace = harness.workspace
+        self._counter: TokenCounter | None = None
+
+    def tokens(self, text: str) -> int:
+        if self._counter is None:
+            from harnessmem.tokens import TokenCounter
+
+            self._counter = TokenCounter()
+        return self._counter.count_text(text)
+
+    # memory_save -----------------------------------------------------------------------------
+
+    def save(self, text: str) -> SaveResult:
+        """Append ``text`` (facts, ideally a bullet list) to MEMORY.md as a dated entry.
+
+        Redacted like a flush; facts MEMORY.md already holds are skipped. Raises
+        ValueError for blank text, LeaseError when the file stays locked for a minute.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
+        harness = self.harness
+        facts = mf.parse_facts(text) or [" ".join(text.split())]
+        body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "save")
+        facts = list(dict.fromkeys(mf.parse_facts(body)))
+        now = harness.clock()
+        with self.workspace.lock(mf.MEMORY_LEASE, ttl=_WRITE_LEASE_TTL, timeout=_WRITE_LEASE_TTL):
+            current = self._read(mf.MEMORY_FILE)
+            known = mf.fact_keys(current)
+            fresh = []
+            for fact in facts:
+                key = mf.normalise_fact(fact)
+                if key and key not in known:
+                    known.add(key)
+                    fresh.append(fact)
+            if not fresh:
+                return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts))
+            gap = "\n" if current and not current.endswith("\n") else ""
+            entry = f"{gap}\n{mf.SAVE_HEADING}{mf.iso_utc(now)}\n{mf.bullet_block(fresh)}\n"
+            self.workspace.append_text(mf.MEMORY_FILE, entry)
+            after = self._read(mf.MEMORY_FILE)
+            if entry not in after:
+                raise WorkspaceError(
+                    f"memory_save: the entry appended to {mf.MEMORY_FILE} is not there when "
+                    "read back",
+                    hint="the workspace store lost a write; check its consistency settings",
+                )
+        warnings = []
+        problem = mf.reindex_paths(harness, [mf.MEMORY_FILE])
+        if problem:
+            warnings.append(problem)
+        if self.tokens(after) > harness.settings.consolidation.max_memory_tokens:
+            mf.request_consolidation(harness, "memory_save grew MEMORY.md past its budget")
+        return SaveResult(
+            mf.MEMORY_FILE,
+            tuple(fresh),
+            duplicates=len(facts) - len(fresh),
+            warnings=tuple(warnings),
+        )
+
+    # consolidation ---------------------------------------------------------------------------
+
+    def consolidate(self) -> ConsolidationResult:
+        """One consolidation run (see the module doc).
+
+        Raises the model's ``ModelError`` (after firing ``on_memory_consolidated`` with
+        status ``failed``) and ``WorkspaceError``; MEMORY.md and the watermark are then
+        as they were.
+        """
+        settings = self.harness.settings.consolidation
+        if not settings.enabled:
+            return ConsolidationResult("disabled", reason="consolidation.enabled is false")
+        lease = self.workspace.try_lock(CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
+        if lease is None:
+            return ConsolidationResult("busy", reason="another consolidation is running")
+        with lease:
+            result = self._run(lease)
+        if result.status not in ("nothing_new", "busy", "disabled"):
+            self._emit(result)
+        return result
+
+    def _run(self, lease: Lease) -> ConsolidationResult:
+        harness = self.harness
+        settings = harness.settings.consolidation
+        budget = settings.max_memory_tokens
+        watermark = self._load_watermark()
+        prior = self._read(mf.MEMORY_FILE)
+        if watermark.memory_hash and watermark.files and not prior.strip():
+            # MEMORY.md was lost or emptied while the watermark survived: without a reset
+            # everything consolidated before would silently vanish from the curated view.
+            logger.warning(
+                "MEMORY.md is missing or empty but the watermark says it was consolidated; "
+                "consolidating every daily log again (previous versions: %s/)",
+                HISTORY_DIR,
+            )
+            watermark = Watermark(input_limit=watermark.input_limit)
+        segments, pending = self._collect(watermark)
+        tokens_before = self.tokens(prior)
+        text_segments = [s for s in segments if s.text.strip()]
+        if not text_segments and tokens_before <= budget:
+            if segments:  # only whitespace was appended: move past it without a model call
+                self._commit_watermark(watermark, segments, prior)
+            return ConsolidationResult("nothing_new", tokens_before=tokens_before)
+        files = tuple(s.path for s in text_segments)
+        base = ConsolidationResult(
+            "rejected", files=files, tokens_before=tokens_before, pending=pending
+        )
+        completion = self._ask(prior, tokens_before, text_segments)
+        base = replace(
+            base,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+        )
+        candidate = _unwrap(completion.text)
+        if not candidate.strip():
+            return replace(base, reason="empty answer")
+        if mf.is_no_reply(candidate):
+            self._commit_watermark(watermark, segments, prior)
+            return replace(base, status="unchanged", tokens_after=tokens_before)
+        candidate = harness.hooks.transform_memory_text(candidate, "consolidation")
+        tokens_after = self.tokens(candidate)
+        base = replace(base, tokens_after=tokens_after)
+        limit = int(budget * (1 + OVER_BUDGET_SLACK))
+        if tokens_after > limit:
+            return replace(
+                base,
+                reason=f"over budget: {tokens_after} tokens > {budget} + 10% ({limit})",
+            )
+        considered, lost = _entry_loss(prior, candidate)
+        base = replace(base, entries_before=considered, entries_lost=len(lost))
+        if (
+            considered
+            and tokens_before <= budget
+            and len(lost) / considered > settings.max_entry_loss
+        ):
+            # Smaller batches next time: a model may have dropped old facts to make room
+            # for too many new ones at once.
+            watermark.input_limit = max(
+                1, (watermark.input_limit or settings.max_input_tokens) // 2
+            )
+            self._write_watermark(watermark)
+            return replace(
+                base,
+                reason=(
+                    f"lossy: drops {len(lost)} of {considered} prior entries "
+                    f"(> {settings.max_entry_loss:.0%}), e.g. {lost[0]!r}"
+                ),
+            )
+        if lease.expires - self.harness.clock() < lease.ttl / 2:
+            # A slow model ate half the lease: extend it before writing (this fails loudly
+            # if the run outlived its lease and another process took over).
+            lease.renew()
+        return self._replace_memory(base, watermark, segments, prior, candidate)
+
+    def _replace_memory(
+        self,
+        base: ConsolidationResult,
+        watermark: Watermark,
+        segments: list[Segment],
+        prior: str,
+        candidate: str,
+    ) -> ConsolidationResult:
+        workspace = self.workspace
+        with workspace.lock(mf.MEMORY_LEASE, ttl=_WRITE_LEASE_TTL, timeout=_WRITE_LEASE_TTL):
+            current = self._read(mf.MEMORY_FILE)
+            if not current.startswith(prior):
+                return replace(
+                    base, reason="MEMORY.md was rewritten by another writer while the model ran"
+                )
+            # memory_save appends while the model ran: keep them, after the new text.
+            appended = current[len(prior) :]
+            new_text = candidate.strip("\n") + "\n"
+            if appended.strip():
+                new_text += appended if appended.startswith("\n") else "\n" + appended
+            history = self._keep_history(current)
+            watermark.pending = {
+                "memory_bytes": len(new_text.encode()),
+                "memory_hash": content_hash(new_text.encode()),
+                "files": self._advanced_files(watermark, segments),
+            }
+            self._write_watermark(watermark)
+            workspace.write_text(mf.MEMORY_FILE, new_text)
+            if self._read(mf.MEMORY_FILE) != new_text:
+                raise WorkspaceError(
+                    f"consolidation: {mf.MEMORY_FILE} does not read back as written; "
+                    "the watermark was not advanced",
+                    hint="the workspace store lost a write; check its consistency settings",
+                )
+            self._commit_watermark(watermark, segments, new_text)
+        problem = mf.reindex_paths(self.harness, [mf.MEMORY_FILE])
+        if problem:
+            logger.warning("consolidation: %s", problem)
+        return replace(
+            base,
+            status="consolidated",
+            reason="",
+            tokens_after=self.tokens(new_text) if appended.strip() else base.tokens_after,
+            preserved_appends=appended.count(mf.SAVE_HEADING),
+            history_path=history,
+        )
+
+    # inputs ----------------------------------------------------------------------------------
+
+    def _collect(self, watermark: Watermark) -> tuple[list[Segment], bool]:
+        """Log text past the watermark, oldest first, bounded; and whether more is left."""
+        settings = self.harness.settings.consolidation
+        limit = watermark.input_limit or settings.max_input_tokens
+        names: dict[str, str] = {}
+        for directory in (ARCHIVE_DIR, mf.MEMORY_DIR):  # a live log wins over an archived one
+            for path in self.workspace.list(directory, recursive=False):
+                name = path.rsplit("/", 1)[-1]
+                if mf.is_daily_log(name):
+                    names[name] = path
+        watermark.live = set(names)
+        segments: list[Segment] = []
+        used = 0
+        for name in sorted(names):
+            path = names[name]
+            record = watermark.files.get(name) or {}
+            done = int(record.get("bytes") or 0)
+            info = self.workspace.info(path)
+            if record and info.size == done:
+                continue  # append-only and unchanged: no need to read it
+            since = watermark.legacy_since
+            if since is not None and not record and (info.modified or since + 1) <= since:
+                # Consolidated by the seed before its timestamp watermark: consumed.
+                data = self.workspace.read_bytes(path)
+                segments.append(Segment(name, path, "", len(data), len(data), content_hash(data)))
+                continue
+            data = self.workspace.read_bytes(path)
+            if not (
+                record and len(data) >= done and content_hash(data[:done]) == record.get("hash")
+            ):
+                done = 0  # new, or rewritten since: all of it is new
+            text = data[done:].decode("utf-8", errors="replace")
+            taken = ""
+            for entry in mf.split_entries(text):
+                cost = self.tokens(entry)
+                if used and used + cost > limit:
+                    break
+                taken += entry
+                used += cost
+            end = done + len(taken.encode())
+            segments.append(Segment(name, path, taken, done, end, content_hash(data[:end])))
+            if end < len(data):
+                return segments, True
+        return segments, False
+
+    def _ask(
+        self,
+        prior: str,
+        tokens_before: int,
+        segments: list[Segment],
+    ) -> Completion:
+        settings = self.harness.settings.consolidation
+        budget = settings.max_memory_tokens
+        template = settings.prompt or mf.prompt_template("consolidation.md")
+        system = Template(template).safe_substitute(max_tokens=budget, max_chars=budget * 4)
+        if "$max_tokens" not in template:
+            system += f"\n\nStay within {budget} tokens (about {budget * 4} characters)."
+        logs = "\n\n".join(
+            f"### {s.path}\n{mf.escape_tag(s.text.strip(), 'daily_logs')}" for s in segments
+        )
+        if not prior.strip():
+            state = "empty"
+        elif tokens_before > budget:
+            state = f"{tokens_before} tokens, over budget: trim it"
+        else:
+            state = f"{tokens_before} tokens, within budget"
+        # Placeholders stay outside the tags: a model (or the extractive backend) reads
+        # everything inside them as content.
+        memory = mf.escape_tag(prior.strip(), "memory_md")
+        user = (
+            f"Current MEMORY.md ({state}; budget {budget} tokens, about {budget * 4} "
+            f"characters):\n<memory_md>\n{memory}\n</memory_md>\n\n"
+            + (
+                "New daily-log entries since the last consolidation:\n"
+                f"<daily_logs>\n{logs}\n</daily_logs>"
+                if logs
+                else "No new daily-log entries: rewrite MEMORY.md within its budget."
+            )
+        )
+        model = self.harness.model_for("consolidation")
+        try:
+            return model.complete(
+                [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                purpose="consolidation",
+            )
+        except Exception as exc:
+            self._emit(
+                ConsolidationResult(
+                    "rejected",
+                    reason=f"model failed: {type(exc).__name__}: {exc}",
+                    files=tuple(s.path for s in segments),
+                    tokens_before=tokens_before,
+                ),
+                status="failed",
+            )
+            raise
+
+    # files -----------------------------------------------------------------------------------
+
+    def _read(self, path: str) -> str:
+        try:
+            return self.workspace.read_text(path)
+        except FileNotFoundError:
+            return ""
+
+    def _keep_history(self, current: str) -> str | None:
+        keep = self.harness.settings.consolidation.history_keep
+        if not keep or not current.strip():
+            return None
+        stamp = mf.utc_now_compact(self.harness.clock())
+        existing = self.workspace.list(HISTORY_DIR, recursive=False)
+        path = f"{HISTORY_DIR}/MEMORY-{stamp}.md"
+        counter = 1
+        while path in existing:
+            path = f"{HISTORY_DIR}/MEMORY-{stamp}-{counter}.md"
+            counter += 1
+        self.workspace.write_text(path, current)
+        versions = sorted(
+            (p for p in self.workspace.list(HISTORY_DIR, recursive=False) if _HISTORY.match(p)),
+            key=_history_order,
+        )
+        for old in versions[:-keep]:
+            self.workspace.delete(old)
+        return path
+
+    def _advanced_files(
+        self, watermark: Watermark, segments: list[Segment]
+    ) -> dict[str, dict[str, Any]]:
+        files = dict(watermark.files)
+        for segment in segments:
+            files[segment.name] = {"bytes": segment.end, "hash": segment.file_hash}
+        # Forget logs that no longer exist anywhere, so the watermark stays small.
+        live = watermark.live if watermark.live is not None else set(files)
+        live |= {s.name for s in segments}
+        return {name: rec for name, rec in files.items() if name in live}
+
+    def _commit_watermark(self, watermark: Watermark, segments: list[Segment], memory: str) -> None:
+        committed = Watermark(
+            files=self._advanced_files(watermark, segments),
+            live=watermark.live,
+            memory_hash=content_hash(memory.encode()) if memory.strip() else None,
+        )
+        self._write_watermark(committed)
+
+    def _write_watermark(self, watermark: Watermark) -> None:
+        self.workspace.write_text(STATE_PATH, watermark.dumps(self.harness.clock()))
+
+    def _load_watermark(self) -> Watermark:
+        watermark = Watermark.parse(self._read(STATE_PATH), where=STATE_PATH)
+        if watermark.pending is not None:
+            # The last run wrote its new state as pending just before replacing MEMORY.md;
+            # the file decides whether the new version made it (a crash may have come
+            # in between).
+            watermark.resolve(self._read(mf.MEMORY_FILE).encode())
+            self._write_watermark(watermark)
+        return watermark
+
+    def _emit(self, result: ConsolidationResult, status: str | None = None) -> None:
+        self.harness.hooks.memory_consolidated(
+            MemoryConsolidatedEvent(
+                accepted=result.accepted,
+                files=result.files,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                reason=result.reason,
+                status=status or result.status,
+                entries_before=result.entries_before,
+                entries_lost=result.entries_lost,
+                preserved_appends=result.preserved_appends,
+                history_path=result.history_path,
+                details={"pending": result.pending},
+            )
+        )
+
+
+def _history_order(path: str) -> tuple[str, int]:
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    parts = stem.split("-")
+    counter = int(parts[-1]) if len(parts) > 2 and parts[-1].isdigit() else 0
+    return parts[1] if len(parts) > 1 else stem, counter
+
+
+def _unwrap(text: str) -> str:
+    """The answer without a code fence around the whole of it."""
+    lines = text.strip().splitlines()
+    if len(lines) >= 2 and lines[0].lstrip().startswith(("```", "~~~")):
+        closed = lines[-1].strip() in ("```", "~~~")
+        lines = lines[1:-1] if closed else lines[1:]
+    return "\n".join(lines).strip()
+
+
+def _entry_loss(prior: str, candidate: str) -> tuple[int, list[str]]:
+    """How many prior entries are judged, and those the candidate lost.
+
+    A model merges and rephrases, so an entry counts as kept when most
+    (``KEPT_WORD_SHARE``) of its distinctive words appear in the new text. Distinctive:
+    words that are not in a quarter or more of the prior entries ("user", "prefers" say
+    little about which fact it is). Entries of fewer than two words are too short to judge.
+    """
+    words = mf.significant_words(candidate)
+    entries = [own for own in map(mf.significant_words, mf.entry_lines(prior)) if len(own) >= 2]
+    frequency: Counter[str] = Counter(word for own in entries for word in own)
+    common = {w for w, n in frequency.items() if n > 1 and n * 4 >= len(entries)}
+    lost = []
+    for line, own in zip(
+        (line for line in mf.entry_lines(prior) if len(mf.significant_words(line)) >= 2),
+        entries,
+        strict=True,
+    ):
+        distinctive = own - common or own
+        if len(distinctive & words) / len(distinctive) < KEPT_WORD_SHARE:
+            lost.append(line)
+    return len(entries), lost

@@ -1,0 +1,526 @@
+"""The memory flush: new facts of a conversation go to today's daily log.
+
+:class:`MemoryFlusher` is the engine behind ``harness.flush(messages, session_id=...)``;
+:class:`MemoryFlushPlugin` is the built-in ``post_call`` plugin (entry point ``flush``)
+that runs it at the end of every agent call, synchronously or through a bounded
+background queue (``flush.mode``).
+
+One flush:
+
+1. picks the messages of the session not flushed yet, by a high-water mark persisted in
+   ``memory/.flush_state/<session>.json`` (fast path: the mark's position in a list that
+   only grew; after compaction rewrote the list, the fingerprints the mark remembers);
+2. asks the ``flush`` model for new facts, with MEMORY.md and today's log (each bounded by
+   ``flush.reference_chars``) as the dedup reference;
+3. treats ``NO_REPLY`` (in quotes, fences, any case) as "nothing to write";
+4. passes the facts through ``transform_memory_text`` (the secret redactor), drops the ones
+   already in MEMORY.md, today's log or (via the index) an older log, and appends one entry
+   ``## Memory Flush — <ISO UTC> · session <id>`` to ``memory/YYYY-MM-DD.md``;
+5. advances the mark crash-safely with one state write: before the append, the state file
+   records the new mark as "pending" together with the entry; whoever loads the state next
+   adopts the new mark if and only if the entry is in the log. The log is read back before
+   the flush returns, so a returned result means the write is on file;
+6. reindexes the log and asks maintenance for an opportunistic consolidation.
+
+MEMORY.md is never written here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from string import Template
+from typing import TYPE_CHECKING, Any, Literal
+
+from harnessmem import _memory_files as mf
+from harnessmem.errors import HarnessMemError, ModelResponseError
+from harnessmem.events import MemoryFlushedEvent
+from harnessmem.messages import fingerprint
+from harnessmem.plugins import hookimpl
+from harnessmem.workspace import safe_id
+
+if TYPE_CHECKING:
+    from harnessmem._flush_queue import BackgroundFlushes
+    from harnessmem.events import TurnContext
+    from harnessmem.harness import MemoryHarness
+
+__all__ = ["FlushResult", "MemoryFlushPlugin", "MemoryFlusher", "render_transcript"]
+
+logger = logging.getLogger("harnessmem.flush")
+
+Message = dict[str, Any]
+FlushStatus = Literal[
+    "written", "nothing_new", "no_reply", "duplicates", "failed", "queued", "disabled"
+]
+STATE_DIR = "memory/.flush_state"
+#: Fingerprints of flushed messages the mark remembers, to find the new part of a list
+#: that compaction rewrote. A conversation is compacted long before it has this many.
+_SEEN_LIMIT = 1024
+_TEXT_CHARS = 4_000
+_TOOL_RESULT_CHARS = 1_000
+_TOOL_ARGS_CHARS = 500
+_LEASE_TTL = 60.0
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    """What one flush did.
+
+    ``status``: ``written`` (an entry was appended and verified), ``nothing_new`` (no
+    unflushed message with text), ``no_reply`` (the model found nothing to remember),
+    ``duplicates`` (every fact was already on file), ``failed`` (``error`` says why; the
+    mark did not move, so the messages are sent again next time), ``queued`` (background
+    mode) or ``disabled``. ``ok`` is true for every status but ``failed``: after an ok
+    result, the messages are durably covered.
+    """
+
+    session_id: str
+    status: FlushStatus
+    path: str | None = None
+    entries: tuple[str, ...] = ()
+    duplicates: int = 0
+    messages: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    @property
+    def written(self) -> bool:
+        return self.status == "written"
+
+
+# ------------------------------------------------------------------------------ transcript
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    return f"{text[:head]} …({len(text) - limit} chars cut)… {text[-(limit - head) :]}"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return ""
+
+
+def _is_internal(message: Mapping[str, Any]) -> bool:
+    """System prompts and harness-made messages (compaction summaries) hold no new facts."""
+    if message.get("role") in ("system", "developer"):
+        return True
+    name = message.get("name")
+    return isinstance(name, str) and name.startswith("__")
+
+
+def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The messages as the flush model reads them: ``[ROLE]: text`` lines.
+
+    System messages and harness-internal ones (``name`` starting ``__``) are left out; tool
+    calls show as ``[tool_call: name(args)]``, results as ``[tool_result: name] text``;
+    long texts are cut in the middle. Empty when nothing has text.
+    """
+    tool_names: dict[str, str] = {}
+    lines = []
+    for message in messages:
+        if not isinstance(message, Mapping) or _is_internal(message):
+            continue
+        role = str(message.get("role") or "unknown").upper()
+        parts = []
+        if role == "TOOL":
+            name = message.get("name") or tool_names.get(str(message.get("tool_call_id")), "")
+            text = _content_text(message.get("content")).strip()
+            if text:
+                label = f"[tool_result: {name}]" if name else "[tool_result]"
+                parts.append(f"{label} {_cut(text, _TOOL_RESULT_CHARS)}")
+        else:
+            text = _content_text(message.get("content")).strip()
+            if text:
+                parts.append(_cut(text, _TEXT_CHARS))
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if not isinstance(function, Mapping):
+                    continue
+                name = str(function.get("name") or "?")
+                if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                    tool_names[call["id"]] = name
+                args = str(function.get("arguments") or "").strip()
+                shown = f"({_cut(args, _TOOL_ARGS_CHARS)})" if args and args != "{}" else ""
+                parts.append(f"[tool_call: {name}{shown}]")
+        if parts:
+            lines.append(f"[{role}]: " + "\n".join(parts))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ the mark
+
+
+@dataclass
+class _Mark:
+    """How far a session is flushed: ``count`` messages of its list, ending with ``last``."""
+
+    count: int = 0
+    last: str | None = None
+    seen: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "last": self.last, "seen": self.seen}
+
+    @classmethod
+    def from_json(cls, data: Any) -> _Mark:
+        if not isinstance(data, Mapping):
+            return cls()
+        seen = data.get("seen")
+        last = data.get("last")
+        return cls(
+            count=int(data.get("count") or 0),
+            last=last if isinstance(last, str) else None,
+            seen=[s for s in seen if isinstance(s, str)] if isinstance(seen, list) else [],
+        )
+
+    def split(self, messages: Sequence[Message]) -> tuple[list[Message], _Mark]:
+        """The unflushed messages, and the mark that covers all of ``messages``."""
+        size = len(messages)
+        fps: list[str] | None = None
+        count = self.count
+        if count and count <= size and _fp(messages[count - 1]) == self.last:
+            new = list(messages[count:])
+        else:
+            # The list is not an extension of what was flushed (compaction rewrote it, or
+            # the caller passed a slice): everything after the last flushed message is new,
+            # or, when that message is gone, everything not flushed before.
+            fps = [_fp(m) for m in messages]
+            if self.last in fps:
+                start = size - fps[::-1].index(self.last)
+                new = list(messages[start:])
+            else:
+                known = set(self.seen)
+                new = [m for m, f in zip(messages, fps, strict=True) if f not in known]
+        added = [_fp(m) for m in new]
+        seen = list(dict.fromkeys([*self.seen, *added]))[-_SEEN_LIMIT:]
+        last = (fps[-1] if fps else _fp(messages[-1])) if size else self.last
+        return new, _Mark(size, last, seen)
+
+
+def _fp(message: Message) -> str:
+    return fingerprint(message)[:16]
+
+
+@dataclass
+class _State:
+    mark: _Mark
+    pending: dict[str, Any] | None = None
+
+
+# ------------------------------------------------------------------------------ the engine
+
+
+class MemoryFlusher:
+    """Extracts the new facts of a session into today's daily log (see the module doc).
+
+    One per harness, built on first use; thread-safe (flushes of one session take turns).
+    """
+
+    def __init__(self, harness: MemoryHarness) -> None:
+        self.harness = harness
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._queue: BackgroundFlushes | None = None
+        self._reported: set[type[BaseException]] = set()
+
+    # public ----------------------------------------------------------------------------------
+
+    def flush(self, messages: Sequence[Message], *, session_id: str) -> FlushResult:
+        """Flush the unflushed part of ``messages``; returns after the write was verified.
+
+        Raises the model's ``ModelError`` (or ``BackendNotFound`` when no model backend
+        is installed) and ``WorkspaceError``; the mark stays where it was.
+        """
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise ValueError(f"session id must be a non-empty string, got {session_id!r}")
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+            raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        with self._lock_for(session_id):
+            result = self._flush_locked(list(messages), session_id)
+        if self._queue is not None:
+            self._queue.covered(session_id)
+        return result
+
+    def submit(self, messages: Sequence[Message], *, session_id: str) -> FlushResult:
+        """Queue a flush of a snapshot of ``messages`` (background mode); blocks when full.
+
+        While close() drains the queue, flushes synchronously instead (nothing is queued
+        that no worker would take).
+        """
+        with self._locks_guard:
+            if self._queue is None:
+                from harnessmem._flush_queue import BackgroundFlushes
+
+                self._queue = BackgroundFlushes(self)
+                # close() drains what is queued, while the model and workspace are open.
+                drainers = getattr(self.harness, "_drainers", None)
+                if isinstance(drainers, list):
+                    drainers.append(self.drain)
+        if self._queue.put(session_id, copy.deepcopy(list(messages))):
+            return FlushResult(session_id, "queued")
+        return self.flush(messages, session_id=session_id)
+
+    def drain(self, timeout: float | None = None) -> list[FlushResult]:
+        """Finish queued flushes (close() calls this); the results of the retried failures."""
+        queue = self._queue
+        return queue.drain(timeout) if queue is not None else []
+
+    def failed(self, session_id: str, exc: BaseException) -> FlushResult:
+        """A ``failed`` result for ``exc``, logged (loudly the first time per error type)."""
+        level = logging.DEBUG if type(exc) in self._reported else logging.WARNING
+        self._reported.add(type(exc))
+        logger.log(
+            level,
+            "memory flush of session %r failed (%s: %s); its messages stay unflushed and "
+            "go with the next flush",
+            session_id,
+            type(exc).__name__,
+            exc,
+        )
+        return FlushResult(session_id, "failed", error=f"{type(exc).__name__}: {exc}")
+
+    # the flush -------------------------------------------------------------------------------
+
+    def _lock_for(self, session_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(session_id, threading.Lock())
+
+    def _flush_locked(self, messages: list[Message], session_id: str) -> FlushResult:
+        harness = self.harness
+        state_path = f"{STATE_DIR}/{safe_id(session_id)}.json"
+        state = self._load_state(state_path)
+        new, mark = state.mark.split(messages)
+        transcript = render_transcript(new)
+        if not transcript.strip():
+            if new or (mark.count, mark.last) != (state.mark.count, state.mark.last):
+                # Also after a rewrite (compaction) with nothing new: the next turn then
+                # finds its place by the fast path again.
+                self._save_state(state_path, session_id, _State(mark))
+            return FlushResult(session_id, "nothing_new", messages=len(new))
+        now = harness.clock()
+        path = mf.daily_path(now, harness.settings.workspace.timezone)
+        memory_text = self._read(mf.MEMORY_FILE)
+        prompt = self._prompt(transcript, memory_text, self._read(path), path, now)
+        model = harness.model_for("flush")
+        completion = model.complete(prompt, purpose="flush")
+        base = FlushResult(
+            session_id,
+            "no_reply",
+            path=path,
+            messages=len(new),
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+        )
+        if not completion.text.strip():
+            raise ModelResponseError(
+                f"the flush model returned an empty answer for session {session_id!r}",
+                hint="the model should answer NO_REPLY when there is nothing to remember",
+            )
+        if mf.is_no_reply(completion.text):
+            self._save_state(state_path, session_id, _State(mark))
+            return base
+        facts = mf.parse_facts(completion.text)
+        if not facts:
+            self._save_state(state_path, session_id, _State(mark))
+            return replace(base, warnings=("the answer held no facts; taken as NO_REPLY",))
+        body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "flush")
+        facts = list(dict.fromkeys(mf.parse_facts(body)))
+        facts, indexed = self._drop_indexed(facts)
+        with harness.workspace.lock(f"daily:{path}", ttl=_LEASE_TTL, timeout=_LEASE_TTL):
+            # Dedup against the files as they are now, under the lease, so two flushes
+            # racing into the same log cannot both write one fact.
+            known = mf.fact_keys(self._read(path)) | mf.fact_keys(self._read(mf.MEMORY_FILE))
+            fresh = []
+            for fact in facts:
+                key = mf.normalise_fact(fact)
+                if key and key not in known:
+                    known.add(key)
+                    fresh.append(fact)
+            duplicates = len(facts) - len(fresh) + indexed
+            if not fresh:
+                self._save_state(state_path, session_id, _State(mark))
+                return replace(base, status="duplicates", duplicates=duplicates)
+            heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {_one_line(session_id)}"
+            entry = f"\n{heading}\n{mf.bullet_block(fresh)}\n"
+            pending = {"path": path, "entry": entry, "mark": mark.to_json()}
+            self._save_state(state_path, session_id, _State(state.mark, pending))
+            harness.workspace.append_text(path, entry)
+            if entry not in self._read(path):
+                raise HarnessMemError(
+                    f"flush of session {session_id!r}: the entry appended to {path} is not "
+                    "in the file when read back",
+                    hint="the workspace store lost a write; check its consistency settings",
+                )
+        warnings = []
+        problem = mf.reindex_paths(harness, [path])
+        if problem:
+            warnings.append(problem)
+        result = replace(
+            base,
+            status="written",
+            entries=tuple(fresh),
+            duplicates=duplicates,
+            warnings=tuple(warnings),
+        )
+        harness.hooks.memory_flushed(
+            MemoryFlushedEvent(
+                session_id=session_id,
+                path=path,
+                entries=result.entries,
+                messages=len(new),
+                details={"duplicates": duplicates},
+                duplicates=duplicates,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+            )
+        )
+        mf.request_consolidation(harness, f"flushing session {session_id!r}")
+        return result
+
+    def _prompt(
+        self, transcript: str, memory_text: str, today_text: str, path: str, now: float
+    ) -> list[Message]:
+        settings = self.harness.settings
+        today = mf.local_date(now, settings.workspace.timezone)
+        template = settings.flush.prompt or mf.prompt_template("flush.md")
+        system = Template(template).safe_substitute(today=today, log_path=path)
+        limit = settings.flush.reference_chars
+        parts = []
+        if limit and memory_text.strip():
+            shown = memory_text if len(memory_text) <= limit else memory_text[:limit]
+            more = len(memory_text) - len(shown)
+            note = f"\n[… {more} more characters of MEMORY.md not shown]" if more else ""
+            parts.append(
+                "Curated long-term memory (read-only; do not restate):\n"
+                f"<memory_md>\n{mf.escape_tag(shown, 'memory_md')}{note}\n</memory_md>"
+            )
+        if limit and today_text.strip():
+            shown = today_text if len(today_text) <= limit else today_text[-limit:]
+            more = len(today_text) - len(shown)
+            note = f"[… {more} earlier characters of the log not shown]\n" if more else ""
+            parts.append(
+                f"Today's log {path} so far (your bullets are appended after it):\n"
+                f"<todays_log>\n{note}{mf.escape_tag(shown, 'todays_log')}\n</todays_log>"
+            )
+        parts.append(
+            "Extract only NEW facts worth remembering from this conversation excerpt:\n"
+            f"<conversation>\n{mf.escape_tag(transcript, 'conversation')}\n</conversation>"
+        )
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "\n\n".join(parts)},
+        ]
+
+    def _drop_indexed(self, facts: list[str]) -> tuple[list[str], int]:
+        """Facts the index finds verbatim in some memory file are not written again."""
+        if not facts or not self.harness.settings.flush.dedup_search:
+            return facts, 0
+        kept: list[str] = []
+        for position, fact in enumerate(facts):
+            key = mf.normalise_fact(fact)
+            try:
+                hits = self.harness.search(fact, limit=5, mode="all")
+            except (NotImplementedError, LookupError):
+                # No index yet (or no backend installed): the file-based dedup still runs.
+                return [*kept, *facts[position:]], position - len(kept)
+            except Exception as exc:
+                logger.warning("index dedup skipped: %s: %s", type(exc).__name__, exc)
+                return [*kept, *facts[position:]], position - len(kept)
+            if not any(key in mf.fact_keys(hit.content) for hit in hits):
+                kept.append(fact)
+        return kept, len(facts) - len(kept)
+
+    # state -----------------------------------------------------------------------------------
+
+    def _read(self, path: str) -> str:
+        try:
+            return self.harness.workspace.read_text(path)
+        except FileNotFoundError:
+            return ""
+
+    def _load_state(self, path: str) -> _State:
+        raw = self._read(path)
+        if not raw.strip():
+            return _State(_Mark())
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            # Writes are atomic, so this is not a torn write but a damaged file: start over
+            # (at worst facts are extracted again, and write-time dedup drops the repeats).
+            logger.warning("flush state %s is not JSON; starting a new high-water mark", path)
+            return _State(_Mark())
+        state = _State(_Mark.from_json(data.get("mark")), data.get("pending"))
+        pending = state.pending
+        if isinstance(pending, Mapping) and isinstance(pending.get("entry"), str):
+            # The last flush wrote its new mark as pending; the log says whether its entry
+            # made it (a crash may have come between the two writes).
+            log = self._read(str(pending.get("path") or ""))
+            if pending["entry"] in log:
+                state = _State(_Mark.from_json(pending.get("mark")))
+            else:
+                state = _State(state.mark)
+        return state
+
+    def _save_state(self, path: str, session_id: str, state: _State) -> None:
+        data: dict[str, Any] = {"version": 1, "session": session_id, "mark": state.mark.to_json()}
+        if state.pending is not None:
+            data["pending"] = state.pending
+        self.harness.workspace.write_text(path, json.dumps(data, ensure_ascii=False))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ------------------------------------------------------------------------------ the plugin
+
+
+class MemoryFlushPlugin:
+    """The built-in ``post_call`` plugin (entry point ``flush``): flush after every call.
+
+    Never lets a flush failure break the agent's loop: the error is logged, the mark stays,
+    and ``ctx.outcomes["flush"]`` holds the ``failed`` :class:`FlushResult`.
+    """
+
+    name = "flush"
+
+    # tryfirst: this call's facts reach the log before any post_call maintenance runs.
+    @hookimpl(tryfirst=True)
+    def post_call(self, ctx: TurnContext) -> None:
+        try:
+            harness = ctx.harness
+            session_id = ctx.session_id
+        except AttributeError:
+            return  # not a session's turn (a bare facade call)
+        settings = harness.settings.flush
+        if not settings.enabled:
+            ctx.outcomes["flush"] = FlushResult(session_id, "disabled")
+            return
+        flusher = harness._memory_flusher()
+        run = flusher.submit if settings.mode == "background" else flusher.flush
+        try:
+            ctx.outcomes["flush"] = run(ctx.messages, session_id=session_id)
+        except Exception as exc:
+            ctx.outcomes["flush"] = flusher.failed(session_id, exc)

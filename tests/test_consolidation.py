@@ -1,0 +1,477 @@
+"""Consolidation into MEMORY.md: watermark, guards, history, concurrent memory_save, LoCoMo."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnessmem import (
+    HarnessSettings,
+    LeaseError,
+    MemoryHarness,
+    ModelUnavailableError,
+    hookimpl,
+)
+from harnessmem._memory_files import is_daily_log, normalise_fact, parse_facts
+from harnessmem.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResult
+from harnessmem.events import MemoryConsolidatedEvent
+from harnessmem.testing import FakeClock, ScriptedModel
+from harnessmem.tokens import TokenCounter
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
+PRIOR = "## People\n" + "".join(
+    f"- Ana's friend number {i} is called Person{i}\n" for i in range(8)
+)
+DATA = Path(
+    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.consolidated: list[MemoryConsolidatedEvent] = []
+
+    @hookimpl
+    def on_memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
+        self.consolidated.append(event)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+@pytest.fixture
+def events() -> Events:
+    return Events()
+
+
+@pytest.fixture
+def open_harness(tmp_path: Path, clock: FakeClock, events: Events) -> Any:
+    opened: list[MemoryHarness] = []
+
+    def factory(backend: Any, **sections: Any) -> MemoryHarness:
+        sections.setdefault("maintenance", {"enabled": False})
+        workspace = {"url": str(tmp_path / "ws"), **sections.pop("workspace", {})}
+        settings = HarnessSettings.load(workspace=workspace, **sections)
+        harness = MemoryHarness(settings, model=backend, clock=clock, plugins=[events])
+        opened.append(harness)
+        return harness
+
+    yield factory
+    for harness in opened:
+        harness.close()
+
+
+def entry(*facts: str, session: str = "s") -> str:
+    bullets = "".join(f"- {fact}\n" for fact in facts)
+    return f"\n## Memory Flush — 2027-01-15T07:00:00Z · session {session}\n{bullets}"
+
+
+def sections_of(messages: list[dict[str, Any]]) -> tuple[str, str]:
+    """MEMORY.md and the new log text, as the consolidation prompt shows them."""
+    user = messages[-1]["content"]
+    memory = user.split("<memory_md>\n", 1)[1].split("\n</memory_md>", 1)[0]
+    logs = (
+        user.split("<daily_logs>\n", 1)[1].split("\n</daily_logs>", 1)[0]
+        if "<daily_logs>" in user
+        else ""
+    )
+    return memory, logs
+
+
+def merging_reply(messages: list[dict[str, Any]], purpose: str) -> str:
+    """A consolidator that really merges: prior bullets + new ones, deduplicated, trimmed
+    (oldest first) to 90% of the character budget the prompt states."""
+    memory, logs = sections_of(messages)
+    budget = int(re.search(r"about (\d+) characters", messages[-1]["content"])[1])  # type: ignore[index]
+    facts: dict[str, str] = {}
+    for fact in [*parse_facts(memory), *parse_facts(logs)]:
+        facts.setdefault(normalise_fact(fact), fact)
+    kept = list(facts.values())
+    while kept and len("\n".join(f"- {f}" for f in kept)) > budget * 0.9:
+        kept.pop(0)
+    return "## Facts\n" + "\n".join(f"- {f}" for f in kept)
+
+
+def state(harness: MemoryHarness) -> dict[str, Any]:
+    return dict(json.loads(harness.workspace.read_text(STATE_PATH)))
+
+
+def test_consolidates_only_log_text_past_the_watermark(open_harness: Any, clock: FakeClock) -> None:
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model)
+    harness.workspace.append_text(DAY1, entry("Ana lives in Lisbon"))
+    first = harness.consolidate()
+    assert (first.status, first.accepted, first.files) == ("consolidated", True, (DAY1,))
+    assert harness.workspace.read_text("MEMORY.md") == "## Facts\n- Ana lives in Lisbon\n"
+    assert state(harness)["files"]["2027-01-14.md"]["bytes"] == len(
+        entry("Ana lives in Lisbon").encode()
+    )
+    assert harness.consolidate().status == "nothing_new"
+    assert len(model.calls) == 1, "nothing past the watermark: no model call"
+    harness.workspace.append_text(DAY1, entry("Ana has a cat"))
+    harness.workspace.append_text(DAY2, entry("Ana flies on Friday"))
+    second = harness.consolidate()
+    assert second.files == (DAY1, DAY2)
+    _, logs = sections_of(model.calls[-1].messages)
+    assert "Ana has a cat" in logs
+    assert "Ana flies on Friday" in logs
+    assert "Ana lives in Lisbon" not in logs, "consolidated entries are not sent again"
+    assert harness.workspace.read_text("MEMORY.md").count("- ") == 3
+
+
+def test_budget_is_told_in_tokens_and_characters(open_harness: Any) -> None:
+    model = ScriptedModel("## Facts\n- x y z")
+    harness = open_harness(model, consolidation={"max_memory_tokens": 1_000})
+    harness.workspace.append_text(DAY2, entry("fact"))
+    harness.consolidate()
+    system = model.calls[0].messages[0]["content"]
+    assert "1000 tokens (about 4000 characters)" in system
+    custom = ScriptedModel("## Facts\n- x y z")
+    harness = open_harness(custom, consolidation={"prompt": "Merge the memory."})
+    harness.workspace.append_text(DAY2, entry("fact two"))
+    harness.consolidate()
+    assert (
+        custom.calls[0]
+        .messages[0]["content"]
+        .endswith("Stay within 4000 tokens (about 16000 characters).")
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("", "empty answer"),
+        ("```markdown\n\n```", "empty answer"),
+        ("## Facts\n" + "- many words of filler text here\n" * 300, "over budget"),
+        ("## People\n- Ana's friend number 0 is called Person0\n- Ana has a cat", "lossy"),
+    ],
+)
+def test_guards_leave_memory_md_and_watermark_as_they_were(
+    open_harness: Any, events: Events, answer: str, reason: str
+) -> None:
+    harness = open_harness(ScriptedModel(answer), consolidation={"max_memory_tokens": 500})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    harness.workspace.write_text(STATE_PATH, json.dumps({"version": 1, "files": {}}))
+    before = harness.workspace.read_text(STATE_PATH)
+    result = harness.consolidate()
+    assert (result.status, result.accepted) == ("rejected", False)
+    assert result.reason.startswith(reason)
+    assert harness.workspace.read_text("MEMORY.md") == PRIOR
+    assert (
+        json.loads(harness.workspace.read_text(STATE_PATH))["files"] == json.loads(before)["files"]
+    )
+    assert not harness.workspace.list(HISTORY_DIR)
+    [event] = events.consolidated
+    assert (event.accepted, event.status) == (False, "rejected")
+    assert event.reason == result.reason
+    if reason == "lossy":
+        assert (result.entries_before, result.entries_lost) == (8, 7)
+
+
+def test_slack_and_over_budget_prior(open_harness: Any) -> None:
+    counter = TokenCounter()
+    answer = "## Facts\n" + "".join(f"- fact number {i} about Ana\n" for i in range(60))
+    budget = int(counter.count_text(answer) / 1.05)  # the answer is 5% over: tolerated
+    harness = open_harness(ScriptedModel(answer), consolidation={"max_memory_tokens": budget})
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    assert harness.consolidate().status == "consolidated"
+    # A prior file over budget may lose entries: trimming it is the point.
+    harness = open_harness(
+        ScriptedModel("## Facts\n- Ana's friend number 1 is called Person1"),
+        consolidation={"max_memory_tokens": 50},
+    )
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entry("Ana has a dog"))
+    result = harness.consolidate()
+    assert result.status == "consolidated"
+    assert (result.entries_before, result.entries_lost) == (8, 7)
+
+
+def test_over_budget_memory_md_is_trimmed_without_new_logs(open_harness: Any) -> None:
+    model = ScriptedModel("## Facts\n- the essentials")
+    harness = open_harness(model, consolidation={"max_memory_tokens": 100})
+    harness.workspace.write_text("MEMORY.md", PRIOR * 10)
+    result = harness.consolidate()
+    assert (result.status, result.files) == ("consolidated", ())
+    assert "over budget: trim it" in model.calls[0].messages[-1]["content"]
+
+
+def test_history_keeps_the_last_versions(open_harness: Any, clock: FakeClock) -> None:
+    harness = open_harness(ScriptedModel(merging_reply), consolidation={"history_keep": 2})
+    versions = []
+    for i in range(4):
+        harness.workspace.append_text(DAY2, entry(f"fact {i} about Ana"))
+        if harness.workspace.exists("MEMORY.md"):
+            versions.append(harness.workspace.read_text("MEMORY.md"))
+        result = harness.consolidate()
+        clock.advance(1 if i != 1 else 0)  # two runs in one second get distinct names
+        assert result.status == "consolidated"
+    history = harness.workspace.list(HISTORY_DIR)
+    assert len(history) == 2
+    assert [harness.workspace.read_text(p) for p in history] == versions[-2:]
+    assert result.history_path == history[-1]
+    harness.workspace.write_text(f"{HISTORY_DIR}/notes.txt", "mine")
+    harness.workspace.append_text(DAY2, entry("fact 5 about Ana"))
+    harness.consolidate()
+    assert harness.workspace.exists(f"{HISTORY_DIR}/notes.txt"), "only versions are pruned"
+
+
+def test_memory_save_during_consolidation_survives(open_harness: Any, events: Events) -> None:
+    saved = threading.Event()
+    results: list[Any] = []
+
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str:
+        # Another thread saves while "the model is thinking"; answer only once it is done.
+        thread = threading.Thread(
+            target=lambda: (results.append(harness.save("Ana's visa expires in May")), saved.set())
+        )
+        thread.start()
+        assert saved.wait(30)
+        return merging_reply(messages, purpose)
+
+    harness = open_harness(ScriptedModel(reply))
+    harness.workspace.write_text("MEMORY.md", "## Facts\n- Ana lives in Lisbon\n")
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    result = harness.consolidate()
+    assert results[0].saved
+    assert result.status == "consolidated"
+    assert result.preserved_appends == 1
+    text = harness.workspace.read_text("MEMORY.md")
+    assert text.startswith("## Facts\n- Ana lives in Lisbon\n- Ana has a cat\n")
+    assert "- Ana's visa expires in May" in text
+    assert events.consolidated[-1].preserved_appends == 1
+
+
+def test_a_rewrite_by_another_writer_is_not_overwritten(open_harness: Any) -> None:
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str:
+        harness.workspace.write_text("MEMORY.md", "## Hand-edited\n- keep me\n")
+        return "## Facts\n- Ana lives in Lisbon\n- Ana has a cat"
+
+    harness = open_harness(ScriptedModel(reply))
+    harness.workspace.write_text("MEMORY.md", "## Facts\n- Ana lives in Lisbon\n")
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    result = harness.consolidate()
+    assert result.status == "rejected"
+    assert "rewritten by another writer" in result.reason
+    assert harness.workspace.read_text("MEMORY.md") == "## Hand-edited\n- keep me\n"
+
+
+def test_reads_the_seed_timestamp_watermark(open_harness: Any, tmp_path: Path) -> None:
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model)
+    harness.workspace.append_text(DAY1, entry("consolidated by the seed already"))
+    harness.workspace.append_text(DAY2, entry("written after the seed ran"))
+    harness.workspace.write_text(STATE_PATH, "2025-06-15T12:00:00Z")
+    seed_run = datetime(2025, 6, 15, 12, tzinfo=UTC).timestamp()
+    os.utime(tmp_path / "ws" / DAY1, (seed_run - 60, seed_run - 60))
+    result = harness.consolidate()
+    assert result.files == (DAY2,)
+    _, logs = sections_of(model.calls[0].messages)
+    assert "written after the seed ran" in logs
+    assert "seed already" not in logs
+    assert set(state(harness)["files"]) == {"2027-01-14.md", "2027-01-15.md"}
+    assert harness.consolidate().status == "nothing_new"
+
+
+def test_lost_memory_md_with_a_surviving_watermark_reconsolidates(open_harness: Any) -> None:
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model)
+    harness.workspace.append_text(DAY1, entry("Ana lives in Lisbon"))
+    harness.consolidate()
+    harness.workspace.delete("MEMORY.md")
+    result = harness.consolidate()
+    assert result.status == "consolidated"
+    assert "Ana lives in Lisbon" in harness.workspace.read_text("MEMORY.md")
+
+
+def test_no_reply_keeps_memory_md_and_advances(open_harness: Any) -> None:
+    model = ScriptedModel("NO_REPLY")
+    harness = open_harness(model)
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entry("small talk"))
+    assert harness.consolidate().status == "unchanged"
+    assert harness.workspace.read_text("MEMORY.md") == PRIOR
+    assert harness.consolidate().status == "nothing_new"
+
+
+def test_input_is_bounded_and_the_rest_waits(open_harness: Any) -> None:
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model, consolidation={"max_input_tokens": 60})
+    for day in range(1, 6):
+        path = f"memory/2027-01-0{day}.md"
+        harness.workspace.append_text(path, entry(f"day {day} fact alpha", f"day {day} beta"))
+    runs = []
+    while (result := harness.consolidate()).status != "nothing_new":
+        runs.append(result)
+    assert len(runs) > 1
+    assert all(r.pending for r in runs[:-1])
+    assert not runs[-1].pending
+    sent = Counter(
+        line for call in model.calls for line in sections_of(call.messages)[1].splitlines()
+    )
+    for day in range(1, 6):
+        assert sent[f"- day {day} fact alpha"] == 1, "each entry is sent exactly once"
+
+
+def test_lossy_rejection_halves_the_next_batch(open_harness: Any) -> None:
+    harness = open_harness(ScriptedModel("## Facts\n- nothing kept at all"))
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    assert "lossy" in harness.consolidate().reason
+    assert state(harness)["input_limit"] == 16_000
+
+
+def test_model_failure_raises_and_changes_nothing(open_harness: Any, events: Events) -> None:
+    harness = open_harness(ScriptedModel([ModelUnavailableError("down")]))
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    with pytest.raises(ModelUnavailableError):
+        harness.consolidate()
+    assert harness.workspace.read_text("MEMORY.md") == PRIOR
+    assert not harness.workspace.exists(STATE_PATH)
+    assert events.consolidated[-1].status == "failed"
+
+
+def test_a_slow_model_gets_the_lease_renewed_or_loses_it(
+    open_harness: Any, clock: FakeClock
+) -> None:
+    ttl = 600.0
+
+    def slow(messages: list[dict[str, Any]], purpose: str) -> str:
+        clock.advance(ttl * 0.6)
+        return "## Facts\n- Ana has a cat"
+
+    harness = open_harness(ScriptedModel(slow), consolidation={"lease_ttl": ttl})
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    assert harness.consolidate().status == "consolidated"
+
+    def stalled(messages: list[dict[str, Any]], purpose: str) -> str:
+        clock.advance(ttl * 2)
+        harness.workspace.lock("consolidation", ttl=ttl)  # another process takes over
+        return "## Facts\n- Ana has a cat\n- Ana has a dog"
+
+    harness = open_harness(ScriptedModel(stalled), consolidation={"lease_ttl": ttl})
+    harness.workspace.append_text(DAY2, entry("Ana has a dog"))
+    with pytest.raises(LeaseError, match="was lost"):
+        harness.consolidate()
+    assert "dog" not in harness.workspace.read_text("MEMORY.md")
+
+
+def test_busy_and_disabled(open_harness: Any) -> None:
+    harness = open_harness(ScriptedModel("x"))
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    with harness.workspace.lock("consolidation"):
+        assert harness.consolidate().status == "busy"
+    disabled = open_harness(ScriptedModel("x"), consolidation={"enabled": False})
+    assert disabled.consolidate().status == "disabled"
+
+
+def test_save_appends_a_dated_redacted_entry(open_harness: Any) -> None:
+    harness = open_harness(ScriptedModel("x"))
+    harness.workspace.write_text("MEMORY.md", "## Facts\n- Ana lives in Lisbon")
+    result = harness.save("- Ana lives in lisbon.\n- The VPN password: hunter2 (rotate monthly)")
+    assert (result.saved, result.duplicates) == (True, 1)
+    assert result.message == "Saved 1 memory to MEMORY.md (1 already there)"
+    assert str(result) == "1 new entry, 1 already there"
+    assert harness.workspace.read_text("MEMORY.md") == (
+        "## Facts\n- Ana lives in Lisbon\n\n## Memory Save — 2027-01-15T08:00:00Z\n"
+        "- The VPN password: [REDACTED] (rotate monthly)\n"
+    )
+    again = harness.save("The VPN password: hunter2 (rotate monthly)")
+    assert not again.saved
+    assert again.message.startswith("Already in MEMORY.md")
+    with pytest.raises(ValueError, match="non-empty"):
+        harness.save("   ")
+
+
+def test_memory_save_tool_goes_through_save(open_harness: Any) -> None:
+    harness = open_harness(ScriptedModel("x"))
+    answer = harness.session("s").call_tool("memory_save", {"text": "- Ana likes tea"})
+    assert "1 new entry" in answer
+    assert "- Ana likes tea" in harness.workspace.read_text("MEMORY.md")
+
+
+# -- the LoCoMo replay ----------------------------------------------------------------------
+
+
+def _locomo() -> list[dict[str, Any]]:
+    path = DATA / "locomo-dev" / "locomo-dev.json"
+    if not path.is_file():
+        pytest.skip(f"shared data not found at {path} (set SHARED_DATA_DIR)")
+    return list(json.loads(path.read_text()))
+
+
+def _sessions(sample: dict[str, Any]) -> list[tuple[int, float, list[dict[str, Any]], list[str]]]:
+    conv = sample["conversation"]
+    found = []
+    for key, turns in conv.items():
+        match = re.fullmatch(r"session_(\d+)", key)
+        observations = sample["observation"].get(f"{key}_observation")
+        if not match or not isinstance(turns, list) or observations is None:
+            continue
+        when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y")
+        roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
+        messages = [
+            {"role": roles[t["speaker"]], "content": f"{t['speaker']}: {t['text']}"} for t in turns
+        ]
+        facts = [fact for per_speaker in observations.values() for fact, *_ in per_speaker]
+        found.append((int(match[1]), when.replace(tzinfo=UTC).timestamp(), messages, facts))
+    return sorted(found)
+
+
+@pytest.mark.slow
+def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
+    open_harness: Any, clock: FakeClock
+) -> None:
+    current: list[str] = []
+
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str:
+        if purpose == "flush":
+            return "\n".join(f"- {fact}" for fact in current)
+        return merging_reply(messages, purpose)
+
+    model = ScriptedModel(reply)
+    harness = open_harness(model)
+    budget = harness.settings.consolidation.max_memory_tokens
+    expected: list[str] = []
+    rejected = 0
+    for sample in _locomo():
+        for number, when, messages, facts in _sessions(sample):
+            clock.now = when
+            current[:] = facts
+            session = harness.session(f"{sample['sample_id']}-s{number}")
+            assert session.after_call(messages).outcomes["flush"].ok
+            assert session.after_call(messages).outcomes["flush"].status == "nothing_new"
+            expected.extend(facts)
+            if number % 2 == 0:  # maintenance runs now and then, not after every session
+                result: ConsolidationResult = harness.consolidate()
+                rejected += not result.accepted
+    rejected += not harness.consolidate().accepted
+    # The same conversation again, under another id on the last day: nothing new is logged.
+    again = harness.flush(messages, session_id="replayed")
+    assert (again.status, again.duplicates) == ("duplicates", len(current))
+    logged = Counter(
+        normalise_fact(fact)
+        for path in harness.workspace.list("memory", recursive=False)
+        if is_daily_log(path.rsplit("/", 1)[-1])
+        for fact in parse_facts(harness.workspace.read_text(path))
+    )
+    wanted = Counter(normalise_fact(fact) for fact in expected)
+    assert len(wanted) > 1_000
+    assert logged == wanted, "every observation fact is in the daily logs exactly once"
+    memory = harness.workspace.read_text("MEMORY.md")
+    assert TokenCounter().count_text(memory) <= budget
+    assert rejected == 0
+    assert parse_facts(memory)[-1] == normalise_fact(expected[-1]) or expected[-1] in memory
