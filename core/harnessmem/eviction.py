@@ -1,0 +1,370 @@
+"""Tool-result eviction: huge tool output goes to a file, the conversation keeps head + tail.
+
+:class:`ToolResultEvictor` is a built-in hook plugin (entry point ``eviction`` in the
+``harnessmem.plugins`` group), registered exactly as a third-party plugin would be:
+
+- ``post_acting`` (``Session.after_tool``): each result is inspected once, right after the
+  tool ran, before it ever enters the conversation;
+- ``pre_reasoning`` (``Session.before_reasoning``): a sweep for tool messages that reached
+  the conversation without passing ``after_tool`` (agents that skip it, restored
+  transcripts). The tool name comes from the assistant tool call that the message answers.
+
+A result longer than ``eviction.max_result_chars`` from a tool not in
+``eviction.excluded_tools`` is written to
+``<eviction.path>/<safe session id>/<safe call id>-<content hash>.txt`` and replaced by its
+first and last ``eviction.preview_chars`` characters with one line between them that says
+how much was left out, where the whole output is and how to read it.
+
+Secrets: the full text passes through ``transform_memory_text(text, "eviction")`` before
+it is written, like every other text harnessmem persists, so an installed redactor keeps
+credentials a tool printed (``env``, ``cat .env``) out of the workspace, which may be a
+shared bucket. The preview is cut from the same transformed text, so what the agent sees
+matches the file line for line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import posixpath
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.errors import ConfigError, LeaseError
+from harnessmem.events import ToolResultEvictedEvent
+from harnessmem.messages import pair_tool_calls
+from harnessmem.plugins import hookimpl
+from harnessmem.workspace import safe_id
+
+if TYPE_CHECKING:
+    from harnessmem.events import TurnContext
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.settings import EvictionSettings, HarnessSettings
+
+__all__ = ["EvictedResult", "ToolResultEvictor", "eviction_path", "placeholder"]
+
+logger = logging.getLogger("harnessmem.eviction")
+
+#: Opens the line that replaces the middle of an evicted result. Only length decides what
+#: is evicted (a placeholder is far below the threshold), so a real output that happens to
+#: contain this text is still evicted when it is too long.
+MARKER = "[harnessmem: "
+_HASH_CHARS = 16
+_LEASE = "eviction"
+# Paths this process wrote or found recently: a transcript kept unevicted by the caller is
+# swept on every turn, and this spares a storage round trip per turn for it.
+_KNOWN_PATHS = 1024
+# Placeholders of recent evictions by (session, call id, hash of the original output): a
+# re-sent message costs one hash instead of a redaction pass over 100,000+ characters.
+_PLACEHOLDERS = 256
+
+
+def _renew_after(settings: EvictionSettings) -> float:
+    """Age after which a file is written again on re-eviction: half the retention."""
+    return settings.retention_days * 86400 / 2
+
+
+@dataclass(frozen=True)
+class EvictedResult:
+    """One tool result moved to a file (``ctx.outcomes["eviction"]`` lists them per call).
+
+    ``written`` is False when the file already held this content (same content, same
+    file: nothing was written again). ``stage`` is ``"post_acting"`` or ``"pre_reasoning"``.
+    """
+
+    session_id: str
+    tool_name: str
+    call_id: str
+    path: str
+    original_chars: int
+    kept_chars: int
+    written: bool
+    stage: str
+
+
+def eviction_path(folder: str, session_id: str, call_id: str, text: str) -> str:
+    """Workspace path of an evicted result: ``<folder>/<session>/<call id>-<hash>.txt``.
+
+    The hash is over the stored text, so the same content under the same call id always
+    maps to the same file and a reused call id with new content gets a new one.
+    """
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
+    call = safe_id(call_id or "no-call-id", max_length=64)
+    return f"{folder.strip('/')}/{safe_id(session_id)}/{call}-{digest}.txt"
+
+
+def placeholder(text: str, path: str, preview_chars: int) -> str:
+    """Head and tail of ``text`` around one line saying what was cut, where, how to read it."""
+    keep = min(preview_chars, len(text) // 2)
+    head, tail = text[:keep], text[len(text) - keep :] if keep else ""
+    total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    first_cut = head.count("\n") + 1  # the line the head stops in
+    last_cut = text.count("\n", 0, len(text) - keep) + 1  # the line the tail starts in
+    left_out = len(text) - 2 * keep
+    note = (
+        f"{MARKER}{left_out:,} of {len(text):,} characters left out here (lines {first_cut:,}"
+        f"-{last_cut:,} of {total_lines:,}). The whole output is saved at `{path}`: read it "
+        f"with memory_get (start_line {first_cut} for the part left out) or your read_file tool.]"
+    )
+    return f"{head}\n{note}\n{tail}" if keep else note
+
+
+def _content_text(content: Any) -> str | None:
+    """The text of a tool message's content (a string or text parts); None when neither."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        if all(isinstance(t, str) for t in texts) and len(texts) == len(content):
+            return "".join(t for t in texts if isinstance(t, str))
+    return None
+
+
+def _tool_name_of(
+    messages: Sequence[Mapping[str, Any]], index: int, parents: Mapping[int, int]
+) -> str:
+    """Name of the tool whose result is ``messages[index]``, from the call it answers."""
+    message = messages[index]
+    parent = parents.get(index)
+    if parent is not None:
+        for call in messages[parent].get("tool_calls") or ():
+            if isinstance(call, Mapping) and call.get("id") == message.get("tool_call_id"):
+                function = call.get("function")
+                if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                    return str(function["name"])
+    name = message.get("name")  # some agents name the tool on the result itself
+    return name if isinstance(name, str) else ""
+
+
+class ToolResultEvictor:
+    """Built-in plugin that moves oversized tool results to workspace files.
+
+    Instantiated with no arguments, once per harness; settings arrive through
+    ``harnessmem_configure`` and the harness through each hook's ``ctx``.
+    """
+
+    name = "eviction"
+
+    def __init__(self) -> None:
+        self.settings: EvictionSettings | None = None
+        self._known: OrderedDict[str, float] = OrderedDict()
+        self._replaced: OrderedDict[tuple[str, str, bytes], tuple[str, str]] = OrderedDict()
+
+    @hookimpl
+    def harnessmem_configure(self, settings: HarnessSettings) -> None:
+        """Keep the eviction settings; refuse ones under which eviction cannot shrink text."""
+        eviction = settings.eviction
+        folder = posixpath.normpath(eviction.path.strip("/") or ".")
+        if eviction.enabled and (folder in (".", "..") or folder.startswith("../")):
+            raise ConfigError(
+                f"eviction.path {eviction.path!r} must name a folder inside the workspace",
+                hint="use a relative folder such as 'large_tool_results'",
+            )
+        if eviction.enabled and 2 * eviction.preview_chars >= eviction.max_result_chars:
+            raise ConfigError(
+                f"eviction.preview_chars ({eviction.preview_chars}) keeps head and tail, so it "
+                f"must be less than half of eviction.max_result_chars "
+                f"({eviction.max_result_chars}); evicting would not shorten anything",
+                hint="lower eviction.preview_chars or raise eviction.max_result_chars",
+            )
+        self.settings = eviction
+
+    def _settings(self, ctx: TurnContext) -> EvictionSettings:
+        return self.settings if self.settings is not None else ctx.settings.eviction
+
+    def _wants(self, settings: EvictionSettings, tool_name: str, text: str) -> bool:
+        return (
+            settings.enabled
+            and len(text) > settings.max_result_chars
+            and tool_name not in settings.excluded_tools
+        )
+
+    # hooks ----------------------------------------------------------------------------------
+
+    @hookimpl(trylast=True)
+    def post_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
+        """Evict the result of ``call`` when it is too long (runs after other plugins)."""
+        settings = self._settings(ctx)
+        text = ctx.tool_result if ctx.tool_result is not None else result
+        function = call.get("function")
+        tool_name = function.get("name") if isinstance(function, Mapping) else None
+        tool_name = tool_name if isinstance(tool_name, str) else ""
+        if not self._wants(settings, tool_name, text):
+            return
+        call_id = call.get("id")
+        evicted = self._evict(
+            ctx,
+            settings,
+            text,
+            tool_name,
+            call_id if isinstance(call_id, str) else "",
+            "post_acting",
+        )
+        if evicted is not None:
+            ctx.tool_result = evicted[0]
+
+    @hookimpl(tryfirst=True)
+    def pre_reasoning(self, ctx: TurnContext) -> None:
+        """Evict oversized tool messages that bypassed ``after_tool`` (before compaction runs)."""
+        settings = self._settings(ctx)
+        if not settings.enabled:
+            return
+        messages = ctx.messages
+        # One length check per message; the pairing is built only when something is too long.
+        candidates = [
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, Mapping)
+            and m.get("role") == "tool"
+            and (text := _content_text(m.get("content"))) is not None
+            and len(text) > settings.max_result_chars
+        ]
+        if not candidates:
+            return
+        parents = pair_tool_calls(messages).parents
+        for index in candidates:
+            message = messages[index]
+            text = _content_text(message.get("content")) or ""
+            tool_name = _tool_name_of(messages, index, parents)
+            if not self._wants(settings, tool_name, text):
+                continue
+            call_id = message.get("tool_call_id")
+            evicted = self._evict(
+                ctx,
+                settings,
+                text,
+                tool_name,
+                call_id if isinstance(call_id, str) else "",
+                "pre_reasoning",
+            )
+            if evicted is None:
+                continue
+            content: Any = evicted[0]
+            if isinstance(message.get("content"), list):
+                content = [{"type": "text", "text": evicted[0]}]
+            # A new dict: the message objects still belong to the caller.
+            messages[index] = {**message, "content": content}
+
+    # the work -------------------------------------------------------------------------------
+
+    def _evict(
+        self,
+        ctx: TurnContext,
+        settings: EvictionSettings,
+        text: str,
+        tool_name: str,
+        call_id: str,
+        stage: str,
+    ) -> tuple[str, EvictedResult] | None:
+        """Store ``text`` and return (placeholder, record); None leaves the result as it was."""
+        harness = ctx.harness
+        now = harness.clock()
+        key = (
+            ctx.session_id,
+            call_id,
+            hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(),
+        )
+        cached = self._replaced.get(key)
+        try:
+            if cached is not None and self._seen_recently(cached[0], now, settings):
+                # The same message again (a caller that keeps its raw history): no
+                # transform, no hashing of the stored text, no storage round trip.
+                self._replaced.move_to_end(key)
+                (path, short), written = cached, False
+            else:
+                stored = harness.hooks.transform_memory_text(text, "eviction")
+                path = eviction_path(settings.path, ctx.session_id, call_id, stored)
+                written = self._store(harness, path, stored, settings)
+                short = placeholder(stored, path, settings.preview_chars)
+                self._replaced[key] = (path, short)
+                while len(self._replaced) > _PLACEHOLDERS:
+                    self._replaced.popitem(last=False)
+        except Exception as exc:
+            # Keeping the full result is the safe failure: the context may overflow (and be
+            # recovered), but nothing the tool produced is lost.
+            logger.warning(
+                "eviction of a %d-char %s result (session %s, call %s) failed; kept it whole: %s",
+                len(text),
+                tool_name or "tool",
+                ctx.session_id,
+                call_id,
+                exc,
+            )
+            return None
+        record = EvictedResult(
+            ctx.session_id, tool_name, call_id, path, len(text), len(short), written, stage
+        )
+        ctx.outcomes.setdefault("eviction", []).append(record)
+        harness.hooks.tool_result_evicted(
+            ToolResultEvictedEvent(
+                session_id=ctx.session_id,
+                tool_name=tool_name,
+                call_id=call_id,
+                path=path,
+                original_chars=len(text),
+                kept_chars=len(short),
+                written=written,
+                stage=stage,
+            )
+        )
+        return short, record
+
+    def _store(
+        self, harness: MemoryHarness, path: str, text: str, settings: EvictionSettings
+    ) -> bool:
+        """Write ``text`` to ``path`` unless it is already there; True when this call wrote it.
+
+        The name holds a hash of the content, so an existing file already has these bytes.
+        A lease makes the check and the write one step across processes and replicas, so
+        racing evictions of one result write it once. It is one lease for the workspace,
+        not one per file: evictions are rare and short, and a lease per file would leave a
+        lock file per result behind on local disks. An existing file older
+        than half the retention is written again (same bytes) to renew its age: a live
+        conversation points at it, and maintenance must not prune it from under it.
+        """
+        workspace = harness.workspace
+        now = harness.clock()
+        renew_after = _renew_after(settings)
+        if self._seen_recently(path, now, settings):
+            return False
+        if self._fresh(harness, path, now, renew_after):
+            return False
+        try:
+            with workspace.lock(_LEASE, ttl=120.0, timeout=30.0):
+                if self._fresh(harness, path, now, renew_after):
+                    return False
+                workspace.write_text(path, text)
+        except LeaseError:
+            # A holder that died keeps the lease until its ttl passes; the write is
+            # atomic and the bytes are identical, so writing without it is still safe.
+            if self._fresh(harness, path, now, renew_after):
+                return False
+            workspace.write_text(path, text)
+        self._remember(path, now)
+        return True
+
+    def _seen_recently(self, path: str, now: float, settings: EvictionSettings) -> bool:
+        """Whether this process wrote or found ``path`` recently enough to skip checking."""
+        seen = self._known.get(path)
+        if seen is None or now - seen >= _renew_after(settings):
+            return False
+        self._known.move_to_end(path)
+        return True
+
+    def _fresh(self, harness: MemoryHarness, path: str, now: float, renew_after: float) -> bool:
+        try:
+            modified = harness.workspace.info(path).modified
+        except FileNotFoundError:
+            return False
+        if modified is not None and now - modified >= renew_after:
+            return False
+        self._remember(path, now)
+        return True
+
+    def _remember(self, path: str, now: float) -> None:
+        self._known[path] = now
+        self._known.move_to_end(path)
+        while len(self._known) > _KNOWN_PATHS:
+            self._known.popitem(last=False)

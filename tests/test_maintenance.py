@@ -1,0 +1,662 @@
+"""Maintenance ticks, the scheduler thread, close() and `harnessmem maintain`."""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harnessmem import MemoryHarness, hookimpl
+from harnessmem.cli import main
+from harnessmem.events import MaintenanceEvent
+from harnessmem.maintenance import (
+    STATE_PATH,
+    MaintenanceReport,
+    MaintenanceScheduler,
+    MaintenanceStep,
+    StepDone,
+)
+from harnessmem.testing.workspace_suite import FakeClock
+
+DAY = 86400.0
+STEPS = ["archive", "consolidate", "prune_sessions", "prune_evictions", "reindex"]
+# 2027-01-15T02:00:00Z: late on 2027-01-14 in America/Los_Angeles.
+NOW = datetime(2027, 1, 15, 2, 0, tzinfo=UTC).timestamp()
+
+
+class Observed:
+    """Records on_maintenance events."""
+
+    def __init__(self) -> None:
+        self.events: list[MaintenanceEvent] = []
+
+    @hookimpl
+    def on_maintenance(self, event: MaintenanceEvent) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(now=NOW)
+
+
+@pytest.fixture
+def observed() -> Observed:
+    return Observed()
+
+
+@pytest.fixture
+def harness(tmp_path: Path, clock: FakeClock, observed: Observed) -> Iterator[MemoryHarness]:
+    with MemoryHarness.open(
+        tmp_path / "ws", clock=clock, plugins=[observed], maintenance={"enabled": False}
+    ) as opened:
+        yield opened
+
+
+@pytest.fixture
+def calls(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Stand-ins for consolidate() and reindex() (other issues build them) that record calls."""
+    seen: list[str] = []
+
+    def consolidate() -> str:
+        seen.append("consolidate")
+        return "consolidated 2 files"
+
+    def reindex(full: bool = False) -> None:
+        seen.append("reindex")
+
+    monkeypatch.setattr(harness, "consolidate", consolidate)
+    monkeypatch.setattr(harness, "reindex", reindex)
+    return seen
+
+
+def _age(harness: MemoryHarness, path: str, seconds: float, text: str = "x\n") -> None:
+    """Write ``path`` with a modification time ``seconds`` before the harness clock."""
+    harness.workspace.write_text(path, text)
+    local = harness.workspace.local_path(path)
+    assert local is not None
+    when = harness.clock() - seconds
+    os.utime(local, (when, when))
+
+
+# -- the steps -------------------------------------------------------------------------------
+
+
+def test_expired_daily_log_moves_to_the_archive(harness: MemoryHarness, calls: list[str]) -> None:
+    """Dated more than 90 days before today: archived; the rest of memory/ stays."""
+    ws = harness.workspace
+    ws.write_text("memory/2026-10-16.md", "- 91 days old\n")
+    ws.write_text("memory/2026-10-17.md", "- 90 days old: kept\n")
+    ws.write_text("memory/2027-01-15.md", "- today\n")
+    ws.write_text("memory/notes.md", "- not a daily log\n")
+    ws.write_text("memory/2026-02-30.md", "- not a real date\n")
+    ws.write_text("memory/archive/2020-01-01.md", "- archived long ago\n")
+    report = harness.maintain()
+    assert report.step("archive").outcome == ("done: archived 1 daily log dated before 2026-10-17")
+    assert report.step("archive").counts == {"archived": 1, "merged": 0}
+    assert ws.list("memory") == [
+        "memory/.maintenance_state",
+        "memory/2026-02-30.md",
+        "memory/2026-10-17.md",
+        "memory/2027-01-15.md",
+        "memory/archive/2020-01-01.md",
+        "memory/archive/2026-10-16.md",
+        "memory/notes.md",
+    ]
+    assert ws.read_text("memory/archive/2026-10-16.md") == "- 91 days old\n"
+
+
+def test_archive_dates_follow_the_workspace_time_zone(tmp_path: Path, clock: FakeClock) -> None:
+    """At 02:00 UTC it is still yesterday in Los Angeles: the cutoff moves back a day."""
+    for zone, archived in [("UTC", True), ("America/Los_Angeles", False)]:
+        with MemoryHarness.open(
+            tmp_path / zone.replace("/", "_"),
+            clock=clock,
+            workspace={"timezone": zone},
+            maintenance={"enabled": False, "daily_file_retention_days": 1},
+        ) as harness:
+            harness.workspace.write_text("memory/2027-01-13.md", "- x\n")
+            harness.maintain()
+            assert harness.workspace.exists("memory/archive/2027-01-13.md") is archived, zone
+
+
+def test_archive_merges_into_an_existing_archive_file(
+    harness: MemoryHarness, calls: list[str]
+) -> None:
+    """A daily log written again after its day was archived is merged, never overwritten."""
+    ws = harness.workspace
+    ws.write_text("memory/archive/2020-01-01.md", "- first\n")
+    ws.write_text("memory/2020-01-01.md", "- late flush\n")
+    report = harness.maintain()
+    assert report.step("archive").counts == {"archived": 0, "merged": 1}
+    assert ws.read_text("memory/archive/2020-01-01.md") == "- first\n\n- late flush\n"
+    assert not ws.exists("memory/2020-01-01.md")
+
+
+def test_archived_logs_leave_search_unless_include_archive(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A full, real tick (consolidate and reindex included): the archived log leaves search."""
+    options: dict[str, Any] = {"clock": clock, "maintenance": {"enabled": False}}
+    with MemoryHarness.open(tmp_path / "ws", **options) as harness:
+        harness.workspace.write_text("memory/2020-01-01.md", "- the zanzibar itinerary\n")
+        assert [h.path for h in harness.search("zanzibar")] == ["memory/2020-01-01.md"]
+        report = harness.maintain()
+        assert report.step("archive").counts["archived"] == 1
+        assert report.step("reindex").status == "done", report
+        # Consolidation may carry the fact into MEMORY.md; the daily log itself is gone.
+        assert [h.path for h in harness.search("zanzibar") if h.path.startswith("memory/")] == []
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        index={"include_archive": True},
+        workspace={"index_path": str(tmp_path / "with-archive.db")},
+        **options,
+    ) as harness:
+        paths = [h.path for h in harness.search("zanzibar")]
+        assert "memory/archive/2020-01-01.md" in paths
+
+
+def test_old_session_logs_and_evicted_results_are_pruned(
+    harness: MemoryHarness, calls: list[str]
+) -> None:
+    """Session logs past 180 days and evicted results past 30 days go; younger ones stay."""
+    ws = harness.workspace
+    _age(harness, "sessions/old.log.jsonl", 181 * DAY)
+    _age(harness, "sessions/young.log.jsonl", 179 * DAY)
+    _age(harness, "sessions/old.notes", 400 * DAY)  # not a session log: never pruned
+    _age(harness, "large_tool_results/s1/call_1-aaaa.txt", 31 * DAY)
+    _age(harness, "large_tool_results/s2/call_2-bbbb.txt", 29 * DAY)
+    report = harness.maintain()
+    assert report.step("prune_sessions").counts == {"deleted": 1, "kept": 1, "unknown_age": 0}
+    assert report.step("prune_evictions").counts == {"deleted": 1, "kept": 1, "unknown_age": 0}
+    assert ws.list("sessions") == ["sessions/old.notes", "sessions/young.log.jsonl"]
+    assert ws.list("large_tool_results") == ["large_tool_results/s2/call_2-bbbb.txt"]
+    root = ws.local_root
+    assert root is not None
+    assert not (root / "large_tool_results" / "s1").exists(), "empty folder left behind"
+
+
+def test_a_step_that_raises_does_not_stop_the_rest(
+    harness: MemoryHarness,
+    monkeypatch: pytest.MonkeyPatch,
+    observed: Observed,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """consolidate raises: it is reported and logged; archive, prune and reindex still run."""
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("the model is down")
+
+    monkeypatch.setattr(harness, "consolidate", broken)
+    monkeypatch.setattr(harness, "reindex", lambda full=False: ran.append("reindex"))
+    harness.workspace.write_text("memory/2020-01-01.md", "- old\n")
+    _age(harness, "sessions/old.log.jsonl", 200 * DAY)
+    with caplog.at_level(logging.WARNING, logger="harnessmem.maintenance"):
+        report = harness.maintain()
+    assert [s.name for s in report.steps] == STEPS
+    assert report.step("consolidate").outcome == "failed: RuntimeError: the model is down"
+    assert report.failed == ("consolidate",)
+    assert not report.ok
+    assert [report.step(n).status for n in STEPS] == ["done", "failed", "done", "done", "done"]
+    assert ran == ["reindex"]
+    assert harness.workspace.exists("memory/archive/2020-01-01.md")
+    assert not harness.workspace.exists("sessions/old.log.jsonl")
+    assert "maintenance step consolidate failed" in caplog.text
+    [event] = observed.events
+    assert event.steps["consolidate"] == "failed: RuntimeError: the model is down"
+    assert event.report is report
+
+
+def test_missing_components_are_reported_unavailable(harness: MemoryHarness) -> None:
+    """A component that is not built yet (NotImplementedError) reads as unavailable."""
+
+    def not_built(*args: Any) -> None:
+        raise NotImplementedError("harness.reindex is not available yet")
+
+    harness.reindex = not_built  # type: ignore[method-assign]
+    harness.consolidate = not_built  # type: ignore[method-assign]
+    report = harness.maintain()
+    assert report.step("reindex").outcome == "unavailable: harness.reindex is not available yet"
+    assert report.step("consolidate").status == "unavailable"
+    assert report.ok, "an unavailable component is not a failure"
+
+
+def test_consolidation_result_is_carried_in_the_report(
+    harness: MemoryHarness, calls: list[str]
+) -> None:
+    """What consolidate() returns is kept whole and summarised in the outcome."""
+    report = harness.maintain()
+    assert report.step("consolidate").outcome == "done: consolidated 2 files"
+    assert report.step("consolidate").result == "consolidated 2 files"
+    assert calls == ["consolidate", "reindex"]
+
+
+def test_disabled_consolidation_is_skipped(tmp_path: Path, clock: FakeClock) -> None:
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        clock=clock,
+        consolidation={"enabled": False},
+        maintenance={"enabled": False},
+    ) as harness:
+        outcome = harness.maintain().step("consolidate")
+    assert outcome.outcome == "skipped: consolidation.enabled is false"
+
+
+# -- once per window, one at a time ----------------------------------------------------------
+
+
+def test_each_step_runs_once_per_window(
+    harness: MemoryHarness, clock: FakeClock, calls: list[str]
+) -> None:
+    """A second tick inside min_gap skips every step; after it, they run again; force runs."""
+    first = harness.maintain()
+    assert all(s.status == "done" for s in first.steps)
+    clock.advance(harness.settings.maintenance.min_gap - 1)
+    second = harness.maintain()
+    assert not second.ran
+    assert "within maintenance.min_gap" in second.step("archive").detail
+    assert calls == ["consolidate", "reindex"]
+    forced = harness.maintain(force=True)
+    assert forced.step("consolidate").status == "done"
+    clock.advance(harness.settings.maintenance.min_gap)
+    assert harness.maintain().ran
+    assert calls == ["consolidate", "reindex"] * 3
+    state = json.loads(harness.workspace.read_text(STATE_PATH))
+    assert set(state["steps"]) == set(STEPS)
+    assert state["last_tick"]["trigger"] == "manual"
+
+
+def test_an_interrupted_tick_resumes_with_the_steps_it_did_not_record(
+    harness: MemoryHarness, clock: FakeClock, calls: list[str]
+) -> None:
+    """Steps are recorded one by one: after a crash, only the unrecorded ones run."""
+    state = {"version": 1, "steps": {"archive": {"at": clock.now - 60, "outcome": "done"}}}
+    harness.workspace.write_text(STATE_PATH, json.dumps(state))
+    report = harness.maintain()
+    assert [s.name for s in report.steps if s.ran] == STEPS[1:]
+
+
+def test_a_corrupt_state_file_means_steps_run_again(
+    harness: MemoryHarness, calls: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    harness.workspace.write_text(STATE_PATH, "{not json")
+    with caplog.at_level(logging.WARNING, logger="harnessmem.maintenance"):
+        assert all(s.ran for s in harness.maintain().steps)
+    assert "not JSON" in caplog.text
+    json.loads(harness.workspace.read_text(STATE_PATH))  # rewritten whole
+
+
+def test_a_held_lease_skips_the_whole_tick(harness: MemoryHarness, calls: list[str]) -> None:
+    """Another process is ticking: nothing runs here, and the report says why."""
+    with harness.workspace.lock("maintenance", ttl=60):
+        report = harness.maintain()
+    assert report.skipped_reason == "another process or thread holds the maintenance lease"
+    assert not report.ran
+    assert calls == []
+    assert harness.maintain().ran, "the lease was released, the next tick runs"
+
+
+def test_a_lost_lease_stops_the_remaining_steps(
+    harness: MemoryHarness, clock: FakeClock, calls: list[str]
+) -> None:
+    """A step outlives lease_ttl and another replica takes over: this one stops there."""
+    from harnessmem.workspace import Workspace
+
+    def slow_step(h: MemoryHarness, now: float) -> StepDone:
+        clock.advance(h.settings.maintenance.lease_ttl + 1)
+        Workspace.open(h.workspace.url, clock=clock).lock("maintenance", ttl=60)
+        return StepDone("took too long")
+
+    steps = [MaintenanceStep("slow", slow_step), MaintenanceStep("after", slow_step)]
+    report = MaintenanceScheduler(harness, steps=steps).tick()
+    assert report.step("slow").status == "done"
+    assert report.step("after").status == "skipped"
+    assert report.step("after").detail.startswith("lost the maintenance lease")
+
+
+def test_every_tick_fires_on_maintenance(
+    harness: MemoryHarness, observed: Observed, calls: list[str]
+) -> None:
+    report = harness.maintain()
+    [event] = observed.events
+    assert event.steps == report.outcomes
+    assert (event.started, event.finished, event.trigger) == (
+        report.started,
+        report.finished,
+        "manual",
+    )
+    assert isinstance(event.report, MaintenanceReport)
+    assert json.loads(json.dumps(report.as_dict()))["steps"][0]["name"] == "archive"
+    assert str(report).splitlines()[1] == (
+        "  archive          done: no daily log dated before 2026-10-17"
+    )
+
+
+def test_unknown_step_names_are_refused(harness: MemoryHarness) -> None:
+    scheduler = MaintenanceScheduler(harness)
+    with pytest.raises(ValueError, match=r"unknown maintenance steps \['nope'\]"):
+        scheduler.tick(steps=["nope"])
+    with pytest.raises(ValueError, match="unique"):
+        MaintenanceScheduler(harness, steps=[MaintenanceStep("a", print)] * 2)  # type: ignore[list-item]
+
+
+# -- several processes -----------------------------------------------------------------------
+
+_CHILD = """
+import json, sys
+from harnessmem import MemoryHarness
+url, options, now = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
+
+class Counting(MemoryHarness):
+    # consolidate() and reindex() arrive with other issues; these stand-ins count calls in a
+    # shared file (appends are lossless across processes).
+    def consolidate(self):
+        self.workspace.append_text("calls.log", "consolidate\\n")
+        return "consolidated"
+
+    def reindex(self, full=False):
+        self.workspace.append_text("calls.log", "reindex\\n")
+
+harness = Counting.open(url, workspace={"storage_options": options}, clock=lambda: now,
+                        maintenance={"enabled": False})
+print("ready", flush=True)
+sys.stdin.readline()  # start together, so the ticks really compete
+report = harness.maintain()
+harness.close()
+print(json.dumps(report.as_dict()), flush=True)
+"""
+
+
+@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_four_processes_run_each_step_once(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """4 processes call maintain() together: every step runs in exactly one of them."""
+    if store == "s3":
+        url = request.getfixturevalue("s3_workspace_url")
+        options = request.getfixturevalue("s3_storage_options")
+    else:
+        url, options = str(tmp_path / "ws"), {}
+    # Files written now are 200 days old by the children's clock: all prunable.
+    now = datetime.now(UTC).timestamp() + 200 * DAY
+    today = datetime.fromtimestamp(now, UTC).date()
+    with MemoryHarness.open(
+        url, workspace={"storage_options": options}, maintenance={"enabled": False}
+    ) as setup:
+        ws = setup.workspace
+        for day in ("2020-01-01", "2020-01-02", today.isoformat()):
+            ws.write_text(f"memory/{day}.md", f"- fact of {day}\n")
+        ws.write_text("sessions/old.log.jsonl", "{}\n")
+        ws.write_text("large_tool_results/s/call_1-abc.txt", "big\n")
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, url, json.dumps(options), repr(now)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        reports = []
+        for child in children:
+            out, _ = child.communicate(timeout=120)
+            assert child.returncode == 0
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+    for name in STEPS:
+        ran = [
+            s for r in reports for s in r["steps"] if s["name"] == name and s["status"] != "skipped"
+        ]
+        assert len(ran) == 1, f"{name} ran {len(ran)} times"
+        assert ran[0]["status"] == "done", ran[0]
+    with MemoryHarness.open(
+        url, workspace={"storage_options": options}, maintenance={"enabled": False}
+    ) as check:
+        ws = check.workspace
+        assert ws.read_text("calls.log") == "consolidate\nreindex\n"
+        assert ws.list("memory/archive") == [
+            "memory/archive/2020-01-01.md",
+            "memory/archive/2020-01-02.md",
+        ]
+        assert ws.exists(f"memory/{today.isoformat()}.md")
+        assert ws.list("sessions") == []
+        assert ws.list("large_tool_results") == []
+        state = json.loads(ws.read_text(STATE_PATH))
+        assert set(state["steps"]) == set(STEPS)
+
+
+# -- the scheduler thread and close() --------------------------------------------------------
+
+
+def _scheduled(tmp_path: Path, clock: FakeClock, **maintenance: Any) -> MemoryHarness:
+    return MemoryHarness.open(tmp_path / "ws", clock=clock, maintenance=maintenance)
+
+
+def _stub_components(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    monkeypatch.setattr(harness, "consolidate", lambda: seen.append("consolidate"))
+    monkeypatch.setattr(harness, "reindex", lambda full=False: seen.append("reindex"))
+    return seen
+
+
+def test_close_stops_the_thread_and_leaves_none_behind(tmp_path: Path, clock: FakeClock) -> None:
+    harness = _scheduled(tmp_path, clock)
+    scheduler = harness._scheduler
+    assert scheduler is not None
+    assert scheduler.running
+    thread = scheduler.thread
+    assert thread is not None
+    assert thread.daemon
+    assert thread in threading.enumerate()
+    harness.close()
+    assert thread not in threading.enumerate()
+    assert not thread.is_alive()
+    assert harness.request_maintenance() is False
+
+
+def test_no_thread_when_maintenance_is_disabled(tmp_path: Path, clock: FakeClock) -> None:
+    before = set(threading.enumerate())
+    with _scheduled(tmp_path, clock, enabled=False) as harness:
+        assert set(threading.enumerate()) == before
+        assert harness.request_maintenance() is False
+
+
+def test_interval_tick_comes_when_the_clock_says(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No tick at start (not even when woken); one after the clock moves by the interval."""
+    with _scheduled(tmp_path, clock) as harness:
+        seen = _stub_components(harness, monkeypatch)
+        scheduler = harness._scheduler
+        assert scheduler is not None
+        scheduler.wake()
+        assert harness.request_maintenance() is True  # proves the loop is idle, not ticking
+        assert scheduler.wait_for_ticks(1, timeout=30)
+        assert scheduler.last_report is not None
+        assert scheduler.last_report.trigger == "request", "an interval tick came too early"
+        clock.advance(harness.settings.maintenance.interval)
+        scheduler.wake()
+        assert scheduler.wait_for_ticks(2, timeout=30)
+        report = scheduler.last_report
+        assert report.trigger == "interval"
+        assert [s.name for s in report.steps] == STEPS
+        assert seen == ["consolidate", "reindex", "consolidate", "reindex"]
+
+
+def test_requests_are_throttled_and_run_consolidate_and_reindex(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _scheduled(tmp_path, clock) as harness:
+        seen = _stub_components(harness, monkeypatch)
+        scheduler = harness._scheduler
+        assert scheduler is not None
+        assert harness.request_maintenance() is True
+        assert harness.request_maintenance() is False  # within min_gap
+        assert scheduler.wait_for_ticks(1, timeout=30)
+        report = scheduler.last_report
+        assert report is not None
+        assert [s.name for s in report.steps] == ["consolidate", "reindex"]
+        assert seen == ["consolidate", "reindex"]
+        clock.advance(harness.settings.maintenance.min_gap)
+        assert harness.request_maintenance() is True
+        assert scheduler.wait_for_ticks(2, timeout=30)
+        assert seen == ["consolidate", "reindex"] * 2
+
+
+def test_first_tick_follows_the_workspace_schedule(tmp_path: Path, clock: FakeClock) -> None:
+    """A workspace whose last tick is overdue gets one min_gap after start, not an interval."""
+    with _scheduled(tmp_path, clock, enabled=False) as first:
+        first.maintain()
+    clock.advance(7 * 3600)
+    with _scheduled(tmp_path, clock) as harness:
+        scheduler = harness._scheduler
+        assert scheduler is not None
+        clock.advance(harness.settings.maintenance.min_gap)
+        scheduler.wake()
+        assert scheduler.wait_for_ticks(1, timeout=30)
+        assert scheduler.last_report is not None
+        assert scheduler.last_report.trigger == "interval"
+
+
+def test_close_waits_for_a_running_tick_up_to_its_timeout(
+    tmp_path: Path,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tick stuck in consolidation does not hold close() past the timeout; it is logged."""
+    harness = _scheduled(tmp_path, clock)
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        entered.set()
+        release.wait(30)
+
+    monkeypatch.setattr(harness, "consolidate", stuck)
+    monkeypatch.setattr(harness, "reindex", lambda full=False: None)
+    scheduler = harness._scheduler
+    assert scheduler is not None
+    thread = scheduler.thread
+    assert thread is not None
+    assert harness.request_maintenance()
+    assert entered.wait(30)
+    with caplog.at_level(logging.WARNING, logger="harnessmem.harness"):
+        harness.close(timeout=0)
+    assert harness.closed
+    assert "still running after 0s" in caplog.text
+    release.set()
+    thread.join(30)
+    assert not thread.is_alive(), "the thread did not end after its tick"
+
+
+def test_close_drains_queued_work_before_releasing_backends(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The seam for queued flushes: drainers run first, with the time left."""
+    harness = _scheduled(tmp_path, clock)
+    budget: list[float] = []
+    harness._drainers.append(lambda left: budget.append(left) or None)  # type: ignore[func-returns-value]
+    harness.close(timeout=5)
+    assert len(budget) == 1
+    assert 0 < budget[0] <= 5
+
+
+def test_a_dropped_harness_lets_its_thread_end(tmp_path: Path, clock: FakeClock) -> None:
+    """The scheduler holds the harness weakly: forgetting close() does not leak the thread."""
+    harness = _scheduled(tmp_path, clock)
+    assert harness._scheduler is not None
+    thread = harness._scheduler.thread
+    assert thread is not None
+    del harness
+    gc.collect()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_open_harnesses_close_at_interpreter_exit(tmp_path: Path) -> None:
+    """atexit closes what the program left open, so queued work drains."""
+    code = (
+        "import sys\n"
+        "from harnessmem import MemoryHarness\n"
+        "h = MemoryHarness.open(sys.argv[1])\n"
+        "h._drainers.append(lambda left: print('drained', flush=True))\n"
+        "print('scheduler', h._scheduler.running, flush=True)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout.split("\n")[:2] == ["scheduler True", "drained"]
+
+
+def test_harness_tracking_keeps_no_harness_alive(tmp_path: Path, clock: FakeClock) -> None:
+    import weakref
+
+    from harnessmem.harness import _OPEN_HARNESSES
+
+    harness = _scheduled(tmp_path, clock, enabled=False)
+    ref = weakref.ref(harness)
+    assert harness in _OPEN_HARNESSES
+    del harness
+    gc.collect()
+    assert ref() is None
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_cli_maintain_prints_the_report(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2000-01-01.md").write_text("- old\n")
+    result = CliRunner().invoke(main, ["maintain", "-w", str(ws), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [s["name"] for s in data["steps"]] == STEPS
+    assert data["steps"][0]["counts"]["archived"] == 1
+    assert (ws / "memory" / "archive" / "2000-01-01.md").exists()
+    again = CliRunner().invoke(main, ["maintain", "-w", str(ws)])
+    assert again.exit_code == 0
+    assert "skipped: ran at" in again.output
+    forced = CliRunner().invoke(main, ["maintain", "-w", str(ws), "--force"])
+    assert "archive          done" in forced.output
+
+
+def test_cli_maintain_exits_1_when_a_step_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: MemoryHarness) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(MemoryHarness, "consolidate", broken)
+    result = CliRunner().invoke(main, ["maintain", "-w", str(tmp_path / "ws")])
+    assert result.exit_code == 1
+    assert "consolidate      failed: RuntimeError: boom" in result.output
