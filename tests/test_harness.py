@@ -173,7 +173,8 @@ def test_default_backends_are_resolved_by_name(tmp_path: Path) -> None:
 def test_model_instance_serves_every_purpose(tmp_path: Path) -> None:
     model = ScriptedModel(["ok"])
     with MemoryHarness.open(tmp_path / "ws", model=model) as harness:
-        assert {harness.model_for(p) for p in ("summary", "flush", "consolidation")} == {model}
+        served = [harness.model_for(p) for p in ("summary", "flush", "consolidation")]
+        assert {m.backend for m in served} == {model}
 
 
 def test_model_routes_per_purpose(fake_distributions: Any, tmp_path: Path) -> None:
@@ -205,7 +206,7 @@ def test_model_routes_per_purpose(fake_distributions: Any, tmp_path: Path) -> No
     ) as harness:
         summary = harness.model_for("summary")
         flush = harness.model_for("flush")
-        assert summary is harness.model_for("consolidation")
+        assert summary.backend is harness.model_for("consolidation").backend
         assert summary.context["model_name"] == "big"
         assert flush.context["model_name"] == "small"
         assert summary.options.temperature == 0.5
@@ -239,11 +240,13 @@ def test_from_config(tmp_path: Path) -> None:
         assert harness.workspace.local_root == tmp_path / "cfg-ws"
 
 
-def test_behaviours_not_built_yet_say_so(harness: MemoryHarness) -> None:
-    with pytest.raises(NotImplementedError, match="not available yet"):
-        harness.flush([USER], session_id="s")
-    with pytest.raises(NotImplementedError, match="not available yet"):
-        harness.session("s").system_context()
+def test_memory_operations_are_wired(tmp_path: Path) -> None:
+    model = ScriptedModel("- The user is flying to Lisbon")
+    with MemoryHarness.open(tmp_path / "ws", model=model, maintenance={"enabled": False}) as h:
+        ctx = h.session("s").after_call([USER])
+        assert ctx.outcomes["flush"].written, "the built-in flush plugin runs in after_call"
+        assert h.save("Prefers aisle seats").saved
+        assert "Prefers aisle seats" in h.session("s").system_context()
 
 
 def test_import_stays_light() -> None:

@@ -38,7 +38,7 @@ INDEX_MODULE = """
     class TinyIndex(IndexBackend):
         name = "tiny"
         Options = TinyOptions
-        def file_hashes(self): return {}
+        def files(self): return {}
         def sync_file(self, path, content_hash, entries): return True
         def remove(self, path): return False
         def search(self, query, limit=10): return []
@@ -256,6 +256,7 @@ def test_every_hook_spec_has_a_docstring_contract() -> None:
         "on_compaction",
         "on_memory_flushed",
         "on_memory_consolidated",
+        "on_context_over_budget",
         "on_tool_result_evicted",
         "on_maintenance",
         "transform_memory_text",

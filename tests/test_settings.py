@@ -41,6 +41,9 @@ DESIGN_DEFAULTS = {
     "workspace.timezone": "UTC",
     "model.name": None,
     "flush.mode": "sync",
+    "context.max_tokens": 8_000,
+    "consolidation.max_entry_loss": 0.25,
+    "consolidation.history_keep": 10,
 }
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion, IndexBackend, ModelBackend, SearchHit
+    from harnessmem.compaction import CompactionResult
+    from harnessmem.consolidation import ConsolidationResult, SaveResult
     from harnessmem.errors import (
         BackendNotFound,
         ConfigError,
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
         WorkspaceError,
     )
     from harnessmem.events import TurnContext
+    from harnessmem.flush import FlushResult
     from harnessmem.harness import MemoryHarness, Session
     from harnessmem.plugins import hookimpl
     from harnessmem.settings import HarnessSettings
@@ -49,6 +52,10 @@ _EXPORTS = {
     "PluginError": "harnessmem.errors",
     "WorkspaceError": "harnessmem.errors",
     "TurnContext": "harnessmem.events",
+    "CompactionResult": "harnessmem.compaction",
+    "ConsolidationResult": "harnessmem.consolidation",
+    "SaveResult": "harnessmem.consolidation",
+    "FlushResult": "harnessmem.flush",
     "MemoryHarness": "harnessmem.harness",
     "Session": "harnessmem.harness",
     "hookimpl": "harnessmem.plugins",
@@ -57,9 +64,12 @@ _EXPORTS = {
 
 __all__ = [
     "BackendNotFound",
+    "CompactionResult",
     "Completion",
     "ConfigError",
+    "ConsolidationResult",
     "ContextOverflowError",
+    "FlushResult",
     "HarnessMemError",
     "HarnessSettings",
     "IndexBackend",
@@ -72,6 +82,7 @@ __all__ = [
     "ModelUnavailableError",
     "PathNotAllowed",
     "PluginError",
+    "SaveResult",
     "SearchHit",
     "Session",
     "TurnContext",

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness, Session
+    from harnessmem.maintenance import MaintenanceReport
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
 
 __all__ = [
     "CompactionEvent",
+    "ContextOverBudgetEvent",
     "MaintenanceEvent",
     "MemoryConsolidatedEvent",
     "MemoryFlushedEvent",
@@ -69,7 +71,19 @@ class TurnContext:
 
 @dataclass(frozen=True)
 class CompactionEvent:
-    """A conversation was compacted (``degraded`` when the summariser failed)."""
+    """A conversation was compacted, or a compaction was postponed.
+
+    ``trigger``: ``"messages"``, ``"tokens"`` or ``"overflow"``. ``degraded``: the
+    summariser failed or answered junk, so old tool outputs were masked with pointers to
+    the session log instead (``reason`` says why). ``postponed``: a failed flush or
+    offload kept every message this time. ``dropped``: messages that left the context.
+    ``flush``: the pre-compaction flush's status (``"done (written)"``, ``"unavailable"``,
+    ``"failed: ..."``, ``"disabled"``, ...) and ``flushed_messages`` how many it read.
+    ``offloaded``: messages appended to ``offload_path`` now, on ``offload_lines``
+    (first, last). ``usage``: the summariser's ``model``, ``prompt_tokens``,
+    ``completion_tokens`` and ``cost``. ``truncated_args``: tool arguments cut;
+    ``shrunk``: kept messages moved to files to fit.
+    """
 
     session_id: str
     messages_before: int
@@ -79,22 +93,49 @@ class CompactionEvent:
     degraded: bool = False
     offload_path: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    trigger: str = ""
+    reason: str = ""
+    postponed: bool = False
+    dropped: int = 0
+    flush: str = ""
+    flushed_messages: int = 0
+    offloaded: int = 0
+    offload_lines: tuple[int, int] | None = None
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    truncated_args: int = 0
+    shrunk: int = 0
 
 
 @dataclass(frozen=True)
 class MemoryFlushedEvent:
-    """Facts were appended to a daily log."""
+    """Facts were appended to a daily log.
+
+    ``entries`` are the facts written (after redaction and dedup); ``messages`` the number
+    of unflushed messages the model read; ``duplicates`` the facts it extracted that were
+    already on file and were not written again.
+    """
 
     session_id: str
     path: str
     entries: tuple[str, ...]
     messages: int
     details: Mapping[str, Any] = field(default_factory=dict)
+    duplicates: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True)
 class MemoryConsolidatedEvent:
-    """MEMORY.md was rewritten from daily logs (or a rewrite was rejected)."""
+    """MEMORY.md was rewritten from daily logs (or a rewrite was rejected).
+
+    ``status`` is the :class:`~harnessmem.consolidation.ConsolidationResult` status
+    (``consolidated``, ``unchanged``, ``rejected``, ``failed``); ``reason`` says why a
+    rewrite was rejected. ``entries_before`` / ``entries_lost`` count the prior MEMORY.md
+    entries and those the rewrite dropped; ``preserved_appends`` the ``memory_save``
+    entries made while the model ran, kept after the rewrite; ``history_path`` is where the
+    previous version went.
+    """
 
     accepted: bool
     files: tuple[str, ...]
@@ -102,6 +143,28 @@ class MemoryConsolidatedEvent:
     tokens_after: int
     reason: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
+    status: str = ""
+    entries_before: int = 0
+    entries_lost: int = 0
+    preserved_appends: int = 0
+    history_path: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextOverBudgetEvent:
+    """MEMORY.md was over ``context.max_tokens`` when ``system_context()`` rendered it.
+
+    The injected copy kept its head and tail around a visible marker; ``omitted_lines`` is
+    the 1-based inclusive line range of MEMORY.md left out (readable with ``memory_get``).
+    ``consolidation_requested`` says whether maintenance was asked to trim the file.
+    """
+
+    session_id: str
+    path: str
+    tokens: int
+    max_tokens: int
+    omitted_lines: tuple[int, int]
+    consolidation_requested: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,13 +177,25 @@ class ToolResultEvictedEvent:
     path: str
     original_chars: int
     kept_chars: int
+    #: False when the file already held this content (nothing was written again).
+    written: bool = True
+    #: ``"post_acting"`` (from ``after_tool``), ``"pre_reasoning"`` (the sweep) or
+    #: ``"compaction"`` (a kept result shrunk so the compacted context fits).
+    stage: str = "post_acting"
 
 
 @dataclass(frozen=True)
 class MaintenanceEvent:
-    """A maintenance tick finished; ``steps`` maps each step to its outcome."""
+    """A maintenance tick finished; ``steps`` maps each step to its outcome.
+
+    An outcome reads ``"done: ..."``, ``"skipped: ..."``, ``"unavailable: ..."`` or
+    ``"failed: ..."``. ``trigger`` says who asked (``"manual"``, ``"interval"`` or
+    ``"request"``); ``report`` is the full :class:`~harnessmem.maintenance.MaintenanceReport`.
+    """
 
     steps: Mapping[str, str]
     started: float
     finished: float
     details: Mapping[str, Any] = field(default_factory=dict)
+    trigger: str = "manual"
+    report: MaintenanceReport | None = None

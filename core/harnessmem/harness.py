@@ -8,13 +8,16 @@ compaction, flush, ...) are plugins.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -28,7 +31,13 @@ from harnessmem.settings import HarnessSettings
 if TYPE_CHECKING:
     import pluggy
 
-    from harnessmem.backends.base import IndexBackend, ModelBackend, SearchHit
+    from harnessmem.backends.base import IndexBackend, ModelBackend, SearchHit, SearchMode
+    from harnessmem.consolidation import ConsolidationResult, MemoryConsolidator, SaveResult
+    from harnessmem.context import MemoryContext
+    from harnessmem.flush import FlushResult, MemoryFlusher
+    from harnessmem.index import IndexSync, ReindexResult
+    from harnessmem.maintenance import MaintenanceReport, MaintenanceScheduler
+    from harnessmem.usage import MeteredModel, UsageLedger, UsageReport
     from harnessmem.workspace import Workspace
 
 __all__ = ["MemoryHarness", "Session"]
@@ -38,6 +47,24 @@ PURPOSES = ("summary", "flush", "consolidation")
 #: Workspace files the agent may read through ``get`` / ``memory_get``.
 READABLE_PREFIXES = ("memory/", "sessions/")
 READABLE_FILES = ("MEMORY.md",)
+
+
+logger = logging.getLogger("harnessmem.harness")
+
+# Harnesses not closed yet, held weakly so that tracking them keeps none alive; the atexit
+# hook closes them so queued work drains and maintenance stops before the interpreter ends.
+_OPEN_HARNESSES: weakref.WeakSet[MemoryHarness] = weakref.WeakSet()
+
+
+def _close_open_harnesses() -> None:
+    for harness in list(_OPEN_HARNESSES):
+        try:
+            harness.close()
+        except Exception as exc:  # exiting anyway: report and close the others
+            logger.warning("closing %r at exit failed: %s", harness, exc)
+
+
+atexit.register(_close_open_harnesses)
 
 
 def _not_landed(what: str, issue: str) -> NotImplementedError:
@@ -68,6 +95,8 @@ class MemoryHarness:
         self._model_override = model
         self._index = index
         self._models: dict[str, ModelBackend] = {}
+        self._metered: dict[str, MeteredModel] = {}
+        self._ledger: UsageLedger | None = None
         self._lock = threading.RLock()
         self._closed = False
         self._sessions: dict[str, Session] = {}
@@ -82,6 +111,17 @@ class MemoryHarness:
         self.pm: pluggy.PluginManager = make_plugin_manager(self.settings.plugins, plugins)
         self.hooks = HookFacade(self.pm)
         self.hooks.configure(self.settings)
+        self._closing = False
+        self._scheduler: MaintenanceScheduler | None = None
+        # The seam where queued work drains on close(): each callback gets the seconds left
+        # of maintenance.close_timeout (the background flush queue registers one here).
+        self._drainers: list[Callable[[float], None]] = []
+        self._start_models()
+        _OPEN_HARNESSES.add(self)
+        if self.settings.maintenance.enabled:
+            # Cheap: a daemon thread that waits on a condition; its first tick is an
+            # interval away (sooner only when the workspace's last tick is overdue).
+            self._maintenance_scheduler().start()
 
     # construction ---------------------------------------------------------------------------
 
@@ -173,28 +213,95 @@ class MemoryHarness:
                 )
             return self._index
 
-    def model_for(self, purpose: str) -> ModelBackend:
-        """The model backend serving ``purpose`` (``summary``, ``flush`` or ``consolidation``)."""
+    def model_for(self, purpose: str) -> MeteredModel:
+        """The model serving ``purpose`` (``summary``, ``flush`` or ``consolidation``).
+
+        A :class:`~harnessmem.usage.MeteredModel` around the backend the settings route
+        the purpose to (or around the ``model=`` instance): every call is recorded for
+        :meth:`usage`, and past ``model.budget`` flush and consolidation calls go to the
+        offline extractive backend. The same route gives the same object.
+        """
         if purpose not in PURPOSES:
             raise ValueError(f"unknown model purpose {purpose!r}; expected one of {PURPOSES}")
-        if self._model_override is not None:
-            return self._model_override
+        with self._lock:
+            self._check_open()
+            if self._model_override is not None:
+                backend, key, limit = self._model_override, "override", None
+            else:
+                backend, key, limit = self._routed_backend(purpose)
+            wrapper_key = f"{key}|{limit}"
+            if wrapper_key not in self._metered:
+                from harnessmem.usage import MeteredModel
+
+                self._metered[wrapper_key] = MeteredModel(
+                    backend,
+                    ledger=self._usage_ledger(),
+                    max_tokens=limit,
+                    fallback=self._budget_fallback,
+                    clock=self.clock,
+                )
+            return self._metered[wrapper_key]
+
+    def _routed_backend(self, purpose: str) -> tuple[ModelBackend, str, int]:
+        """The backend the settings route ``purpose`` to (built once per distinct route)."""
         base = self.settings.model
         route = getattr(base, purpose)
         name = route.name or base.name
         backend = route.backend or base.backend or ("litellm" if name else "extractive")
         options = {**base.options, **route.options}
+        if backend != base.resolved_backend:
+            # Another backend than model.backend: model.name and model.options are not its.
+            name, options = route.name, dict(route.options)
+        where = f"model.{purpose}" if (route.name or route.backend or route.options) else "model"
+        limit = route.max_tokens or base.max_tokens
+        if purpose == "consolidation" and route.max_tokens is None:
+            # The answer is the whole MEMORY.md: room for its budget plus a margin.
+            limit = max(limit, self.settings.consolidation.max_memory_tokens * 5 // 4)
         key = json.dumps([backend, name, options], sort_keys=True, default=str)
+        if key not in self._models:
+            cls = model_registry().load(backend)
+            self._models[key] = cls.create(options, model_name=name, max_tokens=limit, where=where)
+        return self._models[key], key, limit
+
+    def _budget_fallback(self) -> ModelBackend:
+        """The extractive backend that serves flush and consolidation past the budget."""
         with self._lock:
-            self._check_open()
+            key = json.dumps(["extractive", None, {}])
             if key not in self._models:
-                cls = model_registry().load(backend)
-                self._models[key] = cls.create(
-                    options,
-                    model_name=name,
-                    max_tokens=route.max_tokens or base.max_tokens,
-                )
+                cls = model_registry().load("extractive")
+                self._models[key] = cls.create({}, model_name=None, where="model")
             return self._models[key]
+
+    def _usage_ledger(self) -> UsageLedger:
+        with self._lock:
+            if self._ledger is None:
+                from harnessmem.usage import UsageLedger
+
+                model = self.settings.model
+                ledger = UsageLedger(
+                    self.workspace if model.record_usage else None,
+                    clock=self.clock,
+                    timezone=self.settings.workspace.timezone,
+                    budget=model.budget,
+                )
+                # On close: write what is pending, and every later call at once.
+                self._drainers.append(lambda _seconds: ledger.drain())
+                self._ledger = ledger
+            return self._ledger
+
+    def _start_models(self) -> None:
+        """Build every purpose's model now, so that a missing API key or an unknown
+        provider is a ``ConfigError`` before any work starts."""
+        for purpose in PURPOSES:
+            self.model_for(purpose)
+
+    def usage(self, *, days: int | None = None) -> UsageReport:
+        """Model calls, tokens and cost per purpose and model, and the daily budget's state.
+
+        Over the last ``days`` days (today included) or every recorded day; includes other
+        processes' calls when ``model.record_usage`` is on (the default).
+        """
+        return self._usage_ledger().report(days=days)
 
     # sessions and memory operations ---------------------------------------------------------
 
@@ -208,11 +315,35 @@ class MemoryHarness:
                 self._sessions[session_id] = Session(self, session_id)
             return self._sessions[session_id]
 
-    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
-        """Full-text search over the workspace's memory files."""
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        mode: SearchMode = "any",
+        source: str = "memory",
+        session_id: str | None = None,
+    ) -> list[SearchHit]:
+        """Ranked full-text search over MEMORY.md and memory/*.md, best first.
+
+        ``mode``: ``"any"`` ranks entries with any of the query's words (bm25; stop words
+        dropped), ``"all"`` keeps entries with every word, ``"phrase"`` the words in
+        order. ``source="sessions"`` searches the raw session logs instead, and
+        ``session_id`` one session's log. ``limit`` is capped at ``index.max_results``.
+        Files changed since the last search are indexed first (see
+        ``index.refresh_interval``). Any query text is safe; a search running past
+        ``index.search_timeout`` raises ``SearchTimeout``.
+        """
         if limit <= 0:
             raise ValueError(f"search limit must be positive, got {limit}")
-        return self.index.search(query, limit)
+        return self._index_sync().search(
+            query,
+            min(limit, self.settings.index.max_results),
+            mode=mode,
+            source="sessions" if session_id is not None else source,
+            session_id=session_id,
+            timeout=self.settings.index.search_timeout or None,
+        )
 
     def get(self, path: str, start_line: int = 1, lines: int | None = None) -> str:
         """Lines of a memory file, session log or evicted result (1-based ``start_line``)."""
@@ -220,38 +351,149 @@ class MemoryHarness:
             raise ValueError(f"start_line must be >= 1, got {start_line}")
         if lines is not None and lines < 1:
             raise ValueError(f"lines must be >= 1, got {lines}")
-        self.workspace.resolve(path)  # confinement first, so the error names the real problem
+        full = self.workspace.resolve(path)  # confinement first: the error names the problem
         normal = posixpath.normpath(path)
         readable = (*READABLE_PREFIXES, self.settings.eviction.path.strip("/") + "/")
+        hint = f"readable: {', '.join(READABLE_FILES)}, {', '.join(readable)}"
         if normal not in READABLE_FILES and not normal.startswith(readable):
             raise PathNotAllowed(
-                f"{path!r} is not a memory file, session log or evicted tool result",
-                hint=f"readable: {', '.join(READABLE_FILES)}, {', '.join(readable)}",
+                f"{path!r} is not a memory file, session log or evicted tool result", hint=hint
             )
+        root = self.workspace.local_root
+        if root is not None:
+            # A symlink inside the workspace must not lead to a file the agent may not read.
+            real = Path(os.path.realpath(full)).relative_to(root).as_posix()
+            if real not in READABLE_FILES and not real.startswith(readable):
+                raise PathNotAllowed(
+                    f"{path!r} is a symlink to {real!r}, which is not a memory file, "
+                    "session log or evicted tool result",
+                    hint=hint,
+                )
         text = self.workspace.read_text(normal)
         all_lines = text.splitlines(keepends=True)
         end = None if lines is None else start_line - 1 + lines
         return "".join(all_lines[start_line - 1 : end])
 
-    def save(self, text: str) -> None:
-        """Append a fact to MEMORY.md (the agent's ``memory_save``)."""
-        raise _not_landed("harness.save", "two-layer memory")
+    def save(self, text: str) -> SaveResult:
+        """Append facts to MEMORY.md as a dated entry (the agent's ``memory_save``).
 
-    def flush(self, messages: Sequence[Message], *, session_id: str) -> None:
-        """Extract facts from ``messages`` into today's daily log."""
-        raise _not_landed("harness.flush", "two-layer memory")
+        Redacted like a flush; facts already in MEMORY.md are skipped. Appends under the
+        workspace lease that consolidation takes, so neither loses the other's write.
+        """
+        self._check_open()
+        return self._memory_consolidator().save(text)
 
-    def consolidate(self) -> None:
-        """Rewrite MEMORY.md from the daily logs past the watermark."""
-        raise _not_landed("harness.consolidate", "two-layer memory")
+    def flush(self, messages: Sequence[Message], *, session_id: str) -> FlushResult:
+        """Extract the new facts of ``messages`` into today's daily log.
 
-    def maintain(self) -> None:
-        """Run one maintenance tick now."""
-        raise _not_landed("harness.maintain", "background maintenance")
+        Only messages past the session's high-water mark are sent to the ``flush`` model.
+        Returns after the entry was written and read back (see :mod:`harnessmem.flush`);
+        raises the model's or the workspace's error, leaving the mark where it was.
+        """
+        self._check_open()
+        return self._memory_flusher().flush(messages, session_id=session_id)
 
-    def reindex(self, full: bool = False) -> None:
-        """Bring the index up to date with the workspace files."""
-        raise _not_landed("harness.reindex", "memory index")
+    def consolidate(self) -> ConsolidationResult:
+        """Rewrite MEMORY.md from the daily-log text past the watermark, within budget.
+
+        The result says whether the rewrite was accepted and why not (see
+        :mod:`harnessmem.consolidation`); a model failure raises.
+        """
+        self._check_open()
+        return self._memory_consolidator().consolidate()
+
+    # Built lazily, once per harness, by the helpers below (issue 5's components).
+    _flusher: MemoryFlusher | None = None
+    _consolidator: MemoryConsolidator | None = None
+    _memory_context: MemoryContext | None = None
+
+    def _memory_flusher(self) -> MemoryFlusher:
+        with self._lock:
+            if self._flusher is None:
+                from harnessmem.flush import MemoryFlusher
+
+                self._flusher = MemoryFlusher(self)
+            return self._flusher
+
+    def _memory_consolidator(self) -> MemoryConsolidator:
+        with self._lock:
+            if self._consolidator is None:
+                from harnessmem.consolidation import MemoryConsolidator
+
+                self._consolidator = MemoryConsolidator(self)
+            return self._consolidator
+
+    def _memory_context_renderer(self) -> MemoryContext:
+        with self._lock:
+            if self._memory_context is None:
+                from harnessmem.context import MemoryContext
+
+                self._memory_context = MemoryContext(self)
+            return self._memory_context
+
+    def maintain(self, *, force: bool = False) -> MaintenanceReport:
+        """Run one maintenance tick now and return its report; fires ``on_maintenance``.
+
+        Archive old daily logs, consolidate, prune old session logs and evicted results,
+        reindex (see :mod:`harnessmem.maintenance`). A step that ran less than
+        ``maintenance.min_gap`` ago in any process is skipped unless ``force``; the whole
+        tick is skipped while another process holds the maintenance lease. Made for cron
+        or a Kubernetes CronJob (``harnessmem maintain``) with ``maintenance.enabled`` off.
+        """
+        self._check_open()
+        return self._maintenance_scheduler().tick("manual", force=force)
+
+    def request_maintenance(self) -> bool:
+        """Ask for an opportunistic tick (consolidate, then reindex) soon; never blocks.
+
+        For flushes: at most one per ``maintenance.min_gap``. False when throttled, when
+        the scheduler thread is not running (``maintenance.enabled`` off: run
+        :meth:`maintain` from cron instead) or when the harness is closing.
+        """
+        scheduler = self._scheduler
+        return scheduler.request() if scheduler is not None else False
+
+    def _maintenance_scheduler(self) -> MaintenanceScheduler:
+        with self._lock:
+            if self._scheduler is None:
+                from harnessmem.maintenance import MaintenanceScheduler
+
+                self._scheduler = MaintenanceScheduler(self)
+            return self._scheduler
+
+    def reindex(self, full: bool = False, *, paths: Sequence[str] | None = None) -> ReindexResult:
+        """Bring the index up to date with the workspace files and say what changed.
+
+        Incremental: files whose change token (mtime/size/inode, or ETag) moved are
+        re-read, and only those whose content hash changed are re-indexed. ``full``
+        empties the index and reads every file (``harnessmem index rebuild``); ``paths``
+        limits the work to those workspace paths (a writer's follow-up: missing paths
+        are dropped from the index, paths that are not indexed are ignored).
+        """
+        self._check_open()
+        return self._index_sync().sync(full=full, paths=paths)
+
+    _index_syncer: IndexSync | None = None
+
+    def _index_sync(self) -> IndexSync:
+        """The one ``IndexSync`` of this harness, built with the index on first use."""
+        with self._lock:
+            self._check_open()
+            if self._index_syncer is None:
+                from harnessmem.index import IndexSync
+
+                interval = self.settings.index.refresh_interval
+                if interval is None:
+                    # memory:// lists in-process, so it can afford a sweep per search.
+                    interval = 0.0 if self.workspace.protocol == "memory" else 30.0
+                self._index_syncer = IndexSync(
+                    self.workspace,
+                    self.index,
+                    include_archive=self.settings.index.include_archive,
+                    interval=interval,
+                    clock=self.clock,
+                )
+            return self._index_syncer
 
     # lifetime -------------------------------------------------------------------------------
 
@@ -266,25 +508,49 @@ class MemoryHarness:
     def closed(self) -> bool:
         return self._closed
 
-    def close(self) -> None:
-        """Release backends; later calls are no-ops."""
+    def close(self, timeout: float | None = None) -> None:
+        """Drain queued work, stop maintenance, release backends; later calls are no-ops.
+
+        ``timeout`` (default ``maintenance.close_timeout``) bounds the wait for queued
+        flushes and a running maintenance tick together. A tick still running then is
+        logged and abandoned: its thread is a daemon and its lease expires.
+        """
         with self._lock:
-            if self._closed:
+            if self._closed or self._closing:
                 return
+            self._closing = True
+        budget = self.settings.maintenance.close_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        errors: list[Exception] = []
+        scheduler = self._scheduler
+        if scheduler is not None:
+            scheduler.signal_stop()  # no new tick; one already running goes on meanwhile
+        for drain in list(self._drainers):
+            try:
+                drain(max(0.0, deadline - time.monotonic()))
+            except Exception as exc:  # drain the others, close, then report
+                errors.append(exc)
+        if scheduler is not None and not scheduler.join(max(0.0, deadline - time.monotonic())):
+            logger.warning(
+                "a maintenance tick of %s was still running after %gs; abandoning it",
+                self.workspace.url,
+                budget,
+            )
+        with self._lock:
             self._closed = True
             backends: list[Any] = list(self._models.values())
             if self._index is not None:
                 backends.append(self._index)
             if self._model_override is not None:
                 backends.append(self._model_override)
-        errors = []
+        _OPEN_HARNESSES.discard(self)
         for backend in backends:
             try:
                 backend.close()
             except Exception as exc:  # close the others, then report
                 errors.append(exc)
         if errors:
-            raise HarnessMemError(f"closing backends failed: {errors[0]}") from errors[0]
+            raise HarnessMemError(f"closing the harness failed: {errors[0]}") from errors[0]
 
     def __enter__(self) -> Self:
         return self
@@ -374,17 +640,37 @@ class Session:
     # context and tools ----------------------------------------------------------------------
 
     def system_context(self) -> str:
-        """The memory block for the system prompt."""
-        raise _not_landed("Session.system_context", "two-layer memory (context injection)")
+        """The memory block for the system prompt: MEMORY.md as data, bounded.
+
+        Over ``context.max_tokens`` the block shows a truncation marker naming the lines
+        left out, and the harness fires ``on_context_over_budget`` and requests a
+        consolidation (see :mod:`harnessmem.context`). "" when ``context.enabled`` is off.
+        """
+        self.harness._check_open()
+        return self.harness._memory_context_renderer().render(self.id)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        """OpenAI function schemas of the agent's memory tools."""
-        raise _not_landed("Session.tools", "memory index (agent tools)")
+        """OpenAI function schemas of the memory tools (see :mod:`harnessmem.tools`).
 
-    def call_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
-        """Run one of the memory tools and return its text result."""
-        raise _not_landed("Session.call_tool", "memory index (agent tools)")
+        ``memory_search``, ``memory_get``, ``session_search``, ``memory_save``; pass
+        them with your own tools and route calls of these names to :meth:`call_tool`.
+        """
+        from harnessmem.tools import tool_schemas
+
+        return tool_schemas()
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run memory tool ``name`` with the model's ``arguments`` (dict or JSON text).
+
+        Returns the text for the tool message. Mistakes the model can correct (bad
+        arguments, a path it may not read, a timeout) come back as ``Error: ...`` text;
+        an unknown ``name`` raises ``ValueError``.
+        """
+        from harnessmem.tools import call_tool
+
+        self.harness._check_open()
+        return call_tool(self.harness, name, arguments)
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} of {self.harness.workspace.url}>"

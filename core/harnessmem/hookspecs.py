@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from harnessmem.events import (
         CompactionEvent,
+        ContextOverBudgetEvent,
         MaintenanceEvent,
         MemoryConsolidatedEvent,
         MemoryFlushedEvent,
@@ -106,6 +107,16 @@ def on_memory_flushed(event: MemoryFlushedEvent) -> None:
 @hookspec
 def on_memory_consolidated(event: MemoryConsolidatedEvent) -> None:
     """MEMORY.md was rewritten or a rewrite was rejected. Observer; return ignored."""
+
+
+@hookspec
+def on_context_over_budget(event: ContextOverBudgetEvent) -> None:
+    """MEMORY.md was over ``context.max_tokens`` when ``system_context()`` rendered it.
+
+    Fires once per version of the file, after a visible truncation marker was put in the
+    injected copy and a consolidation was requested. Observer: every implementation runs;
+    return ignored.
+    """
 
 
 @hookspec

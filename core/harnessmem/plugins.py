@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend, ModelBackend
     from harnessmem.events import (
         CompactionEvent,
+        ContextOverBudgetEvent,
         MaintenanceEvent,
         MemoryConsolidatedEvent,
         MemoryFlushedEvent,
@@ -315,6 +316,9 @@ class HookFacade:
 
     def memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
         self._hook.on_memory_consolidated(event=event)
+
+    def context_over_budget(self, event: ContextOverBudgetEvent) -> None:
+        self._hook.on_context_over_budget(event=event)
 
     def tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
         self._hook.on_tool_result_evicted(event=event)

@@ -48,6 +48,7 @@ __all__ = [
     "HarnessSettings",
     "IndexSettings",
     "MaintenanceSettings",
+    "ModelBudgetSettings",
     "ModelPurposeSettings",
     "ModelSettings",
     "PluginSettings",
@@ -136,6 +137,24 @@ class IndexSettings(_Section):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Backend options, validated by the backend's own model."
     )
+    search_timeout: Seconds = Field(
+        5.0,
+        description="A search running longer is stopped with SearchTimeout (0 = no limit).",
+    )
+    max_results: int = Field(
+        50, gt=0, description="Cap on the number of hits of one search, whatever it asks."
+    )
+    include_archive: bool = Field(
+        False, description="Also index memory/archive/*.md (expired daily logs)."
+    )
+    refresh_interval: Seconds | None = Field(
+        None,
+        description=(
+            "Seconds between full checks for changed files, made before a search. Local "
+            "workspaces also check new, deleted and recently changed files before every "
+            "search. Unset: 30, or 0 for memory:// workspaces."
+        ),
+    )
 
 
 class ModelPurposeSettings(_Section):
@@ -148,6 +167,27 @@ class ModelPurposeSettings(_Section):
     )
     max_tokens: int | None = Field(
         None, gt=0, description="Answer length cap for this purpose; unset: model.max_tokens."
+    )
+
+
+class ModelBudgetSettings(_Section):
+    """A daily limit on what the upkeep jobs (flush, consolidation) spend on a metered model."""
+
+    daily_tokens: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Prompt + completion tokens per day (workspace.timezone) for all purposes; past it, "
+            "flush and consolidation use the extractive backend. Unset: no limit."
+        ),
+    )
+    daily_cost: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "US dollars per day, as litellm prices the calls; past it, flush and consolidation "
+            "use the extractive backend. Unset: no limit."
+        ),
     )
 
 
@@ -177,6 +217,17 @@ class ModelSettings(_Section):
     )
     consolidation: ModelPurposeSettings = Field(
         default_factory=ModelPurposeSettings, description="Override for MEMORY.md consolidation."
+    )
+    budget: ModelBudgetSettings = Field(
+        default_factory=ModelBudgetSettings,
+        description="Daily upkeep budget; compaction summaries are never held back by it.",
+    )
+    record_usage: bool = Field(
+        True,
+        description=(
+            "Append one JSON line per model call to usage/<day>.jsonl in the workspace, so "
+            "harness.usage() and the daily budget see every process."
+        ),
     )
 
     @property
@@ -220,6 +271,14 @@ class CompactionSettings(_Section):
     summary_prompt: str | None = Field(
         None, description="Summary prompt template; unset: the built-in four-section prompt."
     )
+    summary_max_tokens: int = Field(
+        2_000,
+        gt=0,
+        description=(
+            "Size bound of a summary, also capped at a quarter of trigger_tokens; a longer "
+            "answer is rejected (degraded compaction)."
+        ),
+    )
     truncate_args: TruncateArgsSettings | None = Field(
         None, description="Tool-argument truncation pre-pass; unset: off."
     )
@@ -239,6 +298,19 @@ class FlushSettings(_Section):
         ge=0,
         description="Bound on MEMORY.md and on today's log each, sent as the dedup reference.",
     )
+    dedup_search: bool = Field(
+        True,
+        description=(
+            "Also drop extracted facts that the index finds verbatim in older memory files "
+            "(write-time dedup across days; skipped while no index is available)."
+        ),
+    )
+    retries: int = Field(
+        3, ge=0, description="Background mode: retries of a failed flush before it is parked."
+    )
+    retry_delay: Seconds = Field(
+        5.0, description="Background mode: wait before the first retry; doubles each time."
+    )
 
 
 class ConsolidationSettings(_Section):
@@ -249,11 +321,26 @@ class ConsolidationSettings(_Section):
     prompt: str | None = Field(
         None, description="Consolidation prompt; unset: the built-in prompt."
     )
-    max_drop_ratio: float = Field(
-        0.5,
+    max_entry_loss: float = Field(
+        0.25,
         ge=0,
         le=1,
-        description="Reject a rewrite under budget that drops more than this share of entries.",
+        description=(
+            "Reject a rewrite that drops more than this share of the prior entries while the "
+            "prior MEMORY.md was within budget."
+        ),
+    )
+    max_input_tokens: int = Field(
+        32_000,
+        gt=0,
+        description=(
+            "Bound on the new daily-log text sent per run; the rest waits for the next run."
+        ),
+    )
+    lease_ttl: Seconds = Field(
+        600.0,
+        gt=0,
+        description="Lifetime of the consolidation lease; a crashed holder's expires.",
     )
     history_keep: int = Field(
         10, ge=0, description="Previous MEMORY.md versions kept in memory/.history/."
@@ -275,7 +362,19 @@ class MaintenanceSettings(_Section):
         180, gt=0, description="Session logs older than this are deleted."
     )
     lease_ttl: Seconds = Field(
-        600.0, gt=0, description="Lifetime of the maintenance lease; a crashed holder's expires."
+        600.0,
+        gt=0,
+        description=(
+            "Lifetime of the maintenance lease, renewed between steps; a crashed holder's "
+            "expires. Must exceed the longest single step (a consolidation)."
+        ),
+    )
+    close_timeout: Seconds = Field(
+        30.0,
+        description=(
+            "How long close() waits for queued flushes and a running tick before it gives up "
+            "on them (they are logged)."
+        ),
     )
 
 
@@ -304,9 +403,12 @@ class ContextSettings(_Section):
 
     enabled: bool = Field(True, description="Inject MEMORY.md through system_context().")
     max_tokens: int = Field(
-        6_000,
+        8_000,
         gt=0,
-        description="Above this, a warning event and a consolidation request (never a silent cut).",
+        description=(
+            "Token bound of the injected MEMORY.md; above it a visible truncation marker, a "
+            "warning event and a consolidation request (never a silent cut)."
+        ),
     )
 
 

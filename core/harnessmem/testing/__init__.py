@@ -19,14 +19,23 @@ from harnessmem.testing._suite import ConformanceSuite, suite_integrity_problems
 from harnessmem.testing.openai_server import FakeOpenAIServer, Fault, RecordedRequest
 from harnessmem.testing.scripted import ModelCall, ScriptedModel
 
-_SUITES = {"FakeClock": "workspace_suite", "WorkspaceSuite": "workspace_suite"}
+_SUITES = {
+    "FakeClock": "workspace_suite",
+    "WorkspaceSuite": "workspace_suite",
+    "IndexBackendSuite": "index_suite",
+    "ModelBackendSuite": "model_suite",
+    "ModelFault": "model_suite",
+}
 
 __all__ = [
     "ConformanceSuite",
     "FakeClock",
     "FakeOpenAIServer",
     "Fault",
+    "IndexBackendSuite",
+    "ModelBackendSuite",
     "ModelCall",
+    "ModelFault",
     "RecordedRequest",
     "ScriptedModel",
     "WorkspaceSuite",
