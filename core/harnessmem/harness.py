@@ -67,13 +67,6 @@ def _close_open_harnesses() -> None:
 atexit.register(_close_open_harnesses)
 
 
-def _not_landed(what: str, issue: str) -> NotImplementedError:
-    return NotImplementedError(
-        f"{what} is not available yet: it arrives with the {issue} work "
-        "(see the project's open issues)"
-    )
-
-
 class MemoryHarness:
     """Memory for one workspace: sessions, search, flush, consolidation and maintenance.
 
