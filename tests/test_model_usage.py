@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harnessmem import HarnessSettings, MemoryHarness
+from harnessmem import HarnessSettings, MemoryHarness, hookimpl
 from harnessmem.backends.extractive import ExtractiveBackend
 from harnessmem.errors import ModelUnavailableError
+from harnessmem.events import BudgetExceededEvent
 from harnessmem.testing import FakeClock, FakeOpenAIServer, ScriptedModel
 from harnessmem.testing.model_suite import job_request
 from harnessmem.usage import UsageLedger, UsageRecord, UsageTotals
@@ -25,13 +26,23 @@ def open_harness(
     path: Path,
     clock: FakeClock,
     instance: ScriptedModel | None = None,
+    plugins: Sequence[object] = (),
     **sections: Any,
 ) -> MemoryHarness:
     """A harness on ``path``; ``instance`` serves every purpose under the ``model`` settings."""
     settings = HarnessSettings.load(
         workspace={"url": str(path)}, maintenance={"enabled": False}, **sections
     )
-    return MemoryHarness(settings, model=instance, clock=clock)
+    return MemoryHarness(settings, model=instance, clock=clock, plugins=plugins)
+
+
+class BudgetWatcher:
+    def __init__(self) -> None:
+        self.events: list[BudgetExceededEvent] = []
+
+    @hookimpl
+    def on_budget_exceeded(self, event: BudgetExceededEvent) -> None:
+        self.events.append(event)
 
 
 @pytest.fixture
@@ -248,8 +259,9 @@ def test_past_the_daily_budget_upkeep_runs_offline_and_says_so(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = ScriptedModel("- The user likes tea.", model="paid-model")
+    watcher = BudgetWatcher()
     with open_harness(
-        tmp_path / "ws", clock, model, model={"budget": {"daily_tokens": 1_000}}
+        tmp_path / "ws", clock, model, [watcher], model={"budget": {"daily_tokens": 1_000}}
     ) as harness:
         flush = harness.model_for("flush")
         spent = 0
@@ -283,6 +295,11 @@ def test_past_the_daily_budget_upkeep_runs_offline_and_says_so(
     assert report.budget.exceeded
     assert report.budget.tokens >= 1_000
     assert report.purposes["flush"]["extractive"].calls == 1
+    (event,) = watcher.events  # once per day, like the warning
+    assert event.day == "2027-01-15"
+    assert event.tokens >= 1_000
+    assert event.daily_tokens == 1_000
+    assert event.diverted == ("consolidation", "flush")
 
 
 def test_the_cost_budget_counts_every_process(tmp_path: Path, clock: FakeClock) -> None:

@@ -253,6 +253,7 @@ def test_every_hook_spec_has_a_docstring_contract() -> None:
         "post_acting",
         "post_call",
         "on_context_overflow",
+        "on_budget_exceeded",
         "on_compaction",
         "on_memory_flushed",
         "on_memory_consolidated",

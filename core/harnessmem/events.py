@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from harnessmem.workspace import Workspace
 
 __all__ = [
+    "BudgetExceededEvent",
     "CompactionEvent",
     "ContextOverBudgetEvent",
     "MaintenanceEvent",
@@ -148,6 +149,23 @@ class MemoryConsolidatedEvent:
     entries_lost: int = 0
     preserved_appends: int = 0
     history_path: str | None = None
+
+
+@dataclass(frozen=True)
+class BudgetExceededEvent:
+    """Today's model spend reached ``model.budget``: upkeep jobs now run offline.
+
+    Until the day (in ``workspace.timezone``) ends, ``diverted`` purposes are answered by
+    the extractive backend; compaction summaries still use the configured model. A limit
+    is None when it is not set.
+    """
+
+    day: str
+    tokens: int
+    cost: float
+    daily_tokens: int | None
+    daily_cost: float | None
+    diverted: tuple[str, ...] = ("flush", "consolidation")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from harnessmem.flush import FlushResult, MemoryFlusher
     from harnessmem.index import IndexSync, ReindexResult
     from harnessmem.maintenance import MaintenanceReport, MaintenanceScheduler
-    from harnessmem.usage import MeteredModel, UsageLedger, UsageReport
+    from harnessmem.usage import BudgetStatus, MeteredModel, UsageLedger, UsageReport
     from harnessmem.workspace import Workspace
 
 __all__ = ["MemoryHarness", "Session"]
@@ -276,11 +276,27 @@ class MemoryHarness:
                     clock=self.clock,
                     timezone=self.settings.workspace.timezone,
                     budget=model.budget,
+                    on_exceeded=self._announce_budget,
                 )
                 # On close: write what is pending, and every later call at once.
                 self._drainers.append(lambda _seconds: ledger.drain())
                 self._ledger = ledger
             return self._ledger
+
+    def _announce_budget(self, status: BudgetStatus) -> None:
+        from harnessmem.events import BudgetExceededEvent
+        from harnessmem.usage import BUDGETED_PURPOSES
+
+        self.hooks.budget_exceeded(
+            BudgetExceededEvent(
+                day=status.day,
+                tokens=status.tokens,
+                cost=status.cost,
+                daily_tokens=status.daily_tokens,
+                daily_cost=status.daily_cost,
+                diverted=tuple(sorted(BUDGETED_PURPOSES)),
+            )
+        )
 
     def _start_models(self) -> None:
         """Build every purpose's model now, so that a missing API key or an unknown

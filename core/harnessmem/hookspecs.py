@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from harnessmem.events import (
+        BudgetExceededEvent,
         CompactionEvent,
         ContextOverBudgetEvent,
         MaintenanceEvent,
@@ -107,6 +108,15 @@ def on_memory_flushed(event: MemoryFlushedEvent) -> None:
 @hookspec
 def on_memory_consolidated(event: MemoryConsolidatedEvent) -> None:
     """MEMORY.md was rewritten or a rewrite was rejected. Observer; return ignored."""
+
+
+@hookspec
+def on_budget_exceeded(event: BudgetExceededEvent) -> None:
+    """Today's model spend reached ``model.budget``; flush and consolidation now run offline.
+
+    Fires once per day and process, when the first upkeep call is diverted to the
+    extractive backend. Observer: every implementation runs; return ignored.
+    """
 
 
 @hookspec

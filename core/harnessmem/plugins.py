@@ -32,6 +32,7 @@ from harnessmem.errors import BackendNotFound, PluginError
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend, ModelBackend
     from harnessmem.events import (
+        BudgetExceededEvent,
         CompactionEvent,
         ContextOverBudgetEvent,
         MaintenanceEvent,
@@ -319,6 +320,9 @@ class HookFacade:
 
     def context_over_budget(self, event: ContextOverBudgetEvent) -> None:
         self._hook.on_context_over_budget(event=event)
+
+    def budget_exceeded(self, event: BudgetExceededEvent) -> None:
+        self._hook.on_budget_exceeded(event=event)
 
     def tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
         self._hook.on_tool_result_evicted(event=event)

@@ -217,8 +217,10 @@ class UsageLedger:
         clock: Callable[[], float],
         timezone: str = "UTC",
         budget: ModelBudgetSettings | None = None,
+        on_exceeded: Callable[[BudgetStatus], None] | None = None,
     ) -> None:
         self.workspace = workspace
+        self.on_exceeded = on_exceeded
         self.clock = clock
         self.zone = ZoneInfo(timezone)
         self.budget = budget
@@ -395,7 +397,7 @@ class UsageLedger:
         )
 
     def warn_once(self, status: BudgetStatus) -> None:
-        """Log, once per day, that the budget sends upkeep jobs to the extractive backend."""
+        """Log and announce, once per day, that upkeep jobs now go to the extractive backend."""
         with self._lock:
             if self._warned_day == status.day:
                 return
@@ -405,6 +407,8 @@ class UsageLedger:
             "extractive backend until the day ends; compaction summaries still use the model",
             status.describe(),
         )
+        if self.on_exceeded is not None:
+            self.on_exceeded(status)
 
 
 @dataclass
