@@ -138,7 +138,7 @@ def test_s3_missing_bucket_is_a_workspace_error(s3_storage_options: dict[str, st
 def test_append_gives_up_after_bounded_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     """When every conditional write loses, append stops after a bounded number of tries."""
     ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
-    monkeypatch.setattr(ws._store, "put_if", lambda *args: False)
+    monkeypatch.setattr(ws._store, "put_if", lambda *args, **kwargs: None)
     naps: list[float] = []
     monkeypatch.setattr(workspace_module, "_sleep", naps.append)
     with pytest.raises(

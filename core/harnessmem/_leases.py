@@ -3,8 +3,10 @@
 A lease is one small JSON object ``{name, owner, token, acquired, expires}``. Taking it is
 a create-if-absent; taking over an expired one, renewing and releasing are compare-and-swap
 operations against the version (ETag or content hash) that was read, so two holders can
-never both believe they won. Expiry is judged by the workspace's injected clock; waiting
-for a held lease uses real time, because a fake clock may never move.
+never both believe they won. A conditional write that "lost" to exactly the record we
+sent lost to itself (an earlier attempt of it landed) and counts as won. Expiry is judged
+by the workspace's injected clock; waiting for a held lease uses real time, because a fake
+clock may never move.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ class LeaseStore(Protocol):
         """Content and version of ``full``, or None when it does not exist."""
         ...
 
-    def put_if(self, full: str, data: bytes, version: str | None) -> bool:
-        """Write when the current version is ``version`` (None: absent); False when not."""
+    def put_if(self, full: str, data: bytes, version: str | None) -> str | None:
+        """Write when the current version is ``version`` (None: absent); the new version,
+        or None when the condition did not hold."""
         ...
 
     def delete_if(self, full: str, version: str) -> bool:
@@ -140,11 +143,14 @@ class Lease:
                 hint="its ttl was too short for the work; renew more often or raise the ttl",
             )
         record = _Record(self.owner, self.token, self._record.acquired, self._clock() + ttl)
-        if not self._store.put_if(self.path, record.dumps(self.name), current[1]):
-            self._released = True
-            raise LeaseError(
-                f"workspace lease {self.name!r} in {self._store.url} was lost while renewing"
-            )
+        data = record.dumps(self.name)
+        if not self._store.put_if(self.path, data, current[1]):
+            now = self._store.read_versioned(self.path)
+            if now is None or now[0] != data:  # (equal: a repeat of our write lost to it)
+                self._released = True
+                raise LeaseError(
+                    f"workspace lease {self.name!r} in {self._store.url} was lost while renewing"
+                )
         self._record = record
 
     def release(self) -> bool:
@@ -190,6 +196,9 @@ def _try_once(
         if current is None:
             continue  # released between our create and our read: create again
         holder = _Record.loads(current[0])
+        if holder.token == mine.token:
+            # Our create landed and a repeat of it (after a dropped connection) lost to it.
+            return Lease(store, name, path, mine, clock)
         if holder.expires >= now:
             return holder
         if store.put_if(path, mine.dumps(name), current[1]):

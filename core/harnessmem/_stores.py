@@ -1,7 +1,8 @@
 """Storage primitives behind :class:`harnessmem.workspace.Workspace` (private).
 
-One class per kind of store: :class:`Store` (any fsspec filesystem), :class:`S3Store`
-(conditional PUT/DELETE through s3fs) and :class:`LocalStore` (``os`` calls, filelocks).
+One class per kind of store: :class:`Store` (any fsspec filesystem), :class:`LocalStore`
+(``os`` calls, filelocks) and, in :mod:`harnessmem._s3store`, ``S3Store`` (one request per
+primitive, conditional PUT/DELETE, retries).
 Full paths are paths inside the fsspec filesystem; storage errors become WorkspaceError
 naming the operation and the workspace-relative path, a missing file stays
 FileNotFoundError. ``put_if``/``delete_if`` are the compare-and-swap that appends and
@@ -30,10 +31,6 @@ _TMP_SUFFIX = ".harnessmem-tmp"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 # memory:// lives in this process, so one process-wide lock makes its compare-and-swap atomic.
 _PROCESS_LOCK = threading.Lock()
-# S3 answers for a conditional request that lost to another writer: read again and retry.
-_LOST_RACE = frozenset(
-    {"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"}
-)
 
 
 def _content_hash(data: bytes) -> str:
@@ -53,6 +50,57 @@ def _error_code(exc: BaseException) -> str:
     return ""
 
 
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "503",
+        "ServiceUnavailable",
+        "500",
+        "InternalError",
+        "502",
+        "BadGateway",
+        "504",
+        "GatewayTimeout",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "429",
+    }
+)
+_BOTOCORE_TRANSIENT = frozenset(
+    {"HTTPClientError", "ResponseStreamingError", "IncompleteReadError", "ProxyConnectionError"}
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed S3 request is worth repeating: throttling, 5xx, transport errors."""
+    if _error_code(exc) in _TRANSIENT_CODES:
+        return True
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError | ConnectionError):
+            return True
+        module = type(seen).__module__
+        name = type(seen).__name__
+        # botocore's HTTPClientError/ConnectionError family (timeouts, closed connections,
+        # streaming errors), aiohttp's client errors and http.client's IncompleteRead:
+        # checked by name so that none of these libraries is imported here.
+        if module.startswith(("botocore", "aiobotocore")) and (
+            "Connection" in name or "Timeout" in name or name in _BOTOCORE_TRANSIENT
+        ):
+            return True
+        if module.startswith("aiohttp") and name != "ClientResponseError":
+            return True
+        if name in ("IncompleteRead", "FSTimeoutError", "RemoteProtocolError"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def hint(exc: BaseException) -> str | None:
     """How to fix a storage failure, when its cause is a common one."""
     text = f"{type(exc).__name__} {exc} {_error_code(exc)}"
@@ -60,8 +108,13 @@ def hint(exc: BaseException) -> str | None:
         return "check the credentials in storage_options (key/secret) and the permissions"
     if "NoSuchBucket" in text:
         return "create the bucket first, or fix the bucket name in the workspace URL"
-    if "Connect" in text or "Endpoint" in text:
+    if "EndpointConnectionError" in text or "Could not connect" in text:
         return "check that the store is reachable (endpoint_url in storage_options)"
+    if is_transient(exc):
+        return (
+            "the store kept failing (throttling, 5xx answers, dropped connections or "
+            "timeouts) through every retry; nothing was half-written: try again later"
+        )
     return None
 
 
@@ -142,9 +195,11 @@ class Store:
             tag = str(tag).strip('"') if tag else _content_hash(bytes(self.fs.cat_file(full)))
             return int(meta["size"]), modified, tag
 
-    def delete(self, full: str) -> None:
+    def delete(self, full: str, *, missing_ok: bool = False) -> None:
         with self.op("delete", full):
             if not self.fs.isfile(full):
+                if missing_ok:
+                    return
                 raise FileNotFoundError(full)
             self.fs.rm_file(full)
             self.fs.invalidate_cache(full)
@@ -159,18 +214,39 @@ class Store:
             self.fs.invalidate_cache(dst)
 
     def find(self, directory: str, recursive: bool) -> list[str]:
+        return [path for path, *_ in self.scan(directory, recursive)]
+
+    def scan(self, directory: str, recursive: bool) -> Iterator[tuple[str, int, float | None, str]]:
+        """``(rel path, size, modified, change token)`` of the files under ``directory``.
+
+        From one listing with details where the store gives a checksum or ETag in it;
+        otherwise the token is a content hash (one read per file).
+        """
         with self.op("list", directory):
             self.fs.invalidate_cache(directory)
             found = self.fs.find(directory, maxdepth=None if recursive else 1, detail=True)
+        for name, meta in sorted(found.items()):
             # Directory marker objects ("a/") and look-alike siblings ("memory2/") are not
             # files under the directory.
-            return [
-                self.rel(name)
-                for name, meta in found.items()
-                if meta.get("type") == "file"
-                and not name.endswith("/")
-                and name.startswith(directory.rstrip("/") + "/")
-            ]
+            if (
+                meta.get("type") != "file"
+                or name.endswith("/")
+                or not name.startswith(directory.rstrip("/") + "/")
+            ):
+                continue
+            tag = next((meta[k] for k in ("ETag", "etag", "md5", "checksum") if meta.get(k)), None)
+            if tag is None:
+                try:
+                    tag = _content_hash(self.read(name))
+                except FileNotFoundError:
+                    continue  # deleted since the listing
+            modified = meta.get("mtime") or meta.get("LastModified") or meta.get("created")
+            yield (
+                self.rel(name),
+                int(meta.get("size") or 0),
+                _timestamp(modified),
+                str(tag).strip('"'),
+            )
 
     # Compare-and-swap, for appends and leases. A version is a content hash here.
     def read_versioned(self, full: str) -> tuple[bytes, str] | None:
@@ -180,19 +256,26 @@ class Store:
             return None
         return data, _content_hash(data)
 
-    def put_if(self, full: str, data: bytes, version: str | None) -> bool:
+    def put_if(
+        self, full: str, data: bytes, version: str | None, *, append: bool = False
+    ) -> str | None:
+        """Write ``data`` if the current version is ``version`` (None: the file is absent).
+
+        Returns the new version, or None when the condition did not hold. ``append`` says
+        that ``data`` extends the current content: a store that can append in place may.
+        """
         with self.op("conditional write", full), _PROCESS_LOCK:
             if version is None:
                 try:
                     self.fs.pipe_file(full, data, mode="create")
                 except FileExistsError:
-                    return False
-                return True
+                    return None
+                return _content_hash(data)
             current = self.read_versioned(full)
             if current is None or current[1] != version:
-                return False
+                return None
             self.fs.pipe_file(full, data)
-            return True
+            return _content_hash(data)
 
     def delete_if(self, full: str, version: str) -> bool:
         with self.op("conditional delete", full), _PROCESS_LOCK:
@@ -201,88 +284,6 @@ class Store:
                 return False
             self.fs.rm_file(full)
             return True
-
-
-class S3Store(Store):
-    """S3 through s3fs: conditional PUT/DELETE; HEAD and fresh listings, never cached ones."""
-
-    def __init__(self, fs: AbstractFileSystem, root: str, url: str) -> None:
-        super().__init__(fs, root, url)
-        self.conditional = True
-
-    def _call(self, method: str, full: str, **kwargs: Any) -> Any:
-        bucket, key, _ = self.fs.split_path(full)
-        return self.fs.call_s3(method, Bucket=bucket, Key=key, **kwargs)
-
-    def exists(self, full: str) -> bool:
-        try:
-            self.info(full)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def info(self, full: str) -> tuple[int, float | None, str]:
-        with self.op("info", full):
-            head = self._call("head_object", full)
-            etag = str(head["ETag"]).strip('"')
-            return int(head["ContentLength"]), head["LastModified"].timestamp(), etag
-
-    def delete(self, full: str) -> None:
-        self.info(full)  # S3 deletes of missing keys succeed; we must report them.
-        with self.op("delete", full):
-            self._call("delete_object", full)
-            self.fs.invalidate_cache(full)
-
-    def read_versioned(self, full: str) -> tuple[bytes, str] | None:
-        from fsspec.asyn import sync
-
-        async def get() -> tuple[bytes, str]:
-            # One GET gives the body and its ETag together; HEAD then GET could pair a
-            # newer body with an older ETag and let a conditional write lose an append.
-            bucket, key, _ = self.fs.split_path(full)
-            response = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
-            async with response["Body"] as body:
-                return bytes(await body.read()), str(response["ETag"])
-
-        try:
-            with self.op("read", full):
-                return sync(self.fs.loop, get)  # type: ignore[no-any-return]
-        except FileNotFoundError:
-            return None
-
-    def put_if(self, full: str, data: bytes, version: str | None) -> bool:
-        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
-        with self.op("conditional write", full):
-            try:
-                self._call("put_object", full, Body=data, **condition)
-            except OSError as exc:
-                # 412: changed since read; 409: a concurrent conditional write; NoSuchKey:
-                # deleted since read. All mean "read again".
-                if isinstance(exc, FileExistsError) or _error_code(exc) in _LOST_RACE:
-                    return False
-                raise
-            finally:
-                self.fs.invalidate_cache(full)
-        return True
-
-    def delete_if(self, full: str, version: str) -> bool:
-        with self.op("conditional delete", full):
-            try:
-                self._call("delete_object", full, IfMatch=version)
-            except OSError as exc:
-                code = _error_code(exc)
-                if code in _LOST_RACE:
-                    return False
-                if code not in {"NotImplemented", "501", "InvalidArgument"}:
-                    raise
-                # Stores without conditional deletes: check, then delete (best effort).
-                current = self.read_versioned(full)
-                if current is None or current[1] != version:
-                    return False
-                self._call("delete_object", full)
-            finally:
-                self.fs.invalidate_cache(full)
-        return True
 
 
 class LocalStore(Store):
@@ -354,9 +355,13 @@ class LocalStore(Store):
                 raise FileNotFoundError(full)
             return st.st_size, st.st_mtime, f"{st.st_mtime_ns}-{st.st_size}-{st.st_ino}"
 
-    def delete(self, full: str) -> None:
+    def delete(self, full: str, *, missing_ok: bool = False) -> None:
         with self.op("delete", full):
-            os.unlink(full)
+            try:
+                os.unlink(full)
+            except FileNotFoundError:
+                if not missing_ok:
+                    raise
 
     def move(self, src: str, dst: str) -> None:
         with self.op("move", src):
@@ -383,13 +388,31 @@ class LocalStore(Store):
                     found.append(self.rel(path))
         return found
 
-    def put_if(self, full: str, data: bytes, version: str | None) -> bool:
+    def scan(self, directory: str, recursive: bool) -> Iterator[tuple[str, int, float | None, str]]:
+        for rel in sorted(self.find(directory, recursive)):
+            try:
+                size, modified, token = self.info(self.join(rel))
+            except FileNotFoundError:
+                continue  # deleted since the listing
+            yield rel, size, modified, token
+
+    def put_if(
+        self, full: str, data: bytes, version: str | None, *, append: bool = False
+    ) -> str | None:
         with self.op("conditional write", full), self.file_lock(full):
             current = self.read_versioned(full)
             if (current[1] if current else None) != version:
-                return False
-            self._replace(full, data)
-            return True
+                return None
+            if append and current and current[0] and data.startswith(current[0]):
+                # O_APPEND + fsync, like append(); a rename would change the folder's
+                # mtime, which makes the index look for new files.
+                with open(full, "ab") as f:
+                    f.write(data[len(current[0]) :])
+                    f.flush()
+                    os.fsync(f.fileno())
+            else:
+                self._replace(full, data)
+            return _content_hash(data)
 
     def delete_if(self, full: str, version: str) -> bool:
         with self.op("conditional delete", full), self.file_lock(full):
@@ -408,6 +431,22 @@ def _fsync_dir(directory: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _timestamp(value: Any) -> float | None:
+    """A listing's modification time (datetime, epoch seconds or ISO text) as epoch seconds."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
+    try:
+        from datetime import datetime
+
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return None
 
 
 def inside(real: str, root: str) -> bool:

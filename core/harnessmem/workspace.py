@@ -9,12 +9,17 @@ stores one PUT. Appends are serialised across threads, processes and replicas:
   ``O_APPEND`` + fsync. Lock files live under ``.locks/`` (never listed) so that they do
   not clutter the memory folders; they are small and left in place.
 - S3: read-modify-write with a conditional PUT (``If-Match`` the ETag read, or
-  ``If-None-Match: *`` for a new object), retried with jittered backoff.
+  ``If-None-Match: *`` for a new object), retried with jittered backoff. Every S3 request
+  is one API call, retried on throttling, 5xx, dropped connections and timeouts (see
+  :mod:`harnessmem._s3store`).
 - ``memory://``: the same compare-and-swap, made atomic by an in-process lock (the store
   is in-process too).
 - other fsspec stores: under a workspace lease (see below). Their compare-and-swap is a
   check-then-write, so exclusion across processes is only as good as the store's
   exclusive create (``pipe_file(mode="create")``).
+
+:meth:`Workspace.update_text` is the general form of an append: read, change, write back
+only if nobody wrote in between, else read again and change again.
 
 Leases (:meth:`Workspace.lock`) are JSON objects at ``.locks/<safe name>.lease``; see
 :mod:`harnessmem._leases`. fsspec and s3fs are imported only inside :meth:`Workspace.open`.
@@ -22,10 +27,13 @@ Leases (:meth:`Workspace.lock`) are JSON objects at ``.locks/<safe name>.lease``
 
 from __future__ import annotations
 
+import builtins
+import errno
 import hashlib
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from harnessmem._leases import Lease, acquire_lease
-from harnessmem._stores import LOCKS, LocalStore, S3Store, Store, hint, inside, protocols
+from harnessmem._s3store import S3Store
+from harnessmem._stores import LOCKS, LocalStore, Store, hint, inside, protocols
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
 
-__all__ = ["FileInfo", "Lease", "Workspace", "safe_id"]
+__all__ = ["FileInfo", "Lease", "Snapshot", "Workspace", "safe_id"]
 
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -78,6 +87,20 @@ class FileInfo:
     etag_or_hash: str
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A file's text and the version it was read at (:meth:`Workspace.read_snapshot`).
+
+    ``version`` is None when the file does not exist (``text`` is then ""). ``token`` is
+    the file's change token as :meth:`Workspace.info` gives it (``etag_or_hash``) when it
+    is known without another request, else None.
+    """
+
+    text: str
+    version: str | None
+    token: str | None = None
+
+
 class Workspace:
     """A workspace folder on any fsspec filesystem; open one with :meth:`open`.
 
@@ -103,6 +126,12 @@ class Workspace:
         self.local_root = Path(store.root) if self.is_local else None
         self.storage_options = storage_options
         self.clock = clock
+        # Reads asked for with max_age: path -> (read at, content or None when missing).
+        self._cache: dict[str, tuple[float, bytes | None]] = {}
+        self._cache_lock = threading.Lock()
+        # What update_text last wrote, by path, when its change token is known: an index
+        # following the write takes it instead of reading the file back.
+        self._written: dict[str, tuple[bytes, str]] = {}
 
     @classmethod
     def open(
@@ -123,9 +152,16 @@ class Workspace:
         text = os.fspath(url)
         options = dict(storage_options or {})
         has_scheme = "://" in text or "::" in text
-        if has_scheme and text.split("://", 1)[0].rsplit("::", 1)[-1] in {"s3", "s3a"}:
+        s3 = has_scheme and text.split("://", 1)[0].rsplit("::", 1)[-1] in {"s3", "s3a"}
+        if s3:
             # Several processes share a workspace: a cached listing would hide their writes.
             options.setdefault("use_listings_cache", False)
+            # harnessmem retries each request itself (it knows which writes are
+            # conditional); botocore's retries would multiply its attempts, unless the
+            # user asked for them.
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
+            options["config_kwargs"] = config
         try:
             if has_scheme:
                 fs, path = fsspec.core.url_to_fs(text, **options)
@@ -139,8 +175,12 @@ class Workspace:
                 root = str(path).rstrip("/")
                 if not root.strip("/"):
                     raise ValueError("the URL names no bucket or folder")
-                kind = S3Store if hasattr(fs, "call_s3") else Store
-                store = kind(fs, root, fs.unstrip_protocol(root).rstrip("/"))
+                if hasattr(fs, "call_s3"):
+                    # s3fs's own retry loop too (sleeping even after its last attempt).
+                    fs.retries = 1
+                    store = S3Store(fs, root, fs.unstrip_protocol(root).rstrip("/"))
+                else:
+                    store = Store(fs, root, fs.unstrip_protocol(root).rstrip("/"))
         except HarnessMemError:
             raise
         except Exception as exc:
@@ -211,19 +251,79 @@ class Workspace:
         return Path(self.resolve(path)) if self.is_local else None
 
     # Files.
-    def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
-        """The content of ``path``; FileNotFoundError when it does not exist."""
-        return self._store.read(self.resolve(path))
+    def read_bytes(self, path: str | os.PathLike[str], *, max_age: float = 0.0) -> bytes:
+        """The content of ``path``; FileNotFoundError when it does not exist.
 
-    def read_text(self, path: str | os.PathLike[str]) -> str:
-        """The content of ``path`` decoded as UTF-8."""
-        return self.read_bytes(path).decode("utf-8")
+        ``max_age`` > 0 accepts a copy this workspace object read at most that many seconds
+        ago (by its clock), saving a request on remote stores; writes through this object
+        drop the copy. Other processes' writes show after at most ``max_age``.
+        """
+        rel = self._rel(path)
+        if max_age > 0:
+            with self._cache_lock:
+                hit = self._cache.get(rel)
+            if hit is not None and 0 <= self.clock() - hit[0] < max_age:
+                if hit[1] is None:
+                    raise FileNotFoundError(errno.ENOENT, f"no such file in {self.url}", rel)
+                return hit[1]
+        at = self.clock()
+        try:
+            data = self._store.read(self._full(rel))
+        except FileNotFoundError:
+            if max_age > 0:
+                self._remember(rel, at, None)
+            raise
+        if max_age > 0:
+            self._remember(rel, at, data)
+        return data
+
+    def read_text(self, path: str | os.PathLike[str], *, max_age: float = 0.0) -> str:
+        """The content of ``path`` decoded as UTF-8 (``max_age``: see :meth:`read_bytes`)."""
+        return self.read_bytes(path, max_age=max_age).decode("utf-8")
+
+    def _remember(self, rel: str, at: float, data: bytes | None) -> None:
+        with self._cache_lock:
+            self._cache[rel] = (at, data)
+
+    def _forget(self, rel: str) -> None:
+        if self._cache or self._written:
+            with self._cache_lock:
+                self._cache.pop(rel, None)
+                self._written.pop(rel, None)
+
+    def take_written(self, path: str | os.PathLike[str]) -> tuple[bytes, str] | None:
+        """What :meth:`update_text` just wrote to ``path``, with its change token, once.
+
+        For an index that follows this process's writes: it gets the bytes without reading
+        them back. None when unknown (another write since, or a store whose change token
+        needs its own request).
+        """
+        rel = self._rel(path)
+        with self._cache_lock:
+            return self._written.pop(rel, None)
+
+    def read_snapshot(self, path: str | os.PathLike[str]) -> Snapshot:
+        """The text of ``path`` and its version, from one read (``version`` None: missing).
+
+        Hand it to :meth:`update_text` to write back only if nobody changed it since.
+        """
+        rel = self._rel(path)
+        current = self._store.read_versioned(self._full(rel))
+        if current is None:
+            return Snapshot("", None)
+        return Snapshot(current[0].decode("utf-8"), current[1], self._token(current[1]))
+
+    def _token(self, version: str) -> str | None:
+        # On S3 the version is the ETag, which is also the change token listings give.
+        return version if isinstance(self._store, S3Store) else None
 
     def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
         """Replace ``path`` with ``data`` atomically: readers see the old or the new content."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"write_bytes needs bytes, got {type(data).__name__}")
-        self._store.write(self.resolve(path), bytes(data))
+        rel = self._rel(path)
+        self._forget(rel)
+        self._store.write(self._full(rel), bytes(data))
 
     def write_text(self, path: str | os.PathLike[str], text: str) -> None:
         """Replace ``path`` with ``text`` (UTF-8) atomically."""
@@ -242,30 +342,112 @@ class Workspace:
         rel = self._rel(path)
         full, data = self._full(rel), text.encode("utf-8")
         store = self._store
+        self._forget(rel)
         if isinstance(store, LocalStore):
             store.append(full, data)
             return
+        self._update(rel, lambda current: current + data, None, "append", append=True)
+
+    def create_text(self, path: str | os.PathLike[str], text: str) -> bool:
+        """Write ``path`` only if it does not exist yet; False when it exists.
+
+        One step against other writers (``If-None-Match: *`` on S3, a file lock locally):
+        of several processes creating one file at once, exactly one gets True. (False also
+        when an earlier attempt of this very call created it and its answer was lost.)
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"create_text needs str, got {type(text).__name__}")
+        rel = self._rel(path)
+        self._forget(rel)
+        store, full, data = self._store, self._full(rel), text.encode("utf-8")
+        with store.thread_lock(full):
+            if store.conditional:
+                return store.put_if(full, data, None) is not None
+            with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
+                return store.put_if(full, data, None) is not None
+
+    def update_text(
+        self,
+        path: str | os.PathLike[str],
+        change: Callable[[str], str | None],
+        *,
+        current: Snapshot | None = None,
+        append: bool = False,
+    ) -> Snapshot | None:
+        """Replace ``path`` with ``change(its text)`` as one step against other writers.
+
+        ``change`` gets the current text ("" for a missing file) and returns the new text,
+        or None to leave the file alone. When another writer changed the file between the
+        read and the write, it is read again and ``change`` called again, so ``change``
+        may run more than once and must depend only on the text it gets (it may record
+        what it decided). ``current`` is a :meth:`read_snapshot` taken earlier: the first
+        attempt starts from it instead of reading again. Returns the snapshot written, or
+        None when ``change`` returned None. The write is atomic (a conditional PUT on S3,
+        temp + rename under a file lock locally). ``append`` promises that ``change`` only
+        adds text at the end: a local file then grows in place (``O_APPEND``, as
+        :meth:`append_text` writes) instead of being replaced.
+        """
+        rel = self._rel(path)
+        self._forget(rel)
+        base = None if current is None else (current.text.encode("utf-8"), current.version)
+
+        def encoded(data: bytes) -> bytes | None:
+            text = change(data.decode("utf-8"))
+            return None if text is None else text.encode("utf-8")
+
+        written = self._update(rel, encoded, base, "update", append=append)
+        if written is None:
+            return None
+        snapshot = Snapshot(written[0].decode("utf-8"), written[1], self._token(written[1]))
+        if snapshot.token is not None:
+            with self._cache_lock:
+                if len(self._written) >= 64:
+                    self._written.clear()
+                self._written[rel] = (written[0], snapshot.token)
+        return snapshot
+
+    def _update(
+        self,
+        rel: str,
+        change: Callable[[bytes], bytes | None],
+        base: tuple[bytes, str | None] | None,
+        what: str,
+        *,
+        append: bool = False,
+    ) -> tuple[bytes, str] | None:
+        store, full = self._store, self._full(rel)
         # Threads of this process take turns first, so that their conditional writes only
         # compete with other processes instead of wasting requests on each other.
         with store.thread_lock(full):
             if store.conditional:
-                self._append_cas(full, data)
-            else:
-                with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                    self._append_cas(full, data)
+                return self._compare_and_swap(full, change, base, what, append)
+            with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
+                return self._compare_and_swap(full, change, base, what, append)
 
-    def _append_cas(self, full: str, data: bytes) -> None:
+    def _compare_and_swap(
+        self,
+        full: str,
+        change: Callable[[bytes], bytes | None],
+        base: tuple[bytes, str | None] | None,
+        what: str,
+        append: bool,
+    ) -> tuple[bytes, str] | None:
         delay = 0.005
+        if base is None:
+            base = self._store.read_versioned(full) or (b"", None)
         for _ in range(_APPEND_ATTEMPTS):
-            current = self._store.read_versioned(full)
-            body = current[0] + data if current else data
-            if self._store.put_if(full, body, current[1] if current else None):
-                return
+            body = change(base[0])
+            if body is None:
+                return None
+            version = self._store.put_if(full, body, base[1], append=append)
+            if version is not None:
+                return body, version
+            base = self._store.read_versioned(full) or (b"", None)
             # Full jitter spreads competing writers so that one of them wins each round.
             _sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.25)
         raise WorkspaceError(
-            f"append {self._store.rel(full)!r} in {self.url} failed: the file kept changing "
+            f"{what} {self._store.rel(full)!r} in {self.url} failed: the file kept changing "
             f"({_APPEND_ATTEMPTS} conditional writes lost to other writers)",
             hint="too many writers append to this one file; spread them over more files",
         )
@@ -282,15 +464,16 @@ class Workspace:
 
     def delete(self, path: str | os.PathLike[str], missing_ok: bool = True) -> None:
         """Delete ``path``; FileNotFoundError when it is missing and not ``missing_ok``."""
-        try:
-            self._store.delete(self.resolve(path))
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
+        rel = self._rel(path)
+        self._forget(rel)
+        self._store.delete(self._full(rel), missing_ok=missing_ok)
 
     def move(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """Move ``src`` to ``dst``, replacing it: rename locally, copy + delete on object stores."""
-        self._store.move(self.resolve(src), self.resolve(dst))
+        source, target = self._rel(src), self._rel(dst)
+        self._forget(source)
+        self._forget(target)
+        self._store.move(self._full(source), self._full(target))
 
     def list(self, prefix: str = "", *, recursive: bool = True) -> list[str]:
         """Sorted workspace-relative paths of the files under directory ``prefix``.
@@ -300,6 +483,22 @@ class Workspace:
         """
         found = self._store.find(self._full(self._rel(prefix, allow_root=True)), recursive)
         return sorted({p for p in found if p.split("/", 1)[0] != LOCKS})
+
+    def scan(self, prefix: str = "", *, recursive: bool = True) -> builtins.list[FileInfo]:
+        """:meth:`list` with each file's :meth:`info`, from one listing where the store allows.
+
+        On S3 a listing carries size, modification time and ETag (one request per 1,000
+        files instead of one per file); locally it is a stat per file.
+        """
+        found = self._store.scan(self._full(self._rel(prefix, allow_root=True)), recursive)
+        return sorted(
+            (
+                FileInfo(path, size, modified, tag)
+                for path, size, modified, tag in found
+                if path.split("/", 1)[0] != LOCKS
+            ),
+            key=lambda info: info.path,
+        )
 
     # Leases.
     def _lease_path(self, name: str) -> str:

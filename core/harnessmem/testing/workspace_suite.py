@@ -156,6 +156,63 @@ class WorkspaceSuite(ConformanceSuite):
             mine = [line for line in lines if line.startswith(f"thread-{t}-")]
             assert mine == sorted(mine), f"thread {t}'s appends were reordered"
 
+    def test_update_text_is_a_compare_and_swap(self, workspace: Workspace, clock: Any) -> None:
+        """update_text never loses a concurrent update, and redoes one that was overtaken.
+
+        If this fails: the conditional write (put_if) does not refuse a stale version, or
+        update_text does not read again and call ``change`` again after a refusal.
+        """
+        other = self._reopen(workspace, clock)
+        stale = workspace.read_snapshot("counter.txt")
+        assert (stale.text, stale.version) == ("", None)
+        other.write_text("counter.txt", "1")  # another replica writes after our read
+        calls: list[str] = []
+
+        def increment(text: str) -> str:
+            calls.append(text)
+            return str(int(text or "0") + 1)
+
+        written = workspace.update_text("counter.txt", increment, current=stale)
+        assert written is not None
+        assert calls == ["", "1"], "the overtaken write was redone on the newer text"
+        assert workspace.read_text("counter.txt") == written.text == "2"
+        assert workspace.update_text("counter.txt", lambda text: None) is None
+
+        def add_one(_: int) -> None:
+            for _ in range(10):
+                workspace.update_text("counter.txt", lambda text: str(int(text) + 1))
+
+        pool = [threading.Thread(target=add_one, args=(i,)) for i in range(4)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        assert workspace.read_text("counter.txt") == "42"
+
+    def test_create_text_only_when_absent(self, workspace: Workspace, clock: Any) -> None:
+        """create_text writes a missing file once; every later create is refused.
+
+        If this fails: the store's exclusive create (``If-None-Match: *``) is not honoured.
+        """
+        assert workspace.create_text("results/a.txt", "first")
+        assert not self._reopen(workspace, clock).create_text("results/a.txt", "second")
+        assert workspace.read_text("results/a.txt") == "first"
+
+    def test_scan_agrees_with_list_and_info(self, workspace: Workspace) -> None:
+        """scan() lists what list() does, each with what info() says about it.
+
+        If this fails: the listing's sizes, times or change tokens disagree with info().
+        """
+        for path in ("MEMORY.md", "memory/a.md", "memory/archive/b.md"):
+            workspace.write_text(path, path * 3)
+        scanned = workspace.scan("memory")
+        assert [f.path for f in scanned] == workspace.list("memory")
+        for found in scanned:
+            info = workspace.info(found.path)
+            assert (found.size, found.etag_or_hash) == (info.size, info.etag_or_hash)
+        assert [f.path for f in workspace.scan("memory", recursive=False)] == ["memory/a.md"]
+        assert workspace.scan("nothing/here") == []
+
     def test_missing_file_raises_file_not_found(self, workspace: Workspace) -> None:
         """Reading, inspecting or moving a missing file raises FileNotFoundError naming it.
 

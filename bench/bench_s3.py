@@ -1,0 +1,255 @@
+"""S3 requests per operation on an ``s3://`` workspace: what a deployment pays per turn.
+
+Each operation runs against moto's S3 server on loopback (``S3TestServer``), through
+s3fs exactly as a user's ``s3://`` URL and ``storage_options`` reach it, and the server
+counts the requests it answers (retries included; there are none here). The baseline is
+the fewest requests that give the same durability:
+
+- *flush*: read today's log and write it back conditionally (GET + PUT ``If-Match``): 2.
+  harnessmem adds one PUT, the session's high-water mark, which is what makes a flush
+  exactly-once across crashes. "steady" is a session's second and later flushes within
+  ``index.refresh_interval``; "first" a session's first flush in a process (it reads the
+  mark and MEMORY.md, and the index sweeps once).
+- *memory_save*: GET + conditional PUT of MEMORY.md: 2.
+- *consolidation*: read MEMORY.md and the new log, write MEMORY.md and the watermark: 4
+  (harnessmem also takes a lease, reads the watermark, lists the logs and keeps the
+  previous MEMORY.md in ``memory/.history/``).
+- *search*: between sweeps nothing (baseline 0, no ratio); a sweep lists ``memory/`` and
+  heads MEMORY.md, against one LIST; a changed file adds its GET to both sides.
+- *eviction*: one create-if-absent PUT of the file.
+- *compaction*: the offload of 20 messages to the session log: GET + PUT of the log and
+  a PUT of its offload mark: 3.
+- *maintenance tick*: a lease (PUT + DELETE), one LIST per folder (memory/, sessions/,
+  the evictions folder) and the state (PUT): 6.
+- *flush under contention*: 4 replicas flushing into one daily log at once; conflicting
+  conditional PUTs are read again and retried, so a flush may cost more than 3.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench._util import Row
+
+_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+@contextmanager
+def _environment(cache: str) -> Iterator[None]:
+    """Dummy credentials (nothing can reach AWS) and the index cache in a temp dir."""
+    saved = {key: os.environ.get(key) for key in [*_ENV, "XDG_CACHE_HOME"]}
+    os.environ.update({**_ENV, "XDG_CACHE_HOME": cache})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class _Replies:
+    """The model's answers: one new fact per flush, a merge for consolidation."""
+
+    count = 0  # shared by every harness: replicas never answer the same fact
+    lock = threading.Lock()
+
+    def __call__(self, messages: list[dict[str, Any]], purpose: str) -> str:
+        text = messages[-1]["content"]
+        if purpose == "consolidation":
+            prior = text.split("<memory_md>\n")[1].split("\n</memory_md>")[0].strip()
+            logs = text.split("<daily_logs>")[1].split("</daily_logs>")[0]
+            facts = [line for line in logs.splitlines() if line.startswith("- ")]
+            return "\n".join([prior or "## Facts", *facts])
+        if purpose == "summary":
+            return (
+                "SESSION INTENT\nbook a trip\n\nSUMMARY\nthe user talked about a trip\n\n"
+                "ARTIFACTS\nnone\n\nNEXT STEPS\nbook it"
+            )
+        with _Replies.lock:
+            _Replies.count += 1
+            return f"- the benchmark fact number {_Replies.count} is remembered"
+
+
+def _row(name: str, value: float, baseline: str, base: float, notes: str = "") -> Row:
+    return Row(
+        bench="s3",
+        name=name,
+        value=value,
+        unit="requests",
+        baseline=baseline,
+        baseline_value=base,
+        notes=notes,
+    )
+
+
+def run(quick: bool) -> list[Row]:
+    """Requests per operation against the fewest that give the same durability."""
+    try:
+        from harnessmem.testing.s3_server import S3TestServer
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        print(f"bench s3: skipped, {exc}", file=sys.stderr)
+        return []
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with (
+        tempfile.TemporaryDirectory() as cache,
+        _environment(cache),
+        S3TestServer() as server,
+    ):
+        return _measure(server, rounds=3 if quick else 10)
+
+
+def _measure(server: Any, rounds: int) -> list[Row]:
+    from harnessmem import MemoryHarness
+    from harnessmem.testing import FakeClock, ScriptedModel
+
+    clock = FakeClock()
+    url = f"s3://{server.create_bucket()}/ws"
+    options = server.storage_options()
+
+    def harness(**sections: Any) -> MemoryHarness:
+        sections.setdefault("maintenance", {"enabled": False})
+        workspace = {"storage_options": options, **sections.pop("workspace", {})}
+        return MemoryHarness.open(
+            url,
+            workspace=workspace,
+            model=ScriptedModel(_Replies()),
+            clock=clock,
+            **sections,
+        )
+
+    def count(operation: Callable[[], object]) -> int:
+        with server.record() as requests:
+            operation()
+        return len(requests)
+
+    def mean(counts: list[int]) -> float:
+        return sum(counts) / len(counts)
+
+    rows: list[Row] = []
+    with harness(compaction={"trigger_messages": 30, "keep_messages": 10}) as h:
+        messages: list[dict[str, Any]] = []
+
+        def turn(session: str) -> Callable[[], object]:
+            def flush() -> object:
+                messages.append({"role": "user", "content": f"turn {len(messages)}"})
+                return h.flush(messages, session_id=session)
+
+            return flush
+
+        first = [count(turn(f"first-{i}")) for i in range(rounds)]
+        messages.clear()
+        steady = [count(turn("steady")) for _ in range(rounds + 1)][1:]
+        rows.append(_row("flush, steady", mean(steady), "GET + conditional PUT", 2))
+        rows.append(_row("flush, first of a session", mean(first), "GET + conditional PUT", 2))
+        saves = [count(lambda i=i: h.save(f"- saved fact {i}")) for i in range(rounds + 1)]
+        rows.append(_row("memory_save", mean(saves[1:]), "GET + conditional PUT", 2))
+        between = [count(lambda: h.search("fact")) for _ in range(rounds)]
+        rows.append(
+            _row("search, between sweeps", mean(between), "nothing", 0, "index.refresh_interval")
+        )
+        interval = h._refresh_interval()
+
+        def sweep() -> object:
+            clock.advance(interval)
+            return h.search("fact")
+
+        rows.append(_row("search that sweeps, nothing changed", count(sweep), "LIST", 1))
+        h.workspace.write_text("memory/notes.md", "- a note written by another replica\n")
+        rows.append(_row("search that sweeps, 1 file changed", count(sweep), "LIST + GET", 2))
+        rows.append(_row("consolidation", count(h.consolidate), "2 GET + 2 PUT", 4, "1 daily log"))
+        big = "x" * 150_000
+        call = {"id": "call_1", "type": "function", "function": {"name": "shell"}}
+        rows.append(
+            _row(
+                "eviction of a 150 kB result",
+                count(lambda: h.session("evict").after_tool(call, big)),
+                "conditional PUT",
+                1,
+            )
+        )
+        chat = [{"role": "system", "content": "You are a travel agent."}]
+        for i in range(30):
+            role = "user" if i % 2 == 0 else "assistant"
+            chat.append({"role": role, "content": f"message {i} about the trip"})
+        rows.append(
+            _row(
+                "compaction, 20 messages offloaded",
+                count(lambda: h.session("compact").before_reasoning(chat)),
+                "GET + PUT log, PUT mark",
+                3,
+                "flush before compaction included",
+            )
+        )
+        clock.advance(3600)
+        rows.append(
+            _row(
+                "maintenance tick",
+                count(lambda: h.maintain(force=True)),
+                "lease PUT + DELETE, 3 LIST, state PUT",
+                6,
+                "nothing to archive or prune",
+            )
+        )
+    rows.append(_contention(harness, server, rounds))
+    return rows
+
+
+def _contention(harness: Callable[..., Any], server: Any, rounds: int) -> Row:
+    """4 replicas (own harness, own index cache) flush into one daily log at once."""
+    replicas = [
+        harness(workspace={"index_path": os.path.join(os.environ["XDG_CACHE_HOME"], f"r{i}.db")})
+        for i in range(4)
+    ]
+    barrier = threading.Barrier(len(replicas))
+    flushes = 0
+    lock = threading.Lock()
+
+    def work(index: int) -> None:
+        nonlocal flushes
+        h = replicas[index]
+        messages: list[dict[str, Any]] = []
+        barrier.wait()
+        for turn in range(rounds):
+            messages.append({"role": "user", "content": f"replica {index} turn {turn}"})
+            h.flush(messages, session_id=f"replica-{index}")
+            with lock:
+                flushes += 1
+
+    for h in replicas:  # warm: each session's first flush is measured above
+        h.flush([{"role": "user", "content": "hello"}], session_id="warm")
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(replicas))]
+    with server.record() as requests:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for h in replicas:
+        h.close()
+    return _row(
+        "flush under contention, 4 replicas",
+        len(requests) / flushes,
+        "GET + conditional PUT",
+        2,
+        "one daily log, conflicts retried",
+    )
+
+
+if __name__ == "__main__":
+    for row in run(quick="--quick" in sys.argv):
+        print(row.as_dict())
