@@ -1,0 +1,84 @@
+"""The ``harnessmem`` command line.
+
+Commands import what they need when they run, so ``harnessmem --help`` stays fast. Every
+command takes ``-w/--workspace`` (default: ``workspace.url`` of the settings), ``-c/--config``
+and ``--debug``; those whose output is data take ``--json``.
+
+A failure prints one ``error:`` line (more only when a config has several problems), a
+``hint:`` line, no traceback unless ``--debug``, and exits with a documented status:
+
+====  =========================================================================
+0     success
+1     the command ran and something failed (a maintenance step, a consolidation
+      rejected, an unexpected error)
+2     a bad option or argument
+3     settings that cannot be used (a bad value, an unknown backend, no model)
+4     bad input: a file that is missing or malformed (``replay``), a path that
+      may not be read (``get``)
+5     the workspace cannot be opened, reached or written (bad URL, missing bucket)
+6     the model failed (unreachable, key rejected, junk answer)
+130   interrupted (Ctrl-C)
+====  =========================================================================
+"""
+
+from __future__ import annotations
+
+import click
+
+from harnessmem.cli._chat import chat_command
+from harnessmem.cli._commands import (
+    config_group,
+    consolidate_command,
+    get_command,
+    index_group,
+    maintain_command,
+    plugins_command,
+    save_command,
+    search_command,
+    usage_command,
+)
+from harnessmem.cli._common import HarnessmemGroup, debug_option, enable_logging
+from harnessmem.cli._init import init_command
+from harnessmem.cli._replay import replay_command
+from harnessmem.cli._status import status_command
+
+__all__ = ["main"]
+
+
+@click.group(
+    cls=HarnessmemGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(package_name="harnessmem", prog_name="harnessmem")
+@debug_option
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """harnessmem: memory that lasts across sessions for LLM agents.
+
+    \b
+    Start here:
+      harnessmem init                 a workspace and a commented harnessmem.toml
+      harnessmem replay --example     feed an example conversation through it
+      harnessmem search "QUERY"       find what was remembered
+      harnessmem status               what the workspace holds
+    """
+    enable_logging(ctx)
+
+
+for _command in (
+    init_command,
+    replay_command,
+    search_command,
+    get_command,
+    save_command,
+    status_command,
+    consolidate_command,
+    maintain_command,
+    index_group,
+    config_group,
+    plugins_command,
+    usage_command,
+    chat_command,
+):
+    main.add_command(_command)
+del _command

@@ -1,0 +1,378 @@
+"""The short commands: config, plugins, maintain, usage, index, search, get, save, consolidate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any, cast
+
+import click
+
+from harnessmem.cli._common import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    CommandError,
+    command_harness,
+    common_options,
+    echo_json,
+    load_settings,
+    print_table,
+    redact,
+)
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import SearchMode
+
+# ------------------------------------------------------------------------------ config
+
+
+@click.group("config")
+def config_group() -> None:
+    """Show or check settings."""
+
+
+@config_group.command("show")
+@common_options()
+def config_show(config: str | None, workspace: str | None, as_json: bool) -> None:
+    """Print the effective settings and where each value came from."""
+    from harnessmem.settings import settings_leaves
+
+    settings, overrides = load_settings(config, workspace)
+    sources = settings.sources(overrides)
+    rows = [(name, value, sources[name]) for name, value in settings_leaves(settings)]
+    if as_json:
+        data = [{"setting": n, "value": v, "source": s} for n, v, s in rows]
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    print_table(
+        "harnessmem settings",
+        ["setting", "value", "source"],
+        [[n, json.dumps(redact(n, v), default=str), s] for n, v, s in rows],
+    )
+
+
+@config_group.command("validate")
+@click.argument("file", type=click.Path(dir_okay=False), required=False)
+@common_options()
+def config_validate(
+    file: str | None, config: str | None, workspace: str | None, as_json: bool
+) -> None:
+    """Check FILE (default: the config in effect) with the environment applied.
+
+    Prints one line per problem and exits 3 on any.
+    """
+    from harnessmem.errors import ConfigError
+    from harnessmem.settings import config_file_path
+
+    path = file or config
+    shown = str(config_file_path(path) or "settings (no config file)")
+    try:
+        load_settings(path, workspace)
+    except ConfigError as exc:
+        problems = exc.problems or [exc.message]
+        if as_json:
+            echo_json({"file": shown, "ok": False, "problems": problems})
+        else:
+            for line in problems:
+                click.echo(f"{shown}: {line}", err=True)
+            if exc.hint:
+                click.echo(f"hint: {exc.hint}", err=True)
+        sys.exit(EXIT_CONFIG)
+    if as_json:
+        echo_json({"file": shown, "ok": True, "problems": []})
+    else:
+        click.echo(f"{shown}: ok")
+
+
+# ------------------------------------------------------------------------------ plugins
+
+
+@click.command("plugins")
+@common_options()
+def plugins_command(config: str | None, workspace: str | None, as_json: bool) -> None:
+    """List installed hook plugins and backends with their distribution and version."""
+    from harnessmem.plugins import installed_plugins
+
+    settings, _ = load_settings(config, workspace)
+    rows = installed_plugins(settings.plugins)
+    if as_json:
+        click.echo(json.dumps([row.__dict__ for row in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no plugins or backends installed")
+        return
+    print_table(
+        "harnessmem plugins and backends",
+        ["kind", "name", "distribution", "version", "status", "object"],
+        [[r.kind, r.name, r.distribution, r.version, r.status, r.value] for r in rows],
+    )
+
+
+# ------------------------------------------------------------------------------ upkeep
+
+
+@click.command("maintain")
+@common_options()
+@click.option(
+    "--force", is_flag=True, help="Run steps that already ran within maintenance.min_gap."
+)
+def maintain_command(config: str | None, workspace: str | None, as_json: bool, force: bool) -> None:
+    """Run one maintenance tick now and print its report (for cron or a Kubernetes CronJob).
+
+    Exits 1 when a step failed; skipped and unavailable steps are not failures, and a tick
+    skipped because another process holds the maintenance lease exits 0.
+    """
+    with command_harness(config, workspace) as harness:
+        report = harness.maintain(force=force)
+    if as_json:
+        echo_json(report.as_dict())
+    else:
+        click.echo(str(report))
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
+@click.command("consolidate")
+@common_options()
+def consolidate_command(config: str | None, workspace: str | None, as_json: bool) -> None:
+    """Rewrite MEMORY.md from the daily logs past the watermark, within its budget.
+
+    Exits 1 when the rewrite was rejected (MEMORY.md is then unchanged); "nothing new" and
+    "busy" (another process is consolidating) exit 0.
+    """
+    from dataclasses import asdict
+
+    with command_harness(config, workspace) as harness:
+        result = harness.consolidate()
+        budget = harness.settings.consolidation.max_memory_tokens
+    if as_json:
+        echo_json(asdict(result))
+    else:
+        click.echo(describe_consolidation(result, budget))
+    if result.status == "rejected":
+        sys.exit(EXIT_FAILED)
+
+
+def describe_consolidation(result: Any, budget: int) -> str:
+    """One line for a :class:`~harnessmem.consolidation.ConsolidationResult`."""
+    files = len(result.files)
+    source = f"{files} daily log{'s' if files != 1 else ''}"
+    if result.status == "consolidated":
+        text = (
+            f"consolidated {source} into MEMORY.md: {result.tokens_before:,} -> "
+            f"{result.tokens_after:,} tokens (budget {budget:,})"
+        )
+        if result.history_path:
+            text += f"; previous version kept in {result.history_path}"
+    elif result.status == "unchanged":
+        text = f"read {source}: nothing to add to MEMORY.md"
+    elif result.status == "nothing_new":
+        text = "nothing new to consolidate: every daily log is past the watermark"
+    elif result.status == "rejected":
+        text = f"rewrite rejected, MEMORY.md unchanged: {result.reason}"
+    elif result.status == "busy":
+        text = "another process is consolidating this workspace; try again later"
+    else:
+        text = "consolidation is disabled (consolidation.enabled = false)"
+    if result.pending:
+        text += "\nmore daily-log text waits for the next run"
+    return text
+
+
+@click.command("usage")
+@common_options()
+@click.option("--days", type=click.IntRange(min=1), default=None, help="Only the last N days.")
+def usage_command(
+    config: str | None, workspace: str | None, as_json: bool, days: int | None
+) -> None:
+    """Show model calls, tokens and cost per purpose and model, and the daily budget."""
+    import time
+
+    from harnessmem.cli._common import check_reachable
+    from harnessmem.usage import UsageLedger
+    from harnessmem.workspace import Workspace
+
+    settings, _ = load_settings(config, workspace)
+    where = Workspace.open(settings.workspace.url, settings.workspace.storage_options)
+    check_reachable(where)
+    ledger = UsageLedger(
+        where,
+        clock=time.time,
+        timezone=settings.workspace.timezone,
+        budget=settings.model.budget,
+    )
+    report = ledger.report(days=days)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    if not report.purposes:
+        click.echo(f"no model calls recorded in {where.url}")
+        return
+    rows = []
+    for purpose, models in sorted(report.purposes.items()):
+        for model, totals in sorted(models.items()):
+            cost = f"${totals.cost:.4f}" + (" +unpriced" if totals.unpriced else "")
+            rows.append(
+                [
+                    purpose,
+                    model,
+                    str(totals.calls),
+                    str(totals.failures),
+                    f"{totals.prompt_tokens:,}",
+                    f"{totals.completion_tokens:,}",
+                    cost,
+                ]
+            )
+    span = f"{report.days[0]} to {report.days[-1]}" if report.days else "no days"
+    print_table(
+        f"model usage, {span}",
+        ["purpose", "model", "calls", "failed", "prompt tokens", "completion tokens", "cost"],
+        rows,
+    )
+    if report.fallbacks:
+        click.echo(f"{report.fallbacks} calls answered offline because the budget was reached")
+    if report.budget is not None:
+        state = "reached" if report.budget.exceeded else "within"
+        click.echo(f"daily budget {state}: {report.budget.describe()}")
+
+
+# ------------------------------------------------------------------------------ index
+
+
+@click.group("index")
+def index_group() -> None:
+    """Build and inspect the full-text index."""
+
+
+@index_group.command("rebuild")
+@common_options()
+def index_rebuild(config: str | None, workspace: str | None, as_json: bool) -> None:
+    """Empty the index and index every memory file and session log again."""
+    from dataclasses import asdict
+
+    with command_harness(config, workspace) as harness:
+        result = harness.reindex(full=True)
+        stats = harness.index.stats()
+        where = harness.index_path
+    if as_json:
+        data = {"result": asdict(result), "files": stats.files, "entries": stats.entries}
+        click.echo(json.dumps({**data, "details": dict(stats.details)}, indent=2, default=str))
+        return
+    click.echo(f"index {where}: {result}")
+
+
+@index_group.command("status")
+@common_options()
+def index_status(config: str | None, workspace: str | None, as_json: bool) -> None:
+    """Show what the index holds (files and entries per source), without syncing it."""
+    with command_harness(config, workspace) as harness:
+        stats = harness.index.stats()
+    data = {"files": stats.files, "entries": stats.entries, **dict(stats.details)}
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    for key, value in data.items():
+        click.echo(f"{key}: {value}")
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+@click.command("search")
+@click.argument("query")
+@common_options()
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=10, help="Most hits to show.")
+@click.option(
+    "--mode",
+    type=click.Choice(["any", "all", "phrase"]),
+    default="any",
+    help="any: ranked, any word; all: every word; phrase: the words in order.",
+)
+@click.option("--sessions", is_flag=True, help="Search the session logs instead of memory.")
+@click.option("--session-id", default=None, help="Search one session's log (implies --sessions).")
+def search_command(
+    query: str,
+    config: str | None,
+    workspace: str | None,
+    as_json: bool,
+    limit: int,
+    mode: str,
+    sessions: bool,
+    session_id: str | None,
+) -> None:
+    """Search memory (or session logs) for QUERY, as the memory_search tool does."""
+    from dataclasses import asdict
+
+    from harnessmem.tools import format_hits
+
+    source = "sessions" if sessions or session_id else "memory"
+    with command_harness(config, workspace) as harness:
+        hits = harness.search(
+            query, limit, mode=cast("SearchMode", mode), source=source, session_id=session_id
+        )
+    if as_json:
+        click.echo(json.dumps([asdict(hit) for hit in hits], indent=2, ensure_ascii=False))
+        return
+    what = "messages" if source == "sessions" else "memories"
+    click.echo(format_hits(hits, query, what=what, hint=""))
+
+
+@click.command("get")
+@click.argument("path")
+@common_options()
+@click.option("--start-line", "-s", type=click.IntRange(min=1), default=1, help="First line.")
+@click.option("--lines", "-n", type=click.IntRange(min=1), default=None, help="How many lines.")
+def get_command(
+    path: str,
+    config: str | None,
+    workspace: str | None,
+    as_json: bool,
+    start_line: int,
+    lines: int | None,
+) -> None:
+    """Print lines of a memory file, session log or evicted result (PATH in the workspace)."""
+    with command_harness(config, workspace) as harness:
+        try:
+            text = harness.get(path, start_line=start_line, lines=lines)
+        except FileNotFoundError:
+            raise CommandError(
+                f"{path} does not exist in {harness.workspace.url}",
+                hint="harnessmem search prints paths as get takes them",
+                code=EXIT_INPUT,
+            ) from None
+    if as_json:
+        data = {"path": path, "start_line": start_line, "text": text}
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    click.echo(text, nl=False)
+
+
+@click.command("save")
+@click.argument("text")
+@common_options()
+def save_command(text: str, config: str | None, workspace: str | None, as_json: bool) -> None:
+    """Append TEXT to MEMORY.md as a dated entry, as the agent's memory_save tool does.
+
+    One fact per line (bullets or plain lines); facts already in MEMORY.md are skipped,
+    and secrets are redacted like a flush.
+    """
+    if not text.strip():
+        raise click.BadParameter("nothing to save: TEXT is empty", param_hint="TEXT")
+    with command_harness(config, workspace) as harness:
+        result = harness.save(text)
+    if as_json:
+        echo_json(
+            {
+                "path": result.path,
+                "entries": list(result.entries),
+                "duplicates": result.duplicates,
+                "warnings": list(result.warnings),
+            }
+        )
+        return
+    click.echo(result.message)
+    for entry in result.entries:
+        click.echo(f"  - {entry}")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)

@@ -1,0 +1,381 @@
+"""What every command shares: options, settings, the harness, errors and exit codes, output.
+
+Only ``click`` is imported at module level; everything heavier is imported inside the
+functions, so ``harnessmem --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.settings import HarnessSettings
+    from harnessmem.workspace import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit statuses (docs/getting-started.md lists them; scripts may rely on them).
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and something failed (a maintenance step, a consolidation)
+EXIT_USAGE = 2  # a bad option or argument (click's own status)
+EXIT_CONFIG = 3  # settings that cannot be used: a bad value, an unknown backend, no model
+EXIT_INPUT = 4  # bad input: a missing or malformed file, a path that may not be read
+EXIT_WORKSPACE = 5  # the workspace cannot be opened, reached or written
+EXIT_MODEL = 6  # the model failed: unreachable, rejected the key, or answered junk
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+_DEBUG_KEY = "harnessmem.debug"
+
+
+class CommandError(Exception):
+    """A failure a command detects itself: one line, a hint, an exit status.
+
+    Printed the same with or without ``--debug``: it is an expected failure, not a bug.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.code = code
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def _print_error(message: str, hint: str | None) -> None:
+    click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
+    if hint:
+        click.echo(click.style("hint: ", fg="yellow") + hint, err=True)
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The documented exit status for an exception a command let through."""
+    from harnessmem.errors import (
+        ConfigError,
+        HarnessMemError,
+        MessageFormatError,
+        ModelError,
+        PathNotAllowed,
+        PluginError,
+        WorkspaceError,
+    )
+
+    if isinstance(exc, ConfigError | PluginError):
+        return EXIT_CONFIG
+    if isinstance(exc, MessageFormatError | PathNotAllowed):
+        return EXIT_INPUT
+    if isinstance(exc, WorkspaceError | OSError):
+        return EXIT_WORKSPACE
+    if isinstance(exc, ModelError):
+        return EXIT_MODEL
+    if isinstance(exc, HarnessMemError):
+        return EXIT_FAILED
+    return EXIT_FAILED
+
+
+def report_error(exc: BaseException) -> int:
+    """Print ``exc`` as ``error: ...`` plus ``hint: ...`` (no traceback); its exit status."""
+    from harnessmem.errors import HarnessMemError
+
+    if isinstance(exc, HarnessMemError):
+        _print_error(exc.message, exc.hint)
+    elif isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        _print_error(
+            f"{exc.strerror or type(exc).__name__}{where}",
+            "check that the path exists and that you may read and write it",
+        )
+    else:
+        _print_error(
+            f"unexpected {type(exc).__name__}: {exc}",
+            "this is a bug in harnessmem or in a plugin; run the command again with --debug "
+            "to see the traceback, and report it",
+        )
+    return exit_code_of(exc)
+
+
+def debugging(ctx: click.Context | None = None) -> bool:
+    """Whether ``--debug`` was given (to the group or to the command)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(_DEBUG_KEY))
+
+
+class HarnessmemGroup(click.Group):
+    """The top-level group: turns exceptions into one error line, a hint and an exit status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except BrokenPipeError:
+            # The reader went away (``| head``): stop quietly, and keep Python from
+            # complaining about the closed stdout at exit.
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(EXIT_FAILED) from None
+        except KeyboardInterrupt:
+            if debugging(ctx):
+                raise
+            click.echo("\ninterrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except CommandError as exc:
+            _print_error(exc.message, exc.hint)
+            raise click.exceptions.Exit(exc.code) from None
+        except Exception as exc:
+            if debugging(ctx):
+                raise
+            raise click.exceptions.Exit(report_error(exc)) from None
+
+
+# ------------------------------------------------------------------------------ logging
+
+
+class _EchoHandler(logging.Handler):
+    """Log records as ``warning: ...`` lines on the stderr of the moment (click's)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = record.levelname.lower()
+            where = f"{record.name}: " if record.levelno < logging.WARNING else ""
+            click.echo(f"{level}: {where}{record.getMessage()}", err=True)
+        except Exception:  # a log line must never break a command
+            self.handleError(record)
+
+
+def enable_logging(ctx: click.Context) -> None:
+    """Show harnessmem's warnings (all its log records under ``--debug``) while ``ctx`` runs."""
+    logger = logging.getLogger("harnessmem")
+    handler = _EchoHandler(logging.WARNING)
+    logger.addHandler(handler)
+    level = logger.level
+    ctx.meta["harnessmem.log_handler"] = handler
+
+    def restore() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+    ctx.call_on_close(restore)
+    if debugging(ctx):
+        _debug_logging(ctx)
+
+
+def _debug_logging(ctx: click.Context) -> None:
+    handler = ctx.meta.get("harnessmem.log_handler")
+    if isinstance(handler, logging.Handler):
+        handler.setLevel(logging.DEBUG)
+        logging.getLogger("harnessmem").setLevel(logging.DEBUG)
+
+
+def _debug_callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_DEBUG_KEY] = True
+        _debug_logging(ctx)
+
+
+# ------------------------------------------------------------------------------ options
+
+
+def debug_option(func: F) -> F:
+    return click.option(
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_debug_callback,
+        help="Show tracebacks and debug logging.",
+    )(func)
+
+
+def config_option(func: F) -> F:
+    return click.option(
+        "--config",
+        "-c",
+        "config",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Config file (TOML or YAML); default $HARNESSMEM_CONFIG or ./harnessmem.toml.",
+    )(func)
+
+
+def workspace_option(func: F) -> F:
+    return click.option(
+        "--workspace",
+        "-w",
+        "workspace",
+        default=None,
+        metavar="URL",
+        help="Workspace folder or fsspec URL (s3://bucket/prefix); default: workspace.url "
+        "of the settings (./workspace).",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print data as JSON.")(func)
+
+
+def common_options(
+    *, workspace: bool = True, as_json: bool = True, config: bool = True
+) -> Callable[[F], F]:
+    """``-w/--workspace``, ``-c/--config``, ``--json`` (where output is data), ``--debug``."""
+
+    def decorate(func: F) -> F:
+        func = debug_option(func)
+        if as_json:
+            func = json_option(func)
+        if workspace:
+            func = workspace_option(func)
+        return config_option(func) if config else func
+
+    return decorate
+
+
+# ------------------------------------------------------------------------ settings and harness
+
+
+def load_settings(
+    config: str | None, workspace: str | None, **sections: Any
+) -> tuple[HarnessSettings, dict[str, Any]]:
+    """Settings from ``--config``, the environment and ``-w``; and the overrides given."""
+    from harnessmem.settings import HarnessSettings
+
+    overrides: dict[str, Any] = dict(sections)
+    if workspace is not None:
+        overrides["workspace"] = {**overrides.get("workspace", {}), "url": workspace}
+    return HarnessSettings.load(config, **overrides), overrides
+
+
+def check_reachable(workspace: Workspace) -> None:
+    """Fail early, with a hint, when an object-store workspace's bucket cannot be reached.
+
+    fsspec opens a remote filesystem without a request, and a missing bucket reads like an
+    empty workspace; a command would then report "nothing found" instead of the problem.
+    """
+    if workspace.is_local or workspace.protocol == "memory":
+        return
+    from harnessmem._stores import hint
+    from harnessmem.errors import WorkspaceError
+
+    bucket = workspace.root.split("/", 1)[0]
+    fs: Any = workspace.fs
+    try:
+        if hasattr(fs, "call_s3"):
+            fs.call_s3("head_bucket", Bucket=bucket)
+        else:
+            fs.ls(bucket, detail=False)
+    except FileNotFoundError as exc:
+        raise WorkspaceError(
+            f"workspace {workspace.url}: bucket {bucket!r} does not exist",
+            hint="create the bucket first, or fix the bucket name in the workspace URL",
+        ) from exc
+    except Exception as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise WorkspaceError(
+            f"workspace {workspace.url} is not reachable: {type(exc).__name__}: {detail}",
+            hint=hint(exc)
+            or "check workspace.url and workspace.storage_options (endpoint_url, credentials)",
+        ) from exc
+
+
+def open_harness(
+    settings: HarnessSettings, *, plugins: tuple[object, ...] = (), **kwargs: Any
+) -> MemoryHarness:
+    """A harness for one command: no maintenance thread (it would only idle), bucket checked."""
+    from harnessmem.harness import MemoryHarness
+
+    settings.maintenance.enabled = False
+    harness = MemoryHarness(settings, plugins=plugins, **kwargs)
+    try:
+        check_reachable(harness.workspace)
+    except BaseException:
+        harness.close()
+        raise
+    return harness
+
+
+@contextmanager
+def command_harness(config: str | None, workspace: str | None) -> Iterator[MemoryHarness]:
+    """``with command_harness(config, workspace) as harness:`` for the simple commands."""
+    settings, _ = load_settings(config, workspace)
+    with open_harness(settings) as harness:
+        yield harness
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A rich table on a terminal; plain aligned columns (never cut) when piped."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    for line in [columns, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def print_fields(rows: list[tuple[str, str]], indent: str = "") -> None:
+    """``label  value`` lines with the labels aligned."""
+    width = max((len(label) for label, _ in rows), default=0)
+    for label, value in rows:
+        click.echo(f"{indent}{label.ljust(width)}  {value}".rstrip())
+
+
+def shown_url(url: str) -> str:
+    """A workspace URL as a person reads it: a local folder as its path."""
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(url).path)
+    return url
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 fact``, ``3 facts``, ``1,204 messages``."""
+    word = noun if count == 1 else (many or noun + "s")
+    return f"{count:,} {word}"
+
+
+def human_size(size: int) -> str:
+    """``812 B``, ``14.2 KB``, ``3.1 MB``."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"  # pragma: no cover - the loop returns
+
+
+_SECRET_WORDS = ("key", "secret", "token", "password")
+
+
+def redact(name: str, value: Any) -> Any:
+    """Hide credentials inside option tables when printing settings."""
+    if isinstance(value, Mapping):
+        return {
+            k: ("***" if any(w in k.lower() for w in _SECRET_WORDS) and v else redact(k, v))
+            for k, v in value.items()
+        }
+    return value

@@ -1,0 +1,497 @@
+"""Replay a recorded conversation through a session, turn by turn, as an agent loop would.
+
+:func:`load_transcript` reads a transcript file: a JSON list of OpenAI messages, JSON
+Lines (one message a line), or any shape :func:`harnessmem.messages.normalize_messages`
+knows (Anthropic messages, SWE-agent trajectories, a tau-bench run). :func:`replay` feeds
+the messages to :class:`~harnessmem.harness.Session` the way a live agent would have:
+
+- before each assistant message (the model call): ``before_reasoning`` (eviction sweep,
+  compaction; the returned list becomes the context);
+- each tool message: ``after_tool(call, output)`` (oversized outputs go to a file);
+- at the end of each agent call (the next user or system message, and the end of the
+  file): ``after_call`` (the flush into today's daily log);
+- when the day changes and at the end: ``harness.consolidate()``, as the maintenance
+  scheduler would overnight.
+
+Messages may carry a ``timestamp`` (ISO 8601, or seconds since the epoch): the harness
+clock then follows them, so daily logs are named by the days the conversation spans.
+By default the dates are shifted by whole days so that the last message falls within the
+past 24 hours (an old transcript's logs would otherwise be archived by the next
+maintenance tick); times of day stay as written; ``keep_dates=True`` keeps the dates.
+What happened comes back as a :class:`ReplayReport`: one :class:`ReplayEvent` per
+compaction, flush, eviction and consolidation.
+
+Replay into a workspace no live agent is writing to: while the clock follows old
+timestamps, the leases the harness takes look expired to other processes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.errors import MessageFormatError
+from harnessmem.plugins import hookimpl
+
+if TYPE_CHECKING:
+    from harnessmem.consolidation import ConsolidationResult
+    from harnessmem.events import (
+        CompactionEvent,
+        ContextOverBudgetEvent,
+        MemoryFlushedEvent,
+        ToolResultEvictedEvent,
+    )
+    from harnessmem.harness import MemoryHarness
+
+__all__ = [
+    "ReplayClock",
+    "ReplayEvent",
+    "ReplayReport",
+    "load_transcript",
+    "message_time",
+    "replay",
+]
+
+Message = dict[str, Any]
+_TIME_KEYS = ("timestamp", "created_at", "time")
+#: Roles that start a new agent call (a joined file of runs has system messages inside).
+_BOUNDARY_ROLES = ("user", "system", "developer")
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+def load_transcript(path: str | Path) -> list[Message]:
+    """The OpenAI messages of the transcript file at ``path``.
+
+    Raises ``FileNotFoundError`` / ``IsADirectoryError`` for a missing path and
+    ``MessageFormatError`` (naming the line and column, or the message) for a file that
+    is not JSON / JSON Lines or holds no conversation.
+    """
+    source = Path(path)
+    data = source.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MessageFormatError(
+            f"{source} is not UTF-8 text (byte {exc.start})",
+            hint="a transcript is a JSON list of messages or JSON Lines, in UTF-8",
+        ) from None
+    if not text.strip():
+        raise MessageFormatError(
+            f"{source} is empty", hint="a transcript is a JSON list of messages or JSON Lines"
+        )
+    parsed = _parse_json_or_lines(text, source)
+    try:
+        messages = _normalise(parsed)
+    except MessageFormatError as exc:
+        raise MessageFormatError(
+            f"{source}: {exc.message}",
+            hint=exc.hint
+            or "each message needs a role (system, user, assistant, tool) and its content",
+            problems=exc.problems,
+        ) from None
+    if not messages:
+        raise MessageFormatError(f"{source} holds no messages")
+    return messages
+
+
+def _parse_json_or_lines(text: str, source: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as whole:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2 or not lines[0].lstrip().startswith("{"):
+            raise _json_error(source, whole) from None
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise MessageFormatError(
+                f"{source} line {number} is not valid JSON: {exc.msg} (column {exc.colno})",
+                hint="JSON Lines hold one complete JSON object per line",
+            ) from None
+    return records
+
+
+def _json_error(source: Path, exc: json.JSONDecodeError) -> MessageFormatError:
+    return MessageFormatError(
+        f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+        hint="a transcript is a JSON list of OpenAI messages, or JSON Lines with one a line",
+    )
+
+
+def _normalise(data: Any) -> list[Message]:
+    from harnessmem.messages import normalize_messages
+
+    if isinstance(data, list) and data and all(_is_run(item) for item in data):
+        # A list of runs (tau-bench's file shape): one conversation after the other.
+        return [m for item in data for m in normalize_messages(item)]
+    return normalize_messages(data)
+
+
+def _is_run(item: Any) -> bool:
+    return (
+        isinstance(item, Mapping)
+        and "role" not in item
+        and any(isinstance(item.get(key), list) for key in ("messages", "traj", "history"))
+    )
+
+
+def message_time(message: Mapping[str, Any]) -> float | None:
+    """Seconds since the epoch of a message's ``timestamp`` (or ``created_at``), if any.
+
+    ISO 8601 text (a trailing ``Z`` or an offset; naive times are UTC) or a number.
+    """
+    for key in _TIME_KEYS:
+        value = message.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            return moment.timestamp()
+    return None
+
+
+# ------------------------------------------------------------------------------ the report
+
+
+@dataclass(frozen=True)
+class ReplayEvent:
+    """One thing the harness did during a replay.
+
+    ``index``: the 1-based transcript position of the message being handled when it
+    happened (``len(messages)`` for the final flush and consolidation). ``time``: the
+    harness clock then. ``kind``: ``"compaction"``, ``"flush"``, ``"eviction"``,
+    ``"consolidation"`` or ``"context_over_budget"``. ``phase``: the lifecycle point
+    (``before_reasoning``, ``after_tool``, ``after_call``, ``day end``, ``end``).
+    ``data``: the event's fields, JSON-ready.
+    """
+
+    index: int
+    time: float
+    kind: str
+    phase: str
+    data: dict[str, Any]
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did (:func:`replay` returns it; ``harnessmem replay`` prints it)."""
+
+    session_id: str
+    workspace: str
+    messages: int
+    agent_calls: int = 0
+    model_calls: int = 0
+    tool_results: int = 0
+    transcript_tokens: int = 0
+    peak_context_tokens: int = 0
+    final_context_messages: int = 0
+    final_context_tokens: int = 0
+    first_time: float | None = None
+    last_time: float | None = None
+    shifted_by: float = 0.0
+    events: list[ReplayEvent] = field(default_factory=list)
+    memory_tokens: int = 0
+    memory_budget: int = 0
+    flush_failures: list[str] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[ReplayEvent]:
+        """The events of one kind, in order."""
+        return [event for event in self.events if event.kind == kind]
+
+    @property
+    def facts(self) -> int:
+        """Facts written to daily logs (after dedup and redaction)."""
+        return sum(len(e.data["entries"]) for e in self.of_kind("flush"))
+
+    @property
+    def daily_logs(self) -> list[str]:
+        """The daily logs the flushes wrote, in the order first written."""
+        return list(dict.fromkeys(e.data["path"] for e in self.of_kind("flush")))
+
+    def totals(self) -> dict[str, Any]:
+        """Counts of each kind of event, and the figures a summary line needs."""
+        compactions = self.of_kind("compaction")
+        consolidations = self.of_kind("consolidation")
+        return {
+            "compactions": sum(1 for e in compactions if e.data["compacted"]),
+            "degraded_compactions": sum(1 for e in compactions if e.data["degraded"]),
+            "flushes": len(self.of_kind("flush")),
+            "facts": self.facts,
+            "daily_logs": self.daily_logs,
+            "evictions": len(self.of_kind("eviction")),
+            "evicted_chars": sum(e.data["original_chars"] for e in self.of_kind("eviction")),
+            "consolidations": sum(1 for e in consolidations if e.data["status"] == "consolidated"),
+            "flush_failures": len(self.flush_failures),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (``harnessmem replay --report json``)."""
+        data = asdict(self)
+        data["totals"] = self.totals()
+        return data
+
+
+# ------------------------------------------------------------------------------ the clock
+
+
+class ReplayClock:
+    """The harness clock of a replay: the current message's time, shifted; else real time."""
+
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._fixed: float | None = None
+
+    def set(self, moment: float | None) -> None:
+        """Stop at ``moment`` (None: follow real time again)."""
+        self._fixed = moment
+
+    def __call__(self) -> float:
+        return self._fixed if self._fixed is not None else self._now()
+
+
+# ------------------------------------------------------------------------------ the recorder
+
+
+class _Recorder:
+    """A plugin that turns the observer hooks into :class:`ReplayEvent` rows."""
+
+    name = "replay-recorder"
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.index = 0
+        self.phase = ""
+        self.events: list[ReplayEvent] = []
+
+    def add(self, kind: str, data: dict[str, Any], phase: str | None = None) -> None:
+        self.events.append(ReplayEvent(self.index, self.clock(), kind, phase or self.phase, data))
+
+    @hookimpl
+    def on_compaction(self, event: CompactionEvent) -> None:
+        data = asdict(event)
+        data["details"] = dict(event.details)
+        data["usage"] = dict(event.usage)
+        data["compacted"] = not event.postponed
+        self.add("compaction", data)
+
+    @hookimpl
+    def on_memory_flushed(self, event: MemoryFlushedEvent) -> None:
+        self.add(
+            "flush",
+            {
+                "path": event.path,
+                "entries": list(event.entries),
+                "messages": event.messages,
+                "duplicates": event.duplicates,
+            },
+        )
+
+    @hookimpl
+    def on_tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
+        self.add("eviction", asdict(event))
+
+    @hookimpl
+    def on_context_over_budget(self, event: ContextOverBudgetEvent) -> None:
+        self.add("context_over_budget", asdict(event))
+
+
+# ------------------------------------------------------------------------------ the replay
+
+
+def replay(
+    harness: MemoryHarness,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    session_id: str,
+    clock: ReplayClock | None = None,
+    keep_dates: bool = False,
+    consolidate: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> ReplayReport:
+    """Feed ``messages`` through ``harness.session(session_id)``; see the module doc.
+
+    ``clock`` must be the clock ``harness`` was built with for message timestamps to
+    count (without one, or without timestamps, the harness keeps its own clock).
+    ``progress`` is called with the number of messages handled so far. Errors of the
+    harness propagate (a failed flush does not: it is listed in ``flush_failures``).
+    """
+    from harnessmem.tokens import TokenCounter
+
+    recorder = _Recorder(harness.clock)
+    counter = TokenCounter()
+    times = [message_time(m) for m in messages]
+    known = [t for t in times if t is not None]
+    shift = 0.0
+    if clock is not None and known and not keep_dates:
+        # Whole days, so times of day stay as written; the last message lands in the past
+        # 24 hours (never in the future).
+        shift = max(0, int((time.time() - max(known)) // 86_400)) * 86_400.0
+    report = ReplayReport(
+        session_id=session_id,
+        workspace=harness.workspace.url,
+        messages=len(messages),
+        transcript_tokens=counter.count_messages(messages),
+        first_time=min(known) + shift if known else None,
+        last_time=max(known) + shift if known else None,
+        shifted_by=shift,
+        memory_budget=harness.settings.consolidation.max_memory_tokens,
+    )
+    loop = _Loop(harness, session_id, recorder, counter, report)
+    harness.pm.register(recorder, name=f"{_Recorder.name}-{id(recorder)}")
+    try:
+        for index, (message, moment) in enumerate(zip(messages, times, strict=True), 1):
+            boundary = message.get("role") in _BOUNDARY_ROLES
+            if boundary:
+                # The previous agent call ends (and flushes) at its own last message and
+                # moment; a new day then starts with the "overnight" consolidation.
+                recorder.index = index - 1
+                loop.end_call()
+            if clock is not None and moment is not None:
+                clock.set(moment + shift)
+            if boundary:
+                loop.day_boundary()
+            recorder.index = index
+            loop.handle(dict(message))
+            if progress is not None:
+                progress(index)
+        recorder.index = len(messages)
+        loop.end_call()
+        if consolidate:
+            loop.consolidate("end")
+        report.final_context_messages = len(loop.context)
+        report.final_context_tokens = counter.count_messages(loop.context)
+    finally:
+        harness.pm.unregister(recorder)
+        if clock is not None:
+            clock.set(None)
+    report.events = recorder.events
+    report.memory_tokens = _memory_tokens(harness, counter)
+    return report
+
+
+class _Loop:
+    """The agent loop a replay imitates: one context list, one call at a time."""
+
+    def __init__(
+        self,
+        harness: MemoryHarness,
+        session_id: str,
+        recorder: _Recorder,
+        counter: Any,
+        report: ReplayReport,
+    ) -> None:
+        self.harness = harness
+        self.session = harness.session(session_id)
+        self.recorder = recorder
+        self.counter = counter
+        self.report = report
+        self.context: list[Message] = []
+        self.calls: dict[str, Message] = {}
+        self.in_call = False
+        self.day: str | None = None
+
+    def handle(self, message: Message) -> None:
+        role = message.get("role")
+        if role in _BOUNDARY_ROLES:
+            self.end_call()
+            self.context.append(message)
+            self.in_call = self.in_call or role == "user"
+        elif role == "assistant":
+            self.recorder.phase = "before_reasoning"
+            self.context = self.session.before_reasoning(self.context)
+            self.report.model_calls += 1
+            tokens = self.counter.count_messages(self.context)
+            self.report.peak_context_tokens = max(self.report.peak_context_tokens, tokens)
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                    self.calls[call["id"]] = dict(call)
+            self.context.append(message)
+            self.in_call = True
+        elif role == "tool":
+            self.recorder.phase = "after_tool"
+            call_id = str(message.get("tool_call_id") or "")
+            call = self.calls.get(call_id) or {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": str(message.get("name") or "tool"), "arguments": "{}"},
+            }
+            output = self.session.after_tool(call, _text_of(message.get("content")))
+            self.context.append({**message, "content": output})
+            self.report.tool_results += 1
+        else:  # validated earlier: function messages of old transcripts
+            self.context.append(message)
+
+    def end_call(self) -> None:
+        """The end of an agent call: ``after_call`` (the flush)."""
+        if not self.in_call:
+            return
+        self.in_call = False
+        self.recorder.phase = "after_call"
+        ctx = self.session.after_call(self.context)
+        self.report.agent_calls += 1
+        result = ctx.outcomes.get("flush")
+        if result is not None and getattr(result, "status", "") == "failed":
+            self.report.flush_failures.append(str(getattr(result, "error", "") or "failed"))
+
+    def day_boundary(self) -> None:
+        """Consolidate when the day changed since the last boundary (as overnight upkeep)."""
+        from harnessmem._memory_files import local_date
+
+        day = local_date(self.harness.clock(), self.harness.settings.workspace.timezone)
+        if self.day is not None and day != self.day:
+            self.end_call()
+            self.consolidate("day end")
+        self.day = day
+
+    def consolidate(self, phase: str) -> None:
+        if not self.harness.settings.consolidation.enabled:
+            return
+        result = self.harness.consolidate()
+        if result.status in ("nothing_new", "disabled"):
+            return
+        self.recorder.add("consolidation", _consolidation_data(result), phase)
+
+
+def _consolidation_data(result: ConsolidationResult) -> dict[str, Any]:
+    data = asdict(result)
+    data["files"] = list(result.files)
+    return data
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part.get("text") if isinstance(part, Mapping) else part
+            for part in content
+            if isinstance(part, str | Mapping)
+        ]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
+def _memory_tokens(harness: MemoryHarness, counter: Any) -> int:
+    try:
+        text = harness.workspace.read_text("MEMORY.md")
+    except FileNotFoundError:
+        return 0
+    return int(counter.count_text(text))

@@ -1,0 +1,300 @@
+"""The command line: consistent options, errors as one line plus a hint with a documented exit
+status, and the init, save, consolidate and status commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from harnessmem import MemoryHarness
+from harnessmem.cli import main
+from harnessmem.cli._init import render_config
+from harnessmem.settings import HarnessSettings, settings_leaves
+
+EXIT = {"failed": 1, "usage": 2, "config": 3, "input": 4, "workspace": 5}
+
+
+def invoke(*args: str, **kwargs: Any) -> Result:
+    return CliRunner().invoke(main, list(args), **kwargs)
+
+
+def assert_one_error(result: Result, code: int, *phrases: str) -> None:
+    """Exit ``code``; stderr is ``error: ...`` then ``hint: ...``; no traceback."""
+    assert result.exit_code == code, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: "), lines
+    assert len(lines) == 2, lines
+    assert lines[1].startswith("hint: "), lines
+    for phrase in phrases:
+        assert phrase in result.stderr
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)
+
+
+def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found.update(_commands(command, f"{prefix}{name} "))
+        else:
+            found[prefix + name] = command
+    return found
+
+
+COMMANDS = _commands(main)
+DATA_COMMANDS = {
+    "search", "get", "save", "status", "consolidate", "maintain", "usage", "plugins", "init",
+    "index rebuild", "index status", "config show", "config validate",
+}  # fmt: skip
+
+
+def test_the_issue_s_commands_exist() -> None:
+    assert set(COMMANDS) == {*DATA_COMMANDS, "replay", "chat"}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_takes_the_common_options(name: str) -> None:
+    options = {opt for param in COMMANDS[name].params for opt in param.opts}
+    assert {"-w", "--workspace", "--debug"} <= options
+    if name != "init":  # init writes the config file
+        assert {"-c", "--config"} <= options
+    if name in DATA_COMMANDS:
+        assert "--json" in options
+    assert COMMANDS[name].help, f"{name} has no help text"
+
+
+def test_help_lists_the_commands_and_starts_lightly() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for name in ("init", "replay", "search", "status", "chat"):
+        assert f"  {name} " in result.output
+    code = (
+        "import sys, harnessmem.cli;"
+        "print([m for m in ('litellm', 'tiktoken', 'sqlalchemy', 'fsspec', 'rich', 'pydantic')"
+        " if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", "commands import what they need when they run"
+    module = subprocess.run(
+        [sys.executable, "-m", "harnessmem.cli", "--help"], capture_output=True, text=True
+    )
+    assert module.returncode == 0
+    assert "replay" in module.stdout
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def test_a_missing_transcript(tmp_path: Path) -> None:
+    result = invoke("replay", str(tmp_path / "nope.json"), "-w", str(tmp_path / "ws"))
+    assert_one_error(result, EXIT["input"], "nope.json not found", "--example")
+
+
+def test_malformed_json(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('[{"role": "user", "content": "hi"},')
+    result = invoke("replay", str(path), "-w", str(tmp_path / "ws"))
+    assert_one_error(result, EXIT["input"], "broken.json is not valid JSON", "line 1")
+
+
+def test_a_transcript_that_is_not_a_conversation(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('[{"role": "user"}]')
+    result = invoke("replay", str(path), "-w", str(tmp_path / "ws"))
+    assert_one_error(result, EXIT["input"], "message 0: user message has no content")
+
+
+def test_an_unknown_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESSMEM_INDEX__BACKEND", "sqlitte")
+    result = invoke("status", "-w", str(tmp_path / "ws"))
+    assert_one_error(result, EXIT["config"], "no index backend 'sqlitte'", "did you mean 'sqlite'")
+
+
+def test_a_bad_setting(tmp_path: Path) -> None:
+    config = tmp_path / "harnessmem.toml"
+    config.write_text("[compaction]\ntrigger_messages = -1\n")
+    result = invoke("search", "x", "-c", str(config))
+    assert result.exit_code == EXIT["config"]
+    assert result.stderr.startswith("error: invalid harnessmem settings (1 problem):")
+    assert "compaction.trigger_messages" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "phrase"),
+    [("s3://", "names no bucket"), ("nosuch://bucket/ws", "Protocol not known: nosuch")],
+)
+def test_a_bad_url(tmp_path: Path, url: str, phrase: str) -> None:
+    result = invoke("status", "-w", url)
+    assert_one_error(result, EXIT["workspace"], f"open workspace {url!r} failed", phrase)
+
+
+@pytest.mark.s3
+def test_a_missing_bucket(
+    s3_storage_options: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESSMEM_WORKSPACE__STORAGE_OPTIONS", json.dumps(s3_storage_options))
+    result = invoke("search", "anything", "-w", "s3://no-such-bucket-here/agent")
+    assert_one_error(
+        result,
+        EXIT["workspace"],
+        "bucket 'no-such-bucket-here' does not exist",
+        "create the bucket",
+    )
+
+
+@pytest.mark.s3
+def test_an_unreachable_store(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = {
+        "endpoint_url": "http://127.0.0.1:9",  # nothing listens on the discard port
+        "key": "testing",
+        "secret": "testing",
+        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2},
+    }
+    monkeypatch.setenv("HARNESSMEM_WORKSPACE__STORAGE_OPTIONS", json.dumps(options))
+    result = invoke("status", "-w", "s3://bucket/agent")
+    assert_one_error(result, EXIT["workspace"], "is not reachable", "endpoint_url")
+
+
+def test_debug_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: MemoryHarness) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(MemoryHarness, "consolidate", broken)
+    result = invoke("consolidate", "-w", str(tmp_path / "ws"))
+    assert_one_error(result, EXIT["failed"], "unexpected RuntimeError: boom", "--debug")
+    for args in (["--debug", "consolidate"], ["consolidate", "--debug"]):
+        debug = invoke(*args, "-w", str(tmp_path / "ws"))
+        assert isinstance(debug.exception, RuntimeError), "the traceback is Python's own"
+
+
+def test_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(self: MemoryHarness) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MemoryHarness, "consolidate", interrupted)
+    result = invoke("consolidate", "-w", str(tmp_path / "ws"))
+    assert result.exit_code == 130
+    assert "interrupted" in result.stderr
+
+
+def test_warnings_are_shown_as_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESSMEM_COMPACTION__KEEP_MESSAGES", "60")
+    result = invoke("status", "-w", str(tmp_path / "ws"))
+    assert result.exit_code == 0
+    assert result.stderr.startswith("warning: compaction.keep_messages (60)")
+
+
+# -- init ---------------------------------------------------------------------------------------
+
+
+def test_init_writes_a_workspace_and_a_commented_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = invoke("init", "agent")
+    assert result.exit_code == 0, result.output
+    assert "created agent/harnessmem.toml" in result.output
+    assert "cd agent && harnessmem status" in result.output
+    assert (tmp_path / "agent" / "workspace" / "memory").is_dir()
+    again = invoke("init", "agent")
+    assert_one_error(again, EXIT["failed"], "already exists", "--force")
+    assert invoke("init", "agent", "--force").exit_code == 0
+    monkeypatch.chdir(tmp_path / "agent")
+    settings = HarnessSettings.load()
+    assert settings.config_file == Path("harnessmem.toml")
+    assert settings.workspace.url == "./workspace"
+    status = invoke("status")
+    assert status.exit_code == 0, status.output
+    assert f"workspace    {tmp_path / 'agent' / 'workspace'}" in status.output
+
+
+def test_the_config_template_lists_every_setting_and_uncomments_cleanly() -> None:
+    text = render_config("s3://bucket/agent")
+    defaults = HarnessSettings.load(None, workspace={"url": "s3://bucket/agent"})
+    assert HarnessSettings(**tomllib.loads(text)) == defaults, "only the URL is set"
+    assert '\nurl = "s3://bucket/agent"\n' in text
+    for name, _ in settings_leaves(defaults)[1:]:
+        key = name.rsplit(".", 1)[-1]
+        assert f"# {key} = " in text or f"# {key}: unset" in text or f".{key}]" in text, name
+    setting = re.compile(r"^# (\[[a-z_.]+\]|[a-z_]+ = )")
+    uncommented = "\n".join(line[2:] if setting.match(line) else line for line in text.splitlines())
+    everything = HarnessSettings(**tomllib.loads(uncommented))
+    assert everything.compaction.trigger_messages == 50
+    assert everything.maintenance.interval == 6 * 3600, 'durations read back ("6h")'
+    assert everything.model.name == "openai/gpt-4o-mini", "unset settings show an example"
+
+
+# -- save, consolidate, status --------------------------------------------------------------------
+
+
+def test_save(tmp_path: Path) -> None:
+    ws = str(tmp_path / "ws")
+    result = invoke("save", "Maya prefers small pull requests", "-w", ws)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Saved 1 memory to MEMORY.md")
+    again = invoke("save", "-w", ws, "--json", "--", "- Maya prefers small pull requests")
+    assert json.loads(again.output)["duplicates"] == 1
+    assert invoke("save", "  ", "-w", ws).exit_code == EXIT["usage"]
+
+
+def test_consolidate(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2026-11-29.md").write_text(
+        "## Memory Flush — 2026-11-29T10:00:00Z · session s\n- The staging database is on 5433\n"
+    )
+    result = invoke("consolidate", "-w", str(ws))
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("consolidated 1 daily log into MEMORY.md: 0 -> ")
+    assert "5433" in (ws / "MEMORY.md").read_text()
+    again = invoke("consolidate", "-w", str(ws), "--json")
+    assert json.loads(again.output)["status"] == "nothing_new"
+
+
+def test_a_rejected_consolidation_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harnessmem.consolidation import ConsolidationResult
+
+    def rejected(self: MemoryHarness) -> ConsolidationResult:
+        return ConsolidationResult("rejected", reason="the answer was empty")
+
+    monkeypatch.setattr(MemoryHarness, "consolidate", rejected)
+    result = invoke("consolidate", "-w", str(tmp_path / "ws"))
+    assert result.exit_code == EXIT["failed"]
+    assert "rewrite rejected, MEMORY.md unchanged: the answer was empty" in result.output
+
+
+def test_status(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    empty = invoke("status", "-w", str(ws))
+    assert empty.exit_code == 0, empty.output
+    assert "daily logs   none yet" in empty.output
+    assert "MEMORY.md    not written yet" in empty.output
+    assert "maintenance  never run here" in empty.output
+    (ws / "memory").mkdir()
+    (ws / "memory" / "2026-11-28.md").write_text("- The staging database is on port 5433\n")
+    (ws / "memory" / "2026-11-29.md").write_text("- Jonas is the release manager\n")
+    assert invoke("maintain", "-w", str(ws)).exit_code == 0
+    (ws / "memory" / "2026-11-29.md").write_text("- Jonas is the release manager\n- more\n")
+    result = invoke("status", "-w", str(ws))
+    assert result.exit_code == 0, result.output
+    lines = dict(line.split(None, 1) for line in result.output.splitlines() if line.strip())
+    assert lines["daily"].startswith("logs   2 (2026-11-28 to 2026-11-29")
+    assert lines["MEMORY.md"].split(" tokens")[0].endswith("of 4,000")
+    assert "1 daily log with 7 B not consolidated yet" in lines["watermark"]
+    assert lines["maintenance"].startswith("last tick ")
+    assert "archive done" in lines["maintenance"]
+    assert lines["index"].startswith("sqlite at ")
+    data = json.loads(invoke("status", "-w", str(ws), "--json").output)
+    assert data["daily_logs"]["count"] == 2
+    assert data["memory_md"]["budget"] == 4_000
+    assert data["watermark"]["waiting_logs"] == 1
+    assert data["model"] == {"backend": "extractive", "name": None, "offline": True}
+    assert data["usage"]["calls"] >= 1

@@ -1,0 +1,301 @@
+"""Replays: loading transcripts, the turn-by-turn loop, the bundled example, real tau-bench runs,
+and ``harnessmem replay``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harnessmem import MemoryHarness
+from harnessmem.cli import main
+from harnessmem.errors import MessageFormatError
+from harnessmem.examples import example_path
+from harnessmem.messages import pair_tool_calls
+from harnessmem.replay import ReplayClock, load_transcript, message_time, replay
+from harnessmem.settings import HarnessSettings
+
+DATA = Path(
+    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def clock() -> ReplayClock:
+    return ReplayClock()
+
+
+@pytest.fixture
+def harness(tmp_path: Path, clock: ReplayClock) -> Iterator[MemoryHarness]:
+    settings = HarnessSettings.load(
+        None, workspace={"url": str(tmp_path / "ws")}, maintenance={"enabled": False}
+    )
+    with MemoryHarness(settings, clock=clock) as harness:
+        yield harness
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a travel agent."},
+    {"role": "user", "content": "I prefer aisle seats."},
+    {"role": "assistant", "content": "Noted."},
+]
+
+
+def test_reads_a_json_list_and_json_lines(tmp_path: Path) -> None:
+    listed = tmp_path / "a.json"
+    listed.write_text(json.dumps(MESSAGES))
+    lines = tmp_path / "a.jsonl"
+    lines.write_text("\n".join(json.dumps(m) for m in MESSAGES) + "\n\n")
+    assert load_transcript(listed) == MESSAGES
+    assert load_transcript(lines) == MESSAGES
+
+
+def test_reads_wrapped_runs_and_other_formats(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps([{"task_id": 1, "traj": MESSAGES}, {"messages": MESSAGES}]))
+    assert load_transcript(runs) == MESSAGES + MESSAGES, "a list of runs is joined in order"
+    anthropic = tmp_path / "anthropic.json"
+    anthropic.write_text(
+        json.dumps(
+            {
+                "system": "Be brief.",
+                "messages": [
+                    {"role": "user", "content": "Search it."},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t1", "name": "s", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}],
+                    },
+                ],
+            }
+        )
+    )
+    roles = [m["role"] for m in load_transcript(anthropic)]
+    assert roles == ["system", "user", "assistant", "tool"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[{"role": "user", "content": "hi"}', "is not valid JSON: Expecting ',' delimiter"),
+        ('{"role": "user", "content": "a"}\n{"role": oops}\n', "line 2 is not valid JSON"),
+        ("", "is empty"),
+        ("[]", "holds no messages"),
+        ('[{"role": "robot", "content": "x"}]', "message 0: role 'robot'"),
+        ('{"turns": []}', "cannot find messages"),
+    ],
+)
+def test_bad_files_are_one_error_naming_the_problem(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(MessageFormatError, match=message) as info:
+        load_transcript(path)
+    assert str(path) in info.value.message
+
+
+def test_message_times() -> None:
+    assert (
+        message_time({"timestamp": "2026-03-09T09:00:00Z"})
+        == datetime(2026, 3, 9, 9, tzinfo=UTC).timestamp()
+    )
+    assert message_time({"created_at": 1_700_000_000}) == 1_700_000_000.0
+    assert message_time({"timestamp": "2026-03-09T10:00:00+01:00"}) == message_time(
+        {"timestamp": "2026-03-09 09:00:00"}
+    )
+    assert message_time({"timestamp": "yesterday"}) is None
+    assert message_time({"timestamp": True}) is None
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+
+def _tool_turn(n: int, output: str) -> list[dict[str, Any]]:
+    call = {"id": f"c{n}", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    return [
+        {"role": "user", "content": f"Please run step {n}. Remember that step {n} needs root."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": output},
+        {"role": "assistant", "content": f"Step {n} done."},
+    ]
+
+
+def test_replay_calls_the_lifecycle_points_like_an_agent_loop(harness: MemoryHarness) -> None:
+    messages = [{"role": "system", "content": "Be helpful."}]
+    for n in range(4):
+        messages += _tool_turn(n, "x" * 90_000 if n == 1 else "ok")
+    report = replay(harness, messages, session_id="s")
+    assert report.agent_calls == 4, "every user message starts a call that ends with a flush"
+    assert report.model_calls == 8
+    assert report.tool_results == 4
+    (eviction,) = report.of_kind("eviction")
+    assert eviction.index == 8
+    assert eviction.phase == "after_tool"
+    flushes = report.of_kind("flush")
+    assert [e.index for e in flushes] == [5, 9, 13, 17], "each at the call's last message"
+    assert all(e.phase == "after_call" for e in flushes)
+    assert report.facts >= 4
+    (consolidation,) = report.of_kind("consolidation")
+    assert consolidation.phase == "end"
+    assert consolidation.data["status"] == "consolidated"
+    assert report.memory_tokens > 0
+    assert report.peak_context_tokens < report.transcript_tokens, "the evicted output is gone"
+    data = json.loads(json.dumps(report.as_dict()))
+    assert data["totals"]["evictions"] == 1
+
+
+def test_timestamps_drive_the_clock_and_name_the_daily_logs(
+    harness: MemoryHarness, clock: ReplayClock
+) -> None:
+    day1 = _tool_turn(1, "ok")
+    day2 = _tool_turn(2, "ok")
+    for i, message in enumerate(day1):
+        message["timestamp"] = f"2025-06-02T10:0{i}:00Z"
+    for i, message in enumerate(day2):
+        message["timestamp"] = f"2025-06-03T09:0{i}:00Z"
+    kept = replay(harness, day1 + day2, session_id="s", clock=clock, keep_dates=True)
+    assert kept.daily_logs == ["memory/2025-06-02.md", "memory/2025-06-03.md"]
+    overnight, final = kept.of_kind("consolidation")
+    assert (overnight.phase, overnight.index) == ("day end", 4)
+    assert final.phase == "end"
+    assert clock() == pytest.approx(datetime.now(UTC).timestamp(), abs=60), "clock released"
+
+
+def test_dates_are_shifted_by_whole_days_to_end_recently(tmp_path: Path) -> None:
+    messages = _tool_turn(1, "ok")
+    for message in messages:
+        message["timestamp"] = "2020-01-01T12:34:00Z"
+    clock = ReplayClock()
+    with MemoryHarness.open(tmp_path / "ws", clock=clock, maintenance={"enabled": False}) as h:
+        report = replay(h, messages, session_id="s", clock=clock)
+    assert report.shifted_by % 86_400 == 0
+    assert report.last_time is not None
+    age = datetime.now(UTC).timestamp() - report.last_time
+    assert 0 <= age < 86_400
+    moment = datetime.fromtimestamp(report.last_time, UTC)
+    assert (moment.hour, moment.minute) == (12, 34), "the time of day stays as written"
+
+
+# -- the bundled example ------------------------------------------------------------------------
+
+
+def test_the_example_is_a_valid_multi_day_conversation_with_huge_outputs() -> None:
+    messages = load_transcript(example_path())
+    assert len(messages) > 2 * 50, "long enough to compact more than once by default"
+    assert not pair_tool_calls(messages).orphans
+    assert not pair_tool_calls(messages).unanswered
+    days = {datetime.fromtimestamp(message_time(m) or 0, UTC).date() for m in messages}
+    assert len(days) == 3
+    huge = [m for m in messages if m["role"] == "tool" and len(m["content"]) > 80_000]
+    assert len(huge) == 2, "over eviction.max_result_chars by default"
+
+
+def test_replaying_the_example_with_defaults(tmp_path: Path) -> None:
+    workspace = str(tmp_path / "demo" / "workspace")
+    code, out, err = _run("replay", "--example", "-w", workspace)
+    assert code == 0, err
+    assert out.startswith("Replaying tidewater-week.jsonl: 133 messages")
+    for word in ("compacted", "flushed", "evicted", "consolidated", "(overnight)"):
+        assert word in out, word
+    assert "Done in" in out
+    assert "3 compactions" in out
+    assert "2 tool results evicted" in out
+    assert f'harnessmem search "staging database" -w {workspace}' in out
+    logs = sorted((tmp_path / "demo" / "workspace" / "memory").glob("*.md"))
+    assert len(logs) == 3
+    code, out, _ = _run("search", "staging database", "-w", workspace)
+    assert code == 0
+    assert "db-staging.tidewater.internal, port 5433" in out
+    # Replayed again: nothing is flushed twice, and the output says why.
+    code, out, _ = _run("replay", "--example", "-w", workspace)
+    assert code == 0
+    assert "0 facts in 0 daily logs" in out
+    assert "No new facts" in out
+
+
+def test_replay_report_json_and_progress(tmp_path: Path) -> None:
+    workspace = str(tmp_path / "ws")
+    code, out, _ = _run(
+        "replay", "--example", "-w", workspace, "--report", "json", "--session", "demo"
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["session_id"] == "demo"
+    assert data["totals"]["compactions"] == 3
+    assert data["totals"]["evictions"] == 2
+    assert len(data["totals"]["daily_logs"]) == 3
+    kinds = {event["kind"] for event in data["events"]}
+    assert kinds == {"compaction", "flush", "eviction", "consolidation"}
+    code, out, err = _run(
+        "replay", "--example", "-w", str(tmp_path / "ws2"), "--progress", "--facts", "0"
+    )
+    assert code == 0, err
+    assert "- Our staging database" not in out, "--facts 0 shows counts only"
+
+
+def test_replay_usage_errors(tmp_path: Path) -> None:
+    code, _, err = _run("replay")
+    assert code == 2
+    assert "--example" in err
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(MESSAGES))
+    code, _, err = _run("replay", str(path), "--example")
+    assert code == 2
+
+
+# -- real data ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tau_transcript(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not TAU.is_file():
+        pytest.skip(f"tau-bench data missing at {TAU}")
+    runs = json.loads(TAU.read_text(encoding="utf-8"))[:12]
+    messages = [message for run in runs for message in run["traj"]]
+    path = tmp_path_factory.mktemp("tau") / "tau-12-runs.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    return path
+
+
+def test_a_300_message_real_transcript_compacts_flushes_and_writes_memory(
+    tau_transcript: Path, tmp_path: Path
+) -> None:
+    """Twelve real tau-bench runs joined into one list, replayed with no configuration."""
+    messages = json.loads(tau_transcript.read_text())
+    assert len(messages) >= 300
+    workspace = tmp_path / "ws"
+    code, out, err = _run("replay", str(tau_transcript), "-w", str(workspace), "--report", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    totals = report["totals"]
+    assert report["messages"] == len(messages)
+    assert totals["compactions"] >= 5
+    assert totals["degraded_compactions"] == 0
+    assert totals["facts"] >= 20
+    assert totals["flush_failures"] == 0
+    assert totals["consolidations"] == 1
+    (log,) = (workspace / "memory").glob("*.md")
+    assert "## Memory Flush" in log.read_text()
+    assert (workspace / "MEMORY.md").read_text().strip()
+    assert (workspace / "sessions" / "tau-12-runs.log.jsonl").is_file()
+    code, out, _ = _run("search", "reservation", "-w", str(workspace))
+    assert code == 0
+    assert "memory/" in out
