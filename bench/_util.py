@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -27,14 +27,41 @@ class Row:
 
     @property
     def ratio(self) -> float | None:
+        """``value / baseline_value``; None without a baseline."""
         if not self.baseline_value:
             return None
         return self.value / self.baseline_value
 
     def as_dict(self) -> dict[str, Any]:
+        """The row as stored in results.json (with its ratio)."""
         data = asdict(self)
         data["ratio"] = self.ratio
         return data
+
+
+@dataclass
+class Series:
+    """Curves a benchmark recorded step by step; a full run draws them to ``docs/img``.
+
+    A ``run()`` may return these among its rows. ``slug`` names the picture
+    (``docs/img/<slug>.png``); ``lines`` maps each curve's label to its y values
+    (x is the step number, from 1); ``log_y`` draws the full run on a log scale;
+    ``zoom`` > 0 adds a second panel with the first ``zoom`` steps on a linear scale.
+    """
+
+    bench: str
+    slug: str
+    title: str
+    x_label: str
+    y_label: str
+    lines: dict[str, list[float]] = field(default_factory=dict)
+    log_y: bool = False
+    zoom: int = 0
+    notes: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The series as stored in results.json."""
+        return asdict(self)
 
 
 def median_seconds(fn: Callable[[], object], *, repeat: int = 7, number: int = 1) -> float:
@@ -46,6 +73,29 @@ def median_seconds(fn: Callable[[], object], *, repeat: int = 7, number: int = 1
             fn()
         samples.append((time.perf_counter() - start) / number)
     return statistics.median(samples)
+
+
+def paired_medians(
+    fn: Callable[[], object],
+    baseline: Callable[[], object],
+    *,
+    repeat: int = 7,
+    number: int = 1,
+) -> tuple[float, float]:
+    """Median per-call times of ``fn`` and ``baseline``, sampled in alternation.
+
+    Taking one sample of each in turn means a burst of load (another process, a slow
+    fsync) hits both sides alike, so their ratio is steadier than with two separate runs.
+    """
+    ours: list[float] = []
+    raw: list[float] = []
+    for _ in range(repeat):
+        for fn_, samples in ((fn, ours), (baseline, raw)):
+            start = time.perf_counter()
+            for _ in range(number):
+                fn_()
+            samples.append((time.perf_counter() - start) / number)
+    return statistics.median(ours), statistics.median(raw)
 
 
 def percentile(samples: list[float], q: float) -> float:

@@ -17,6 +17,9 @@ Reported per configuration (the two of the acceptance test):
 
 Token counts are the harness's own ``TokenCounter`` (tiktoken ``o200k_base``), tool
 schemas excluded. ``--quick`` replays the first 30 runs.
+
+The run also returns the context size at every model call, with each configuration and
+without the harness, as a ``Series``: a full run draws it to ``docs/img/context-tokens.png``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench._util import Row
+from bench._util import Row, Series
 from harnessmem import MemoryHarness
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
@@ -87,11 +90,16 @@ def _reply(messages: list[Message], purpose: str) -> str:
     )
 
 
-def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, int]:
-    """Token totals of one replay (see the module docstring)."""
+def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, Any]:
+    """Token totals of one replay (see the module docstring), and the per-call sizes.
+
+    ``per_call_with`` and ``per_call_without`` hold the tokens sent at each model call
+    with and without the harness; the totals are their sums.
+    """
     counter = TokenCounter()
     model = ScriptedModel(_reply)
-    sent_with = sent_without = calls = 0
+    per_call_with: list[int] = []
+    per_call_without: list[int] = []
     with (
         tempfile.TemporaryDirectory() as folder,
         MemoryHarness.open(
@@ -109,9 +117,8 @@ def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, int
                 session.after_call(context)  # the agent's turn ended
             if message["role"] == "assistant" and context:
                 context = session.before_reasoning(context)
-                sent_with += counter.count_messages(context)
-                sent_without += counter.count_messages(full)
-                calls += 1
+                per_call_with.append(counter.count_messages(context))
+                per_call_without.append(counter.count_messages(full))
             context.append(message)
             full.append(message)
     upkeep = {
@@ -119,9 +126,11 @@ def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, int
         for purpose in ("summary", "flush")
     }
     return {
-        "calls": calls,
-        "with": sent_with,
-        "without": sent_without,
+        "calls": len(per_call_with),
+        "with": sum(per_call_with),
+        "without": sum(per_call_without),
+        "per_call_with": per_call_with,
+        "per_call_without": per_call_without,
         "summary": upkeep["summary"],
         "summaries": len(model.calls_for("summary")),
         "flush": upkeep["flush"],
@@ -129,16 +138,19 @@ def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, int
     }
 
 
-def run(quick: bool) -> list[Row]:
-    """Rows for tokens sent and upkeep share, per configuration."""
+def run(quick: bool) -> list[Row | Series]:
+    """Rows for tokens sent and upkeep share, per configuration; the per-call sizes."""
     if not TAU.is_file():
         print(f"bench compaction: skipped, tau-bench data missing at {TAU}", file=sys.stderr)
         return []
     runs = json.loads(TAU.read_text(encoding="utf-8"))
     messages = stream(runs[:30] if quick else runs)
-    rows: list[Row] = []
+    rows: list[Row | Series] = []
+    curves: dict[str, list[float]] = {}
     for name, compaction in CONFIGS.items():
         totals = replay(messages, compaction)
+        curves.setdefault("without the harness (whole conversation)", totals["per_call_without"])
+        curves[f"with the harness, {name}"] = totals["per_call_with"]
         upkeep = totals["summary"] + totals["flush"]
         rows.append(
             Row(
@@ -148,7 +160,7 @@ def run(quick: bool) -> list[Row]:
                 unit="tokens",
                 baseline="same loop without the harness",
                 baseline_value=totals["without"],
-                notes=f"{totals['calls']} model calls over {len(messages)} messages",
+                notes=f"{totals['calls']:,} model calls over {len(messages):,} messages",
             )
         )
         rows.append(
@@ -160,11 +172,28 @@ def run(quick: bool) -> list[Row]:
                 baseline="tokens sent with the harness",
                 baseline_value=totals["with"],
                 notes=(
-                    f"{totals['summaries']} summaries ({totals['summary']} tokens), "
-                    f"{totals['flushes']} flushes ({totals['flush']} tokens)"
+                    f"{totals['summaries']:,} summaries ({totals['summary']:,} tokens), "
+                    f"{totals['flushes']:,} flushes ({totals['flush']:,} tokens)"
                 ),
             )
         )
+    peaks = "; ".join(f"{label}: peak {max(values):,.0f}" for label, values in curves.items())
+    rows.append(
+        Series(
+            bench="compaction",
+            slug="context-tokens",
+            title=(
+                f"Context sent per model call: tau-bench airline replay, {len(messages):,} "
+                f"messages, {len(next(iter(curves.values()))):,} calls"
+            ),
+            x_label="model call",
+            y_label="tokens sent",
+            lines=curves,
+            log_y=True,
+            zoom=150,
+            notes=f"Largest context sent: {peaks}.",
+        )
+    )
     return rows
 
 

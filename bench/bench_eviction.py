@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench._util import Row, median_seconds
+from bench._util import Row, median_seconds, paired_medians
 from harnessmem.events import TurnContext
 from harnessmem.eviction import ToolResultEvictor
 from harnessmem.harness import MemoryHarness
@@ -89,27 +89,32 @@ def run(quick: bool) -> list[Row]:
             call = {"id": f"call_{next(ids)}", "function": {"name": "shell"}}
             return plain_session.after_tool(call, text)
 
+        def raw_evict() -> str:
+            return _raw_evict(root / "raw.txt", text)
+
+        value, base = paired_medians(evict_unredacted, raw_evict, repeat=repeat, number=number)
         rows.append(
             Row(
                 "eviction",
                 "after_tool, 150,000 chars (new file, redaction off)",
-                median_seconds(evict_unredacted, repeat=repeat, number=number),
+                value,
                 "s",
                 "write + fsync + slice",
-                median_seconds(lambda: _raw_evict(root / "raw.txt", text), repeat=repeat),
+                base,
             )
         )
         plain.close()
         same = {"id": "call_same", "function": {"name": "shell"}}
         session.after_tool(same, text)
+        value, base = paired_medians(evict_new, raw_evict, repeat=repeat, number=number)
         rows.append(
             Row(
                 "eviction",
                 "after_tool, 150,000 chars (new file)",
-                median_seconds(evict_new, repeat=repeat, number=number),
+                value,
                 "s",
                 "write + fsync + slice",
-                median_seconds(lambda: _raw_evict(root / "raw.txt", text), repeat=repeat),
+                base,
             )
         )
         rows.append(

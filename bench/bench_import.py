@@ -5,12 +5,14 @@
 
 Each figure is the median wall time of a fresh interpreter, so interpreter
 start-up is inside both the measurement and the baseline; the net rows
-subtract a bare ``python -c pass`` measured in the same run.
+subtract a bare ``python -c pass`` measured in the same run. The commands take turns
+(one sample of each per round), so a burst of load hits them alike.
 """
 
 from __future__ import annotations
 
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -19,14 +21,15 @@ from pathlib import Path
 from bench._util import Row
 
 
-def _cold(argv: list[str], repeat: int) -> float:
-    samples = []
+def _cold(commands: dict[str, list[str]], repeat: int) -> dict[str, float]:
+    """Median wall time of each command in a fresh process; the commands take turns."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(argv, check=True, capture_output=True)
-        samples.append(time.perf_counter() - start)
-    samples.sort()
-    return samples[len(samples) // 2]
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def _console_script() -> list[str]:
@@ -40,13 +43,20 @@ def _console_script() -> list[str]:
 
 
 def run(quick: bool) -> list[Row]:
+    """Rows for the cold imports and ``harnessmem --help``, against ``import pydantic, pluggy``."""
     repeat = 5 if quick else 15
     python = sys.executable
-    bare = _cold([python, "-c", "pass"], repeat)
-    baseline = _cold([python, "-c", "import pydantic, pluggy"], repeat)
-    ours = _cold([python, "-c", "import harnessmem"], repeat)
-    api = _cold([python, "-c", "from harnessmem import MemoryHarness, HarnessSettings"], repeat)
-    cli = _cold([*_console_script(), "--help"], repeat)
+    times = _cold(
+        {
+            "bare": [python, "-c", "pass"],
+            "baseline": [python, "-c", "import pydantic, pluggy"],
+            "ours": [python, "-c", "import harnessmem"],
+            "api": [python, "-c", "from harnessmem import MemoryHarness, HarnessSettings"],
+            "cli": [*_console_script(), "--help"],
+        },
+        repeat,
+    )
+    bare, baseline, ours, api, cli = (times[k] for k in ("bare", "baseline", "ours", "api", "cli"))
     base_name = "import pydantic, pluggy"
     return [
         Row("import", "import harnessmem (cold process)", ours, "s", base_name, baseline),

@@ -171,9 +171,15 @@ def _plain_search(db: sqlite3.Connection, ids: list[str], question: str) -> list
 
 
 def evaluate(
-    data: list[dict[str, Any]], index_options: dict[str, Any] | None = None
+    data: list[dict[str, Any]],
+    index_options: dict[str, Any] | None = None,
+    *,
+    backend: str = "sqlite",
 ) -> tuple[Scores, Scores, Repairs, float]:
-    """Scores of the harness and of the plain table, the repairs, and the harness's seconds."""
+    """Scores of the harness and of the plain table, the repairs, and the harness's seconds.
+
+    ``backend`` names the index backend (``bench_postgres`` passes ``postgres``).
+    """
     from harnessmem import MemoryHarness
 
     ours, plain, repairs = Scores(), Scores(), Repairs()
@@ -186,7 +192,7 @@ def evaluate(
             db, ids = _plain_table(sample)
             with MemoryHarness.open(
                 root,
-                index={"options": index_options or {}},
+                index={"backend": backend, "options": index_options or {}},
                 maintenance={"enabled": False},
                 plugins={"autoload": False},
             ) as harness:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._util import Row, median_seconds
+from bench._util import Row, paired_medians
 from harnessmem.tokens import TokenCounter
 
 # The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
@@ -85,8 +85,12 @@ def run(quick: bool) -> list[Row]:
             conversation.append({**source, "content": f"{source['content']} [turn {i}]"})
             counter.count_messages(conversation)
 
-        incremental = median_seconds(next_turn, repeat=repeat, number=3)
-        full = median_seconds(lambda c=conversation: _full_recount(encoding, c), repeat=repeat)
+        incremental, full = paired_medians(
+            next_turn,
+            lambda c=conversation: _full_recount(encoding, c),
+            repeat=repeat,
+            number=3,
+        )
         rows.append(
             Row(
                 bench="tokens",
@@ -103,8 +107,11 @@ def run(quick: bool) -> list[Row]:
     # Same figure both ways, or the comparison would be between different work.
     if _full_recount(encoding, conversation) != TokenCounter().count_messages(conversation):
         raise AssertionError("baseline and counter disagree on the token count")
-    cold = median_seconds(lambda: TokenCounter().count_messages(conversation), repeat=repeat)
-    full = median_seconds(lambda: _full_recount(encoding, conversation), repeat=repeat)
+    cold, full = paired_medians(
+        lambda: TokenCounter().count_messages(conversation),
+        lambda: _full_recount(encoding, conversation),
+        repeat=repeat,
+    )
     rows.append(
         Row(
             bench="tokens",

@@ -4,7 +4,8 @@ The workspace adds path confinement, atomic replace (temp + fsync + rename + dir
 fsync), a cross-process file lock for appends and JSON leases. Each row compares one
 operation with the plain call that gives the same durability: ``write``+``fsync`` for
 writes and appends, ``read`` for reads, ``O_EXCL`` create + fsync + unlink for a lease, and
-``os.walk`` for listing.
+``os.walk`` for listing. Operation and baseline are sampled in alternation, so a slow
+patch of the disk slows both.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench._util import Row, median_seconds
+from bench._util import Row, paired_medians
 from harnessmem.workspace import Workspace
 
 
@@ -84,28 +85,30 @@ def run(quick: bool) -> list[Row]:
         for name, op, baseline, raw_op in cases:
             op()
             raw_op()
+            value, base = paired_medians(op, raw_op, repeat=repeat, number=number)
             rows.append(
                 Row(
                     bench="workspace",
                     name=name,
-                    value=median_seconds(op, repeat=repeat, number=number),
+                    value=value,
                     unit="s",
                     baseline=baseline,
-                    baseline_value=median_seconds(raw_op, repeat=repeat, number=number),
+                    baseline_value=base,
                 )
             )
         for i in range(500):
             ws.write_bytes(f"sessions/s{i % 20}/{i}.txt", b"x")
             (raw / f"s{i % 20}").mkdir(exist_ok=True)
             (raw / f"s{i % 20}" / f"{i}.txt").write_bytes(b"x")
+        value, base = paired_medians(ws.list, lambda: _raw_list(raw), repeat=repeat)
         rows.append(
             Row(
                 bench="workspace",
                 name="list, 500 files",
-                value=median_seconds(ws.list, repeat=repeat),
+                value=value,
                 unit="s",
                 baseline="os.walk",
-                baseline_value=median_seconds(lambda: _raw_list(raw), repeat=repeat),
+                baseline_value=base,
             )
         )
     return rows
