@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from harnessmem.testing.s3_server import S3TestServer
+
 # -- fake installed distributions (real importlib.metadata discovery) ----------------------------
 
 
@@ -61,47 +63,29 @@ def fake_distributions(
 
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No HARNESSMEM_* variable or ./harnessmem.toml of the developer leaks into a test."""
+    """No HARNESSMEM_* variable or ./harnessmem.toml of the developer leaks into a test,
+    and the index cache of a remote workspace lands in ``tmp_path``, not in ~/.cache."""
     for key in list(os.environ):
         if key.startswith("HARNESSMEM_"):
             monkeypatch.delenv(key)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ".cache"))
     monkeypatch.chdir(tmp_path)
 
 
 # -- S3: moto's server on loopback ---------------------------------------------------------------
 
 
-def _serialise_moto_requests(patch: pytest.MonkeyPatch) -> None:
-    """Let moto's threaded server handle one request at a time.
-
-    S3 applies each request to an object atomically. moto does not: its If-Match check and
-    the write are separate steps, and a GET racing with a PUT of the same key can read the
-    replaced object's closed buffer (HTTP 500). Serialising requests gives tests S3's
-    guarantees, so that a lost append means a bug in harnessmem, not in the fake.
-    """
-    import threading
-
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-
-    lock = threading.Lock()
-    handle = DomainDispatcherApplication.__call__
-
-    def one_at_a_time(self: DomainDispatcherApplication, environ: Any, start: Any) -> Any:
-        with lock:
-            return handle(self, environ, start)
-
-    patch.setattr(DomainDispatcherApplication, "__call__", one_at_a_time)
-
-
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """Start moto's S3 server on 127.0.0.1 (any free port) for the session; its URL."""
+def s3_server() -> Iterator[S3TestServer]:
+    """moto's S3 on 127.0.0.1 (any free port) for the session, one request at a time.
+
+    Its request log and fault injection (``S3TestServer.record``, ``inject``) serve the
+    cost and fault tests; faults are cleared after each test that uses ``s3_faults``.
+    """
     import logging
 
-    from moto.server import ThreadedMotoServer
-
     # Dummy credentials, no shared config files and no instance metadata lookups, so that
-    # nothing can reach a real AWS account.
+    # nothing can reach a real AWS account (subprocesses inherit them too).
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -115,45 +99,105 @@ def s3_endpoint() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
-        _serialise_moto_requests(patch)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        try:
-            yield f"http://{host}:{port}"
-        finally:
-            server.stop()
+        with S3TestServer() as server:
+            yield server
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server: S3TestServer) -> str:
+    """The URL of the session's moto server."""
+    return s3_server.endpoint_url
+
+
+@pytest.fixture(scope="session")
+def _s3_admin(s3_server: S3TestServer) -> Iterator[Any]:
+    # One botocore client for every bucket of the session: making one costs ~0.5 s.
+    client = s3_server.client()
+    yield client
+    client.close()
 
 
 @pytest.fixture
-def s3_storage_options(s3_endpoint: str) -> dict[str, str]:
+def s3_storage_options(s3_server: S3TestServer) -> dict[str, Any]:
     """fsspec/s3fs storage_options that reach the moto server."""
-    return {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
+    return s3_server.storage_options()
 
 
 @pytest.fixture
-def s3_bucket(s3_endpoint: str) -> str:
+def s3_bucket(s3_server: S3TestServer, _s3_admin: Any) -> str:
     """A new, empty bucket for this test."""
-    import uuid
-
-    import botocore.session
-
-    client = botocore.session.get_session().create_client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    name = f"test-{uuid.uuid4().hex[:20]}"
-    try:
-        client.create_bucket(Bucket=name)
-    finally:
-        client.close()
-    return name
+    return s3_server.create_bucket(client=_s3_admin)
 
 
 @pytest.fixture
 def s3_workspace_url(s3_bucket: str) -> str:
     """``s3://<fresh bucket>/workspace``: a workspace URL no other test uses."""
     return f"s3://{s3_bucket}/workspace"
+
+
+@pytest.fixture
+def s3_faults(s3_server: S3TestServer) -> Iterator[S3TestServer]:
+    """The moto server, for a test that injects faults; they are removed afterwards."""
+    s3_server.clear_faults()
+    yield s3_server
+    s3_server.clear_faults()
+
+
+# -- one workspace fixture for local and S3 ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkspaceTarget:
+    """Where a test's workspace lives: a local folder or a fresh S3 bucket on moto.
+
+    ``workspace`` is the settings section to open a harness with (merge more keys into
+    it with :meth:`section`); :meth:`open` opens a harness on it.
+    """
+
+    kind: str
+    url: str
+    storage_options: dict[str, Any]
+
+    @property
+    def is_s3(self) -> bool:
+        return self.kind == "s3"
+
+    def sibling(self, name: str) -> WorkspaceTarget:
+        """Another workspace on the same store, beside this one (``<url>-<name>``)."""
+        return WorkspaceTarget(self.kind, f"{self.url}-{name}", dict(self.storage_options))
+
+    def section(self, **extra: Any) -> dict[str, Any]:
+        """The ``workspace`` settings section for this target, plus ``extra`` keys."""
+        return {"url": self.url, "storage_options": dict(self.storage_options), **extra}
+
+    def open(self, **kwargs: Any) -> Any:
+        """``MemoryHarness.open`` on this workspace (``workspace=`` keys are merged in)."""
+        from harnessmem import MemoryHarness
+
+        section = self.section(**kwargs.pop("workspace", {}))
+        return MemoryHarness.open(section.pop("url"), workspace=section, **kwargs)
+
+    def stored_bytes(self, tmp_path: Path) -> dict[str, bytes]:
+        """Every byte harnessmem keeps for this test: workspace files and local caches.
+
+        Local files under ``tmp_path`` (a local workspace, the index database, the index
+        cache of a remote workspace) plus, on S3, every object of the workspace.
+        """
+        found = {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+        if self.is_s3:
+            from harnessmem.workspace import Workspace
+
+            ws = Workspace.open(self.url, self.storage_options)
+            for path in ws.list():
+                found[f"{self.url}/{path}"] = ws.read_bytes(path)
+        return found
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def workspace_target(request: pytest.FixtureRequest, tmp_path: Path) -> WorkspaceTarget:
+    """The workspace a lifecycle test runs on: each such test runs on a local folder and
+    on S3 (moto), through the same harness API a user's URL and storage_options reach."""
+    if request.param == "local":
+        return WorkspaceTarget("local", str(tmp_path / "ws"), {})
+    url = request.getfixturevalue("s3_workspace_url")
+    return WorkspaceTarget("s3", url, request.getfixturevalue("s3_storage_options"))

@@ -56,8 +56,8 @@ def test_get_prints_lines_and_refuses_other_files(workspace: str) -> None:
     code, out, _ = _run("get", "MEMORY.md", "-w", workspace, "--json", "-n", "1")
     assert json.loads(out)["text"] == "# Memory\n"
     code, _, err = _run("get", "AGENTS.md", "-w", workspace)
-    assert code == 1
+    assert code == 4
     assert "not a memory file" in err
     code, _, err = _run("get", "memory/missing.md", "-w", workspace)
-    assert code == 1
+    assert code == 4
     assert "does not exist" in err

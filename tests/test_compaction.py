@@ -9,7 +9,7 @@ import os
 import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +30,9 @@ from harnessmem.messages import fingerprint, pair_tool_calls, safe_cut_points, v
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
 from harnessmem.transcripts import SessionTranscript
+
+if TYPE_CHECKING:
+    from conftest import WorkspaceTarget
 
 DATA = Path(
     os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -79,14 +82,15 @@ def events() -> Events:
 
 
 @pytest.fixture
-def open_harness(tmp_path: Path, events: Events) -> Iterator[Callable[..., MemoryHarness]]:
-    """Open harnesses on a fresh workspace: ``open_harness(reply, **compaction)``."""
+def open_harness(
+    workspace_target: WorkspaceTarget, events: Events
+) -> Iterator[Callable[..., MemoryHarness]]:
+    """Open harnesses on a fresh workspace, local or S3: ``open_harness(reply, **compaction)``."""
     opened: list[MemoryHarness] = []
 
     def factory(reply: Any = None, **compaction: Any) -> MemoryHarness:
         model = ScriptedModel(reply if reply is not None else summariser())
-        harness = MemoryHarness.open(
-            tmp_path / "ws",
+        harness = workspace_target.open(
             model=model,
             plugins=[events],
             compaction=compaction,
@@ -256,35 +260,41 @@ def test_choose_cut_rules(
 _SESSIONS = itertools.count()
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(conversations(), st.integers(1, 8), st.integers(2, 12))
 def test_compaction_keeps_head_pairs_and_tail(
-    open_harness: Callable[..., MemoryHarness],
-    messages: list[Message],
-    keep: int,
-    trigger: int,
+    open_harness: Callable[..., MemoryHarness], workspace_target: WorkspaceTarget
 ) -> None:
     """Through the plugin: system head unchanged, one summary, the tail a verbatim suffix,
-    no pairing broken that was whole, every dropped message in the log once."""
-    harness = open_harness(trigger_messages=trigger, keep_messages=keep, trigger_tokens=0)
-    session_id = f"prop-{next(_SESSIONS)}"
-    sent = harness.session(session_id).before_reasoning(messages)
-    head = head_length(messages)
-    assert sent[:head] == messages[:head]
-    if sent == messages:
-        return
-    anchor = parse_anchor(sent[head])
-    assert anchor is not None
-    assert sent[head]["name"] == SUMMARY_NAME
-    tail = sent[head + 1 :]
-    assert tail == messages[len(messages) - len(tail) :]
-    cut = len(messages) - len(tail)
-    assert cut - head in safe_cut_points(messages[head:])
-    records = log_records(harness, session_id)
-    assert [r.fp for r in records] == [fingerprint(m) for m in messages[head:cut]]
-    assert anchor.covers == cut - head
+    no pairing broken that was whole, every dropped message in the log once.
+
+    60 generated conversations locally; 15 on S3, where the cut-off is the same code and
+    only the offload's storage differs (each example costs a dozen requests to moto)."""
+
+    @settings(
+        max_examples=15 if workspace_target.is_s3 else 60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(conversations(), st.integers(1, 8), st.integers(2, 12))
+    def check(messages: list[Message], keep: int, trigger: int) -> None:
+        harness = open_harness(trigger_messages=trigger, keep_messages=keep, trigger_tokens=0)
+        session_id = f"prop-{next(_SESSIONS)}"
+        sent = harness.session(session_id).before_reasoning(messages)
+        head = head_length(messages)
+        assert sent[:head] == messages[:head]
+        if sent == messages:
+            return
+        anchor = parse_anchor(sent[head])
+        assert anchor is not None
+        assert sent[head]["name"] == SUMMARY_NAME
+        tail = sent[head + 1 :]
+        assert tail == messages[len(messages) - len(tail) :]
+        cut = len(messages) - len(tail)
+        assert cut - head in safe_cut_points(messages[head:])
+        records = log_records(harness, session_id)
+        assert [r.fp for r in records] == [fingerprint(m) for m in messages[head:cut]]
+        assert anchor.covers == cut - head
+
+    check()
 
 
 # ---------------------------------------------------------------- cut-off: examples

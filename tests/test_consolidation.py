@@ -1,4 +1,8 @@
-"""Consolidation into MEMORY.md: watermark, guards, history, concurrent memory_save, LoCoMo."""
+"""Consolidation into MEMORY.md: watermark, guards, history, concurrent memory_save, LoCoMo.
+
+Every test that opens a harness runs on a local folder and on S3 (``workspace_target``),
+except two that say why they are local only.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import threading
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,6 +29,9 @@ from harnessmem.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResul
 from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from conftest import WorkspaceTarget
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
@@ -56,12 +63,12 @@ def events() -> Events:
 
 
 @pytest.fixture
-def open_harness(tmp_path: Path, clock: FakeClock, events: Events) -> Any:
+def open_harness(workspace_target: WorkspaceTarget, clock: FakeClock, events: Events) -> Any:
     opened: list[MemoryHarness] = []
 
     def factory(backend: Any, **sections: Any) -> MemoryHarness:
         sections.setdefault("maintenance", {"enabled": False})
-        workspace = {"url": str(tmp_path / "ws"), **sections.pop("workspace", {})}
+        workspace = workspace_target.section(**sections.pop("workspace", {}))
         settings = HarnessSettings.load(workspace=workspace, **sections)
         harness = MemoryHarness(settings, model=backend, clock=clock, plugins=[events])
         opened.append(harness)
@@ -268,6 +275,9 @@ def test_a_rewrite_by_another_writer_is_not_overwritten(open_harness: Any) -> No
     assert harness.workspace.read_text("MEMORY.md") == "## Hand-edited\n- keep me\n"
 
 
+# Local only: the seed's watermark is judged by modification times, which this test sets
+# back with os.utime; an object store's LastModified is the upload time and cannot be set.
+@pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
 def test_reads_the_seed_timestamp_watermark(open_harness: Any, tmp_path: Path) -> None:
     model = ScriptedModel(merging_reply)
     harness = open_harness(model)
@@ -431,7 +441,10 @@ def _sessions(sample: dict[str, Any]) -> list[tuple[int, float, list[dict[str, A
     return sorted(found)
 
 
+# Local only: a replay of ~300 sessions measures extraction and dedup, not storage (the
+# other tests cover S3); on moto it would take minutes.
 @pytest.mark.slow
+@pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
 def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
     open_harness: Any, clock: FakeClock
 ) -> None:

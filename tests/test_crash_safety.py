@@ -59,11 +59,11 @@ CHILD = textwrap.dedent(
 
     def patch(name, when, before=True):
         real = getattr(Workspace, name)
-        def patched(self, path, *args):
+        def patched(self, path, *args, **kwargs):
             hit = when(str(path))
             if hit and before:
                 die()
-            result = real(self, path, *args)
+            result = real(self, path, *args, **kwargs)
             if hit:
                 die()
             return result
@@ -80,9 +80,9 @@ CHILD = textwrap.dedent(
 
     daily = lambda path: path.startswith("memory/20")
     if point == "before_append":
-        patch("append_text", daily)
+        patch("update_text", daily)
     elif point == "after_append":
-        patch("append_text", daily, before=False)
+        patch("update_text", daily, before=False)
     elif point == "before_reindex":
         _memory_files.reindex_paths = die
     elif point == "history":
@@ -97,7 +97,7 @@ CHILD = textwrap.dedent(
             return real_replace(src, dst, *args, **kwargs)
         os.replace = replace
     elif point == "after_replace":
-        patch("write_text", lambda path: path == "MEMORY.md", before=False)
+        patch("update_text", lambda path: path == "MEMORY.md", before=False)
     elif point == "before_commit":
         patch("write_text", nth_state_write(2))
 

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +24,9 @@ from harnessmem.eviction import MARKER, EvictedResult, eviction_path, placeholde
 from harnessmem.plugins import installed_plugins
 from harnessmem.settings import PluginSettings
 from harnessmem.testing.workspace_suite import FakeClock
+
+if TYPE_CHECKING:
+    from conftest import WorkspaceTarget
 
 SHELL = {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
 READ = {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
@@ -58,10 +61,9 @@ def events() -> Events:
 
 
 @pytest.fixture
-def harness(tmp_path: Path, events: Events) -> Iterator[MemoryHarness]:
-    with MemoryHarness.open(
-        tmp_path / "ws", plugins=[events], maintenance={"enabled": False}
-    ) as opened:
+def harness(workspace_target: WorkspaceTarget, events: Events) -> Iterator[MemoryHarness]:
+    """A harness on a fresh workspace: each test using it runs locally and on S3."""
+    with workspace_target.open(plugins=[events], maintenance={"enabled": False}) as opened:
         yield opened
 
 
@@ -144,8 +146,7 @@ def test_ids_are_sanitised_into_the_eviction_folder(harness: MemoryHarness) -> N
     [path] = _evicted_files(harness)
     assert path.count("/") == 2
     assert all(segment not in {".", ".."} for segment in path.split("/"))
-    assert harness.workspace.local_root is not None
-    assert not (harness.workspace.local_root.parent / "outside").exists()
+    assert path.startswith("large_tool_results/")
 
 
 def test_async_after_tool_evicts_too(harness: MemoryHarness) -> None:
@@ -235,12 +236,14 @@ class CountingTransform:
         self.calls += source == "eviction"
 
 
-def test_resent_raw_history_costs_no_second_transform(tmp_path: Path, events: Events) -> None:
+def test_resent_raw_history_costs_no_second_transform(
+    workspace_target: WorkspaceTarget, events: Events
+) -> None:
     """A caller that keeps its raw history gets the same placeholder each turn, cheaply."""
     counting = CountingTransform()
     messages = _transcript(_output(120_000), "short")
-    with MemoryHarness.open(
-        tmp_path / "ws", plugins=[counting, events], maintenance={"enabled": False}
+    with workspace_target.open(
+        plugins=[counting, events], maintenance={"enabled": False}
     ) as harness:
         session = harness.session("s")
         sent = [session.before_reasoning(messages) for _ in range(3)]
@@ -258,12 +261,10 @@ class Redactor:
         return text.replace("sk-SECRET", "[redacted]") if source == "eviction" else None
 
 
-def test_evicted_text_passes_transform_memory_text(tmp_path: Path) -> None:
+def test_evicted_text_passes_transform_memory_text(workspace_target: WorkspaceTarget) -> None:
     """A redactor keeps secrets a tool printed out of the file and out of the preview."""
     text = "API_KEY=sk-SECRET\n" + _output(100_000) + "token sk-SECRET\n"
-    with MemoryHarness.open(
-        tmp_path / "ws", plugins=[Redactor()], maintenance={"enabled": False}
-    ) as harness:
+    with workspace_target.open(plugins=[Redactor()], maintenance={"enabled": False}) as harness:
         short = harness.session("s").after_tool(SHELL, text)
         [path] = _evicted_files(harness)
         stored = harness.get(path)
@@ -277,10 +278,11 @@ def test_write_failure_keeps_the_result_whole(
 ) -> None:
     """When the file cannot be written the tool output is kept, never lost."""
 
-    def refuse(path: str, text: str) -> None:
+    def refuse(path: str, *args: Any, **kwargs: Any) -> None:
         raise WorkspaceError(f"write {path!r} failed: disk full")
 
     monkeypatch.setattr(harness.workspace, "write_text", refuse)
+    monkeypatch.setattr(harness.workspace, "create_text", refuse)
     text = _output(100_000)
     with caplog.at_level(logging.WARNING, logger="harnessmem.eviction"):
         assert harness.session("s").after_tool(SHELL, text) == text
@@ -298,9 +300,8 @@ def test_disabled_eviction_and_blocked_plugin_keep_results(tmp_path: Path) -> No
         assert harness.session("s").after_tool(SHELL, text) == text
 
 
-def test_custom_limits_and_folder(tmp_path: Path) -> None:
-    with MemoryHarness.open(
-        tmp_path / "ws",
+def test_custom_limits_and_folder(workspace_target: WorkspaceTarget) -> None:
+    with workspace_target.open(
         eviction={"max_result_chars": 1_000, "preview_chars": 100, "path": "spill/"},
     ) as harness:
         short = harness.session("s").after_tool(SHELL, _output(5_000))
@@ -324,6 +325,8 @@ def test_unusable_settings_fail_when_the_harness_opens(
         MemoryHarness.open(tmp_path / "ws", eviction=section)
 
 
+# Local only: the test ages the file with os.utime; an object store's LastModified is the
+# upload time and cannot be set back.
 def test_old_file_is_renewed_so_pruning_does_not_take_it_from_a_live_placeholder(
     tmp_path: Path, events: Events
 ) -> None:
@@ -422,16 +425,11 @@ print(json.dumps({"written": written, "short": short}), flush=True)
 """
 
 
-@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_processes_evicting_the_same_result_write_it_once(
-    store: str, tmp_path: Path, request: pytest.FixtureRequest
+    workspace_target: WorkspaceTarget, tmp_path: Path
 ) -> None:
     """4 processes evict one result at the same moment: one file, written by exactly one."""
-    if store == "s3":
-        url = request.getfixturevalue("s3_workspace_url")
-        options = request.getfixturevalue("s3_storage_options")
-    else:
-        url, options = str(tmp_path / "ws"), {}
+    url, options = workspace_target.url, workspace_target.storage_options
     text = _output(150_000)
     text_file = tmp_path / "output.txt"
     text_file.write_text(text)

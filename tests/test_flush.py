@@ -1,11 +1,14 @@
-"""The memory flush: high-water mark, NO_REPLY, write-time dedup, redaction, modes."""
+"""The memory flush: high-water mark, NO_REPLY, write-time dedup, redaction, modes.
+
+Every test that opens a harness runs on a local folder and on S3 (``workspace_target``).
+"""
 
 from __future__ import annotations
 
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +24,9 @@ from harnessmem._memory_files import is_no_reply, normalise_fact, parse_facts
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.flush import FlushResult, render_transcript
 from harnessmem.testing import FakeClock, ScriptedModel
+
+if TYPE_CHECKING:
+    from conftest import WorkspaceTarget
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 TODAY = "memory/2027-01-15.md"
@@ -52,12 +58,12 @@ def events() -> Events:
 
 
 @pytest.fixture
-def open_harness(tmp_path: Path, clock: FakeClock, events: Events) -> Any:
+def open_harness(workspace_target: WorkspaceTarget, clock: FakeClock, events: Events) -> Any:
     opened: list[MemoryHarness] = []
 
     def factory(backend: Any, **sections: Any) -> MemoryHarness:
         sections.setdefault("maintenance", {"enabled": False})
-        workspace = {"url": str(tmp_path / "ws"), **sections.pop("workspace", {})}
+        workspace = workspace_target.section(**sections.pop("workspace", {}))
         settings = HarnessSettings.load(workspace=workspace, **sections)
         harness = MemoryHarness(settings, model=backend, clock=clock, plugins=[events])
         opened.append(harness)
@@ -130,8 +136,9 @@ def test_mark_finds_new_messages_after_compaction_rewrote_the_list(open_harness:
     summary = {"role": "user", "name": "__compaction_summary__", "content": "SUMMARY ..."}
     compacted = [{"role": "system", "content": "be nice"}, summary, *history[-4:]]
     assert session.after_call(compacted).outcomes["flush"].status == "nothing_new"
-    state = next((harness.workspace.local_root / "memory/.flush_state").glob("*.json"))
-    assert json.loads(state.read_text())["mark"]["count"] == len(compacted), "fast path next"
+    [state] = harness.workspace.list("memory/.flush_state")
+    mark = json.loads(harness.workspace.read_text(state))["mark"]
+    assert mark["count"] == len(compacted), "fast path next"
     compacted.append({"role": "user", "content": "turn 10"})
     session.after_call(compacted)
     sent = model.calls[-1].messages[-1]["content"]
@@ -144,14 +151,17 @@ def test_mark_finds_new_messages_after_compaction_rewrote_the_list(open_harness:
     assert len(model.calls) == 2
 
 
-def test_mark_is_persisted_in_the_workspace(open_harness: Any, tmp_path: Path) -> None:
+def test_mark_is_persisted_in_the_workspace(open_harness: Any) -> None:
     model = ScriptedModel("- Ana lives in Lisbon")
     messages = conversation("I live in Lisbon")
-    open_harness(model).flush(messages, session_id="chat/1")
-    state = json.loads((tmp_path / "ws/memory/.flush_state").glob("*.json").__next__().read_text())
+    harness = open_harness(model)
+    harness.flush(messages, session_id="chat/1")
+    workspace = harness.workspace
+    [path] = workspace.list("memory/.flush_state")
+    state = json.loads(workspace.read_text(path))
     assert state["session"] == "chat/1"
     assert state["pending"]["mark"]["count"] == 1, "adopted once the entry is found in the log"
-    assert state["pending"]["entry"] in (tmp_path / "ws" / TODAY).read_text()
+    assert state["pending"]["entry"] in workspace.read_text(TODAY)
     again = open_harness(model)  # a new process, as far as the files are concerned
     assert again.flush(messages, session_id="chat/1").status == "nothing_new"
     assert len(model.calls) == 1
@@ -239,7 +249,9 @@ def test_dedup_against_todays_log_and_memory_md(open_harness: Any) -> None:
     assert log_text(harness).count("Ana has a cat") == 1
 
 
-def test_secret_in_a_user_message_never_reaches_a_file(open_harness: Any, tmp_path: Path) -> None:
+def test_secret_in_a_user_message_never_reaches_a_file(
+    open_harness: Any, workspace_target: WorkspaceTarget, tmp_path: Path
+) -> None:
     def reply(messages: list[dict[str, Any]], purpose: str) -> str:
         if purpose == "flush":
             return f"- Ana's deploy key is {SECRET} and it expires on Friday"
@@ -252,11 +264,12 @@ def test_secret_in_a_user_message_never_reaches_a_file(open_harness: Any, tmp_pa
     harness.consolidate()
     text = log_text(harness)
     assert "- Ana's deploy key is [REDACTED] and it expires on Friday" in text
-    harness.close()  # the index database included: every byte on disk
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert {"MEMORY.md", "2027-01-15.md", "memory_index.db"} <= {p.name for p in files}
-    for path in files:
-        content = path.read_bytes()
+    harness.close()  # the index database included: every byte stored
+    files = workspace_target.stored_bytes(tmp_path)
+    assert {"MEMORY.md", "2027-01-15.md", "memory_index.db"} <= {
+        path.rsplit("/", 1)[-1] for path in files
+    }
+    for path, content in files.items():
         assert SECRET.encode() not in content, path
         assert b"hunter2" not in content, path
 
@@ -437,31 +450,32 @@ def test_interrupted_append_is_resolved_by_the_log(
     harness = open_harness(model)
     workspace = harness.workspace
     messages = conversation("I live in Lisbon")
-    real_append = workspace.append_text
+    real_update = workspace.update_text
 
-    def broken_disk(path: str, text: str) -> None:
+    def broken_disk(path: str, change: Any, **kwargs: Any) -> Any:
         if path.startswith("memory/"):
             raise OSError("disk gone")
-        real_append(path, text)
+        return real_update(path, change, **kwargs)
 
-    monkeypatch.setattr(workspace, "append_text", broken_disk)
+    monkeypatch.setattr(workspace, "update_text", broken_disk)
     with pytest.raises(OSError, match="disk gone"):
         harness.flush(messages, session_id="s")
-    monkeypatch.setattr(workspace, "append_text", real_append)
+    monkeypatch.setattr(workspace, "update_text", real_update)
     assert harness.flush(messages, session_id="s").written, "not in the log: sent again"
 
     # The append lands and the process dies before returning: the log has the entry, the
     # state file only the pending mark. The next flush adopts it without asking the model.
-    def append_then_die(path: str, text: str) -> None:
-        real_append(path, text)
+    def append_then_die(path: str, change: Any, **kwargs: Any) -> Any:
+        written = real_update(path, change, **kwargs)
         if path.startswith("memory/"):
             raise KeyboardInterrupt("killed")
+        return written
 
-    monkeypatch.setattr(workspace, "append_text", append_then_die)
+    monkeypatch.setattr(workspace, "update_text", append_then_die)
     more = [*messages, {"role": "user", "content": "and I have a cat"}]
     with pytest.raises(KeyboardInterrupt):
         harness.flush(more, session_id="s")
-    monkeypatch.setattr(workspace, "append_text", real_append)
+    monkeypatch.setattr(workspace, "update_text", real_update)
     calls = len(model.calls)
     assert harness.flush(more, session_id="s").status == "nothing_new"
     assert len(model.calls) == calls, "the pending mark was adopted: no second extraction"

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +24,9 @@ from harnessmem.index import (
     source_of,
 )
 from harnessmem.testing import FakeClock
+
+if TYPE_CHECKING:
+    from conftest import WorkspaceTarget
 
 # -- chunkers ---------------------------------------------------------------------------------
 
@@ -153,24 +156,34 @@ def clock() -> FakeClock:
     return FakeClock(time.time())
 
 
+OPTIONS: dict[str, Any] = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
+
+
 @pytest.fixture
-def harness(tmp_path: Path, clock: FakeClock) -> Iterator[MemoryHarness]:
-    with MemoryHarness.open(
-        tmp_path / "ws", clock=clock, maintenance={"enabled": False}, plugins={"autoload": False}
-    ) as opened:
+def harness(workspace_target: WorkspaceTarget, clock: FakeClock) -> Iterator[MemoryHarness]:
+    """A harness whose searches see every change made before them.
+
+    Locally that is the default; on S3 a search looks for changes at most every
+    ``index.refresh_interval`` (30 s), so these tests set it to 0 there.
+    ``test_another_replica_s_writes_show_at_the_next_sweep`` covers the default.
+    """
+    index = {"refresh_interval": 0} if workspace_target.is_s3 else {}
+    with workspace_target.open(clock=clock, index=index, **OPTIONS) as opened:
         yield opened
 
 
-def _write(harness: MemoryHarness, path: str, text: str, *, age_days: float = 0) -> Path:
-    root = harness.workspace.local_root
-    assert root is not None
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+#: For tests of what only a local folder has: mtimes set by hand, folder mtimes, symlinks.
+local_only = pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
+
+
+def _write(harness: MemoryHarness, path: str, text: str, *, age_days: float = 0) -> None:
+    """Write a file as another process would: behind the harness's back (and its index's)."""
+    harness.workspace.write_text(path, text)
     if age_days:
-        when = time.time() - age_days * 86_400
-        os.utime(target, (when, when))
-    return target
+        local = harness.workspace.local_path(path)
+        if local is not None:  # an object store's LastModified is the upload time
+            when = time.time() - age_days * 86_400
+            os.utime(local, (when, when))
 
 
 def _found(harness: MemoryHarness, query: str) -> list[tuple[str, int]]:
@@ -182,8 +195,7 @@ def test_search_sees_new_changed_and_deleted_files(harness: MemoryHarness) -> No
     assert harness.search("otter") == []
     _write(harness, "memory/2026-11-30.md", "- an otter at the river\n")
     assert _found(harness, "otter") == [("memory/2026-11-30.md", 1)]
-    with (harness.workspace.local_root / "memory/2026-11-30.md").open("a") as log:  # type: ignore[operator]
-        log.write("- a beaver downstream\n")
+    harness.workspace.append_text("memory/2026-11-30.md", "- a beaver downstream\n")
     assert _found(harness, "beaver") == [("memory/2026-11-30.md", 2)]
     harness.workspace.write_text("MEMORY.md", "# Memory\n- otters hold hands\n")
     assert sorted(_found(harness, "otter")) == [("MEMORY.md", 2), ("memory/2026-11-30.md", 1)]
@@ -192,13 +204,15 @@ def test_search_sees_new_changed_and_deleted_files(harness: MemoryHarness) -> No
     assert harness.search("beaver") == []
 
 
+@local_only
 def test_old_files_are_checked_by_the_periodic_sweep(
     harness: MemoryHarness, clock: FakeClock
 ) -> None:
     """An in-place edit of a log untouched for days shows up within refresh_interval."""
-    path = _write(harness, "memory/2026-01-01.md", "- the old fact\n", age_days=30)
+    _write(harness, "memory/2026-01-01.md", "- the old fact\n", age_days=30)
     root = harness.workspace.local_root
     assert root is not None
+    path = root / "memory/2026-01-01.md"
     old = time.time() - 3 * 86_400
     os.utime(root / "memory", (old, old))
     assert _found(harness, "old fact") == [("memory/2026-01-01.md", 1)]
@@ -230,13 +244,12 @@ def test_reindex_reports_what_it_did(harness: MemoryHarness) -> None:
     assert _found(harness, "delta") == [("memory/2026-11-29.md", 1)]
 
 
-def test_reopening_reads_only_changed_files(tmp_path: Path) -> None:
-    options: dict[str, Any] = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
-    with MemoryHarness.open(tmp_path / "ws", **options) as harness:
+def test_reopening_reads_only_changed_files(workspace_target: WorkspaceTarget) -> None:
+    with workspace_target.open(**OPTIONS) as harness:
         for day in range(1, 6):
             _write(harness, f"memory/2026-01-0{day}.md", f"- day {day} fact\n", age_days=10)
         assert harness.reindex().indexed == 5
-    with MemoryHarness.open(tmp_path / "ws", **options) as harness:
+    with workspace_target.open(**OPTIONS) as harness:
         _write(harness, "memory/2026-01-03.md", "- day three changed\n")
         result = harness.reindex()
         assert (result.indexed, result.unchanged) == (1, 4), "tokens survive in the index"
@@ -258,27 +271,22 @@ def test_session_logs_are_searched_by_session(harness: MemoryHarness) -> None:
     assert hit.date == "2026-11-30"
 
 
-def test_archive_is_indexed_only_when_asked(tmp_path: Path) -> None:
-    options: dict[str, Any] = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
-    with MemoryHarness.open(tmp_path / "ws", **options) as harness:
+def test_archive_is_indexed_only_when_asked(
+    workspace_target: WorkspaceTarget, tmp_path: Path
+) -> None:
+    with workspace_target.open(**OPTIONS) as harness:
         _write(harness, "memory/archive/2020-01-01.md", "- the zanzibar itinerary\n")
         assert harness.search("zanzibar") == []
-    with MemoryHarness.open(
-        tmp_path / "ws",
+    with workspace_target.open(
         index={"include_archive": True},
         workspace={"index_path": str(tmp_path / "archive.db")},
-        **options,
+        **OPTIONS,
     ) as harness:
         assert _found(harness, "zanzibar") == [("memory/archive/2020-01-01.md", 1)]
 
 
-def test_limit_is_capped_by_max_results(tmp_path: Path) -> None:
-    with MemoryHarness.open(
-        tmp_path / "ws",
-        index={"max_results": 3},
-        maintenance={"enabled": False},
-        plugins={"autoload": False},
-    ) as harness:
+def test_limit_is_capped_by_max_results(workspace_target: WorkspaceTarget) -> None:
+    with workspace_target.open(index={"max_results": 3}, **OPTIONS) as harness:
         _write(harness, "MEMORY.md", "".join(f"- pebble {i}\n" for i in range(10)))
         assert len(harness.search("pebble", limit=50)) == 3
         with pytest.raises(ValueError, match="positive"):
@@ -355,26 +363,38 @@ def test_memory_workspace_is_searchable() -> None:
         harness.index.close()
 
 
-@pytest.mark.s3
-def test_s3_workspace_is_searchable(
-    s3_workspace_url: str, s3_storage_options: dict[str, str], tmp_path: Path
+def test_another_replica_s_writes_show_at_the_next_sweep(
+    workspace_target: WorkspaceTarget, tmp_path: Path, clock: FakeClock
 ) -> None:
-    with MemoryHarness.open(
-        s3_workspace_url,
-        workspace={
-            "storage_options": s3_storage_options,
-            "index_path": str(tmp_path / "s3-index.db"),
-        },
-        maintenance={"enabled": False},
-        plugins={"autoload": False},
-    ) as harness:
-        harness.workspace.write_text("MEMORY.md", "- the s3 otter\n")
-        harness.workspace.write_text("memory/2026-11-30.md", "- a bucket of beavers\n")
-        assert _found(harness, "otter") == [("MEMORY.md", 1)]
-        assert _found(harness, "beavers") == [("memory/2026-11-30.md", 1)]
-        harness.workspace.write_text("memory/2026-11-30.md", "- a bucket of walruses\n")
-        assert harness.reindex().indexed == 1, "the ETag says what changed"
-        assert _found(harness, "walruses") == [("memory/2026-11-30.md", 1)]
+    """Two replicas, each with its own index cache, on one workspace: what one writes (a
+    flush, a memory_save) the other's search finds at its next sweep, at the latest one
+    index.refresh_interval later (S3: an ETag that moved; locally sooner, by mtime)."""
+    from harnessmem.testing import ScriptedModel
+
+    def replica(name: str) -> MemoryHarness:
+        return workspace_target.open(
+            model=ScriptedModel(["- the lighthouse keeper is called Ada"]),
+            clock=clock,
+            workspace={"index_path": str(tmp_path / name / "memory_index.db")},
+            **OPTIONS,
+        )
+
+    with replica("a") as writer, replica("b") as reader:
+        assert reader.search("lighthouse") == []  # b's first sweep: nothing yet
+        flushed = writer.flush(
+            [{"role": "user", "content": "Ada keeps the lighthouse"}], session_id="s"
+        )
+        writer.save("- Ada's boat is called Petrel")
+        assert _found(writer, "lighthouse"), "the writer's own index follows its writes"
+        if workspace_target.is_s3:
+            assert reader.search("Petrel") == [], "between sweeps, a remote index asks nothing"
+        clock.advance(reader.settings.index.refresh_interval or 30.0)
+        assert [h.path for h in reader.search("lighthouse")] == [flushed.path]
+        assert [h.path for h in reader.search("Petrel")] == ["MEMORY.md"]
+        writer.workspace.write_text("MEMORY.md", "- Ada's boat is now called Tern\n")
+        clock.advance(31)
+        assert [h.path for h in reader.search("Tern")] == ["MEMORY.md"]
+        assert reader.search("Petrel") == [], "the changed file was indexed again"
 
 
 def test_threads_search_while_a_log_grows(harness: MemoryHarness) -> None:
@@ -406,6 +426,7 @@ def test_threads_search_while_a_log_grows(harness: MemoryHarness) -> None:
     assert len(harness.search("heron sighting", limit=50)) == 30
 
 
+@local_only
 def test_a_memory_file_linking_out_is_never_indexed(
     harness: MemoryHarness, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -7,13 +7,19 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from harnessmem.backends.base import IndexBackend
+from harnessmem.backends import _sqlite_store
+from harnessmem.backends._sqlite_store import stored_entries
+from harnessmem.backends.base import IndexBackend, IndexEntry
 from harnessmem.backends.sqlite import FILE_SHIFT, SCHEMA_VERSION, SQLiteIndex
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.plugins import index_registry
@@ -160,12 +166,13 @@ def test_an_append_writes_only_the_new_entries(db_path: Path) -> None:
         text = "".join(f"- fact {i}\n" for i in range(5))
         sync_text(index, "memory/2026-01-01.md", text)
         with closing(sqlite3.connect(db_path)) as db:
-            before = db.execute("SELECT id, content FROM entries ORDER BY id").fetchall()
+            (number,) = db.execute("SELECT file_no FROM files").fetchone()
+            before = [row[:2] for row in stored_entries(db, number)]
             sync_text(index, "memory/2026-01-01.md", text + "- fact 5\n")
-            after = db.execute("SELECT id, content FROM entries ORDER BY id").fetchall()
+            after = [row[:2] for row in stored_entries(db, number)]
         assert after[:5] == before
         assert after[5][1] == "- fact 5"
-        assert {row[0] >> FILE_SHIFT for row in after} == {before[0][0] >> FILE_SHIFT}
+        assert {row[0] >> FILE_SHIFT for row in after} == {number}
     finally:
         index.close()
 
@@ -284,3 +291,82 @@ def test_an_unusable_location_is_a_clear_error(tmp_path: Path) -> None:
     folder.mkdir()
     with pytest.raises(HarnessMemError, match="cannot open the index"):
         _open(folder)
+
+
+_WORDS = [f"w{i}" for i in range(12)]
+_ENTRY = st.tuples(
+    st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3).map(" ".join),
+    st.sampled_from(["", "Trip", "Trip > Kyoto", "寿司 notes"]),
+    st.sampled_from([None, "2026-01-02", "2026-03-04"]),
+)
+_VERSIONS = st.lists(
+    st.tuples(st.lists(_ENTRY, max_size=150), st.sampled_from(["memory", "memory", "sessions"])),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _entries(path: str, rows: list[tuple[str, str, str | None]]) -> list[IndexEntry]:
+    return [
+        IndexEntry(path, 2 * n + 1, 2 * n + 1 + n % 2, f"- {text}", context, date, n // 7)
+        for n, (text, context, date) in enumerate(rows)
+    ]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(versions=_VERSIONS)
+def test_entry_blocks_follow_every_version_of_a_file(tmp_path: Path, versions: Any) -> None:
+    """Appends, edits, reorders and source moves across 64-entry blocks leave exactly the
+    new entries, in blocks and in the full-text table (each word's hits are counted)."""
+    index = _open(tmp_path / f"blocks-{uuid.uuid4().hex}.db")
+    try:
+        for number, (rows, source) in enumerate(versions):
+            entries = _entries("memory/a.md", rows)
+            index.sync_file("memory/a.md", f"h{number}", entries, source=source)
+            with closing(sqlite3.connect(index.path)) as db:
+                (file_no,) = db.execute("SELECT file_no FROM files").fetchone()
+                stored = sorted(stored_entries(db, file_no), key=lambda row: row[3])
+            assert [(r[1], r[2], r[3], r[5], r[6], r[7]) for r in stored] == [
+                (e.content, e.context, n, e.start_line, e.end_line, e.date)
+                for n, e in enumerate(entries)
+            ]
+            for word in _WORDS:
+                hits = index.search(word, limit=500, source=source, mode="all")
+                expected = [e for e in entries if word in e.content.split()]
+                assert sorted((h.start_line, h.content) for h in hits) == sorted(
+                    (e.start_line, e.content) for e in expected
+                )
+                assert {(h.end_line, h.context, h.date) for h in hits} <= {
+                    (e.end_line, e.context, e.date) for e in expected
+                }
+                other = "sessions" if source == "memory" else "memory"
+                assert index.search(word, limit=5, source=other) == []
+        assert index.stats().entries == len(versions[-1][0])
+        assert index.remove("memory/a.md")
+        with closing(sqlite3.connect(index.path)) as db:
+            assert db.execute("SELECT count(*) FROM entry_blocks").fetchone() == (0,)
+    finally:
+        index.close()
+
+
+def test_a_file_out_of_entry_ids_moves_to_a_new_number(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose edits used up its id range is stored anew under a fresh file number."""
+    monkeypatch.setattr(_sqlite_store, "FILE_SPAN", 128)
+    index = _open(db_path)
+    try:
+        first = _entries("MEMORY.md", [(f"w{n % 12} alpha", "", None) for n in range(100)])
+        index.sync_file("MEMORY.md", "h1", first)
+        second = _entries("MEMORY.md", [(f"w{n % 12} beta", "", None) for n in range(100)])
+        index.sync_file("MEMORY.md", "h2", second)
+        assert index.search("alpha") == []
+        assert len(index.search("beta", limit=200)) == 100
+        with closing(sqlite3.connect(db_path)) as db:
+            blocks = db.execute("SELECT id FROM entry_blocks").fetchall()
+            numbers = {row[0] << _sqlite_store.BLOCK_SHIFT >> FILE_SHIFT for row in blocks}
+            assert numbers == {db.execute("SELECT file_no FROM files").fetchone()[0]} != {1}
+    finally:
+        index.close()

@@ -1,4 +1,9 @@
-"""Maintenance ticks, the scheduler thread, close() and `harnessmem maintain`."""
+"""Maintenance ticks, the scheduler thread, close() and `harnessmem maintain`.
+
+The tick tests run on a local folder and on S3 (``workspace_target``), except those that
+age files with os.utime (an object store's LastModified is the upload time). The
+scheduler-thread and CLI tests are about threads and commands, not storage: local only.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
@@ -28,6 +33,9 @@ from harnessmem.maintenance import (
     StepDone,
 )
 from harnessmem.testing.workspace_suite import FakeClock
+
+if TYPE_CHECKING:
+    from conftest import WorkspaceTarget
 
 DAY = 86400.0
 STEPS = ["archive", "consolidate", "prune_sessions", "prune_evictions", "reindex"]
@@ -57,11 +65,17 @@ def observed() -> Observed:
 
 
 @pytest.fixture
-def harness(tmp_path: Path, clock: FakeClock, observed: Observed) -> Iterator[MemoryHarness]:
-    with MemoryHarness.open(
-        tmp_path / "ws", clock=clock, plugins=[observed], maintenance={"enabled": False}
+def harness(
+    workspace_target: WorkspaceTarget, clock: FakeClock, observed: Observed
+) -> Iterator[MemoryHarness]:
+    with workspace_target.open(
+        clock=clock, plugins=[observed], maintenance={"enabled": False}
     ) as opened:
         yield opened
+
+
+#: For tests that age files with os.utime, which object stores do not allow.
+local_only = pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
 
 
 @pytest.fixture
@@ -117,11 +131,12 @@ def test_expired_daily_log_moves_to_the_archive(harness: MemoryHarness, calls: l
     assert ws.read_text("memory/archive/2026-10-16.md") == "- 91 days old\n"
 
 
-def test_archive_dates_follow_the_workspace_time_zone(tmp_path: Path, clock: FakeClock) -> None:
+def test_archive_dates_follow_the_workspace_time_zone(
+    workspace_target: WorkspaceTarget, clock: FakeClock
+) -> None:
     """At 02:00 UTC it is still yesterday in Los Angeles: the cutoff moves back a day."""
     for zone, archived in [("UTC", True), ("America/Los_Angeles", False)]:
-        with MemoryHarness.open(
-            tmp_path / zone.replace("/", "_"),
+        with workspace_target.sibling(zone.replace("/", "_")).open(
             clock=clock,
             workspace={"timezone": zone},
             maintenance={"enabled": False, "daily_file_retention_days": 1},
@@ -145,11 +160,11 @@ def test_archive_merges_into_an_existing_archive_file(
 
 
 def test_archived_logs_leave_search_unless_include_archive(
-    tmp_path: Path, clock: FakeClock
+    workspace_target: WorkspaceTarget, tmp_path: Path, clock: FakeClock
 ) -> None:
     """A full, real tick (consolidate and reindex included): the archived log leaves search."""
     options: dict[str, Any] = {"clock": clock, "maintenance": {"enabled": False}}
-    with MemoryHarness.open(tmp_path / "ws", **options) as harness:
+    with workspace_target.open(**options) as harness:
         harness.workspace.write_text("memory/2020-01-01.md", "- the zanzibar itinerary\n")
         assert [h.path for h in harness.search("zanzibar")] == ["memory/2020-01-01.md"]
         report = harness.maintain()
@@ -157,8 +172,7 @@ def test_archived_logs_leave_search_unless_include_archive(
         assert report.step("reindex").status == "done", report
         # Consolidation may carry the fact into MEMORY.md; the daily log itself is gone.
         assert [h.path for h in harness.search("zanzibar") if h.path.startswith("memory/")] == []
-    with MemoryHarness.open(
-        tmp_path / "ws",
+    with workspace_target.open(
         index={"include_archive": True},
         workspace={"index_path": str(tmp_path / "with-archive.db")},
         **options,
@@ -167,6 +181,7 @@ def test_archived_logs_leave_search_unless_include_archive(
         assert "memory/archive/2020-01-01.md" in paths
 
 
+@local_only
 def test_old_session_logs_and_evicted_results_are_pruned(
     harness: MemoryHarness, calls: list[str]
 ) -> None:
@@ -187,6 +202,7 @@ def test_old_session_logs_and_evicted_results_are_pruned(
     assert not (root / "large_tool_results" / "s1").exists(), "empty folder left behind"
 
 
+@local_only
 def test_a_step_that_raises_does_not_stop_the_rest(
     harness: MemoryHarness,
     monkeypatch: pytest.MonkeyPatch,
@@ -243,9 +259,10 @@ def test_consolidation_result_is_carried_in_the_report(
     assert calls == ["consolidate", "reindex"]
 
 
-def test_disabled_consolidation_is_skipped(tmp_path: Path, clock: FakeClock) -> None:
-    with MemoryHarness.open(
-        tmp_path / "ws",
+def test_disabled_consolidation_is_skipped(
+    workspace_target: WorkspaceTarget, clock: FakeClock
+) -> None:
+    with workspace_target.open(
         clock=clock,
         consolidation={"enabled": False},
         maintenance={"enabled": False},
@@ -316,7 +333,8 @@ def test_a_lost_lease_stops_the_remaining_steps(
 
     def slow_step(h: MemoryHarness, now: float) -> StepDone:
         clock.advance(h.settings.maintenance.lease_ttl + 1)
-        Workspace.open(h.workspace.url, clock=clock).lock("maintenance", ttl=60)
+        other = Workspace.open(h.workspace.url, h.workspace.storage_options, clock=clock)
+        other.lock("maintenance", ttl=60)
         return StepDone("took too long")
 
     steps = [MaintenanceStep("slow", slow_step), MaintenanceStep("after", slow_step)]
@@ -379,16 +397,9 @@ print(json.dumps(report.as_dict()), flush=True)
 """
 
 
-@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
-def test_four_processes_run_each_step_once(
-    store: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+def test_four_processes_run_each_step_once(workspace_target: WorkspaceTarget) -> None:
     """4 processes call maintain() together: every step runs in exactly one of them."""
-    if store == "s3":
-        url = request.getfixturevalue("s3_workspace_url")
-        options = request.getfixturevalue("s3_storage_options")
-    else:
-        url, options = str(tmp_path / "ws"), {}
+    url, options = workspace_target.url, workspace_target.storage_options
     # Files written now are 200 days old by the children's clock: all prunable.
     now = datetime.now(UTC).timestamp() + 200 * DAY
     today = datetime.fromtimestamp(now, UTC).date()

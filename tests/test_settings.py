@@ -191,7 +191,7 @@ def test_cli_validate_reports_one_line_per_problem_without_traceback(tmp_path: P
     config = tmp_path / "harnessmem.toml"
     config.write_text("[compaction]\ntrigger_mesages = 30\nkeep_messages = -2\n")
     result = CliRunner().invoke(main, ["config", "validate", str(config)])
-    assert result.exit_code == 1
+    assert result.exit_code == 3, "3: settings that cannot be used"
     lines = result.output.strip().splitlines()
     assert len(lines) == 2
     assert any("compaction.trigger_mesages" in line for line in lines)
@@ -235,6 +235,6 @@ def test_cli_show_bad_config_is_one_error(tmp_path: Path) -> None:
     config = tmp_path / "harnessmem.toml"
     config.write_text("[compaction]\ntrigger_mesages = 30\n")
     result = CliRunner().invoke(main, ["config", "show", "--config", str(config)])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "compaction.trigger_mesages" in result.output
     assert "Traceback" not in result.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from itertools import islice, repeat
 from typing import Any
 
 from harnessmem.backends.base import IndexEntry
@@ -21,7 +22,9 @@ MAX_ENTRY_CHARS = 2_000
 MAX_STORED_CHARS = 8_000
 
 
-_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+# An ATX heading: its opening hashes, then blank or the words (see _heading_words).
+_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
+_CLOSING = re.compile(r"[ \t]+#+$")  # "## Title ##": the trailing hashes are not words
 _BULLET = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
@@ -33,6 +36,53 @@ _LOG_HEADING = re.compile(r"^Memory (?:Flush|Save)\b", re.IGNORECASE)
 _tuple_new = tuple.__new__
 # Characters that can open a heading, bullet, fence or rule; other lines skip the regexes.
 _MARKUP_START = frozenset("#-*+_`~0123456789 \t")
+_GAP = frozenset(" \t")  # what follows a bullet marker
+_BREAK = {"-": "- \t", "*": "* \t"}  # what a thematic break of that marker consists of
+# First characters of a blank line (str.isspace()); other lines skip that call.
+_BLANK = frozenset(c for c in map(chr, range(0x3000 + 1)) if c.isspace())
+# Two or more one-line bullets in a row, none a thematic break ("- - -") nor long enough
+# to be cut: all but the last are whole entries, cut without the line loop.
+_BULLET_RUN = re.compile(
+    r"^(?:(?!-(?:[ \t]*-){2,}[ \t]*$)(?!\*(?:[ \t]*\*){2,}[ \t]*$)"
+    rf"[-*+][ \t][^\n]{{0,{MAX_STORED_CHARS - 2}}}\n){{2,}}",
+    re.MULTILINE,
+)
+
+
+def _heading_words(rest: str) -> str:
+    """The words of a heading from what follows its hashes, closing hashes dropped.
+
+    Two plain steps rather than one regex with a lazy group, which backtracked at
+    every character of every heading.
+    """
+    words = rest.lstrip(" \t").rstrip(" \t")
+    if words.endswith("#") and (closing := _CLOSING.search(words)):
+        words = words[: closing.start()]
+    return words.strip()
+
+
+def _bullet_runs(text: str, lines: list[str]) -> dict[int, int]:
+    """First line number -> length of each run of ``_BULLET_RUN`` in ``text``.
+
+    Empty unless ``lines`` (``text.splitlines()``) breaks exactly at the newlines of
+    ``text``: another line break (CR, form feed, U+2028, ...) would shift the numbers.
+    """
+    if "\r" in text:
+        return {}
+    runs: dict[int, int] = {}
+    number, position = 1, 0
+    count = text.count
+    for match in _BULLET_RUN.finditer(text):
+        start, end = match.span()
+        number += count("\n", position, start)
+        runs[number] = length = count("\n", start, end)
+        number += length
+        position = end
+    number += count("\n", position)
+    # One more line when the text does not end with a line break.
+    if len(lines) != number - 1 + (not text.endswith("\n")):
+        return {}
+    return runs
 
 
 def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
@@ -43,8 +93,9 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
     boundary beyond ``MAX_ENTRY_CHARS``. Headings are not entries: they become the
     ``context`` of the entries below them and start a new ``section``.
 
-    One pass with local state: the loop runs once per line of every memory file, so it
-    avoids attribute lookups and regexes for the common line ("- fact").
+    One pass with local state: the loop runs once per line of every memory file (a
+    rebuild of 100,000 bullets spends a fifth of its time here), so the common line, a
+    one-line bullet after another, is handled inline with no regex, list or call.
     """
     named = _DAILY_NAME.match(path)
     file_date = named.group(1) if named else None
@@ -63,37 +114,73 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
             last = first + len(lines) - 1
             append(_tuple_new(IndexEntry, (path, first, last, content, context, date, section)))
 
+    # The open entry is ``single`` (a one-line bullet, not yet in a list) or ``buf``.
+    single: str | None = None
     buf: list[str] = []
     start = size = 0
     fence: str | None = None
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    runs = _bullet_runs(text, lines)
+    numbered = enumerate(lines, 1)
+    for number, line in numbered:
         if fence is not None:  # inside a code block everything belongs to it
             buf.append(line)
             if line.lstrip().startswith(fence):
                 flush(buf, start)
                 buf, fence = [], None
             continue
-        if not line or line.isspace():
+        if not line:
+            lead = ""
+        else:
+            lead = line[0]
+            if lead in "-*+" and line[1:2] in _GAP:
+                if single is not None:
+                    content = single.strip()
+                    if len(content) > MAX_STORED_CHARS:
+                        content = content[: MAX_STORED_CHARS - 1] + "…"
+                    append(
+                        _tuple_new(
+                            IndexEntry, (path, start, start, content, context, date, section)
+                        )
+                    )
+                elif buf:
+                    flush(buf, start)
+                    buf = []
+                # "- - -" is a thematic break, not a bullet.
+                if lead != "+" and line.count(lead) >= 3 and not line.lstrip(_BREAK[lead]):
+                    single = None
+                    continue
+                run = runs.get(number, 0)
+                if run:  # all but the run's last line are entries of one line each
+                    numbers = range(number, number + run - 1)
+                    fields = zip(
+                        repeat(path),
+                        numbers,
+                        numbers,
+                        map(str.strip, lines[number - 1 : number + run - 2]),
+                        repeat(context),
+                        repeat(date),
+                        repeat(section),
+                    )
+                    entries += map(_tuple_new, repeat(IndexEntry), fields)
+                    next(islice(numbered, run - 2, run - 2), None)  # on to that last line
+                    single = None
+                    continue
+                single, start = line, number
+                continue
+        if single is not None:  # anything else continues or closes the one-line bullet
+            buf, size, single = [single], len(single) + 1, None
+        if not lead or (lead in _BLANK and line.isspace()):
             if buf:
                 flush(buf, start)
                 buf = []
-            continue
-        lead = line[0]
-        if lead in "-*+" and line[1:2] in (" ", "\t"):
-            if buf:
-                flush(buf, start)
-            # "- - -" is a thematic break, not a bullet.
-            if lead != "+" and not line.lstrip(lead + " \t") and line.count(lead) >= 3:
-                buf = []
-            else:
-                buf, start, size = [line], number, len(line) + 1
             continue
         if lead in _MARKUP_START:
             if match := _HEADING.match(line):
                 if buf:
                     flush(buf, start)
                     buf = []
-                level, words = len(match.group(1)), (match.group(2) or "").strip()
+                level, words = len(match.group(1)), _heading_words(line[match.end(1) :])
                 while headings and headings[-1][0] >= level:
                     headings.pop()
                 dated = _ISO_DATE.search(words)
@@ -125,6 +212,8 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
             start, size = number, 0
         buf.append(line)
         size += len(line) + 1
+    if single is not None:
+        buf = [single]
     if buf:
         flush(buf, start)
     return entries

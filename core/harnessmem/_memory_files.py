@@ -24,8 +24,6 @@ logger = logging.getLogger("harnessmem.memory")
 
 MEMORY_FILE = "MEMORY.md"
 MEMORY_DIR = "memory"
-#: Lease that serialises every writer of MEMORY.md (memory_save appends, consolidation).
-MEMORY_LEASE = "memory-md"
 FLUSH_HEADING = "## Memory Flush — "
 SAVE_HEADING = "## Memory Save — "
 PROMPTS = Path(__file__).with_name("prompts")

@@ -1,8 +1,10 @@
 """Consolidation: the daily logs are curated into MEMORY.md; ``memory_save`` appends to it.
 
-:class:`MemoryConsolidator` owns every write of MEMORY.md, all under one workspace lease
-(``memory-md``): :meth:`~MemoryConsolidator.save` appends a dated entry (the agent's
-``memory_save``), :meth:`~MemoryConsolidator.consolidate` rewrites the file.
+:class:`MemoryConsolidator` owns every write of MEMORY.md, each a compare-and-swap
+(``Workspace.update_text``: a conditional PUT on S3, a file lock locally), so a write that
+another one overtook is redone on the newer text and neither is lost:
+:meth:`~MemoryConsolidator.save` appends a dated entry (the agent's ``memory_save``),
+:meth:`~MemoryConsolidator.consolidate` rewrites the file.
 
 A consolidation run:
 
@@ -16,9 +18,10 @@ A consolidation run:
 4. rejects an answer that is empty, more than 10% over budget, or that drops more than
    ``consolidation.max_entry_loss`` of the prior entries while the prior file was within
    budget: MEMORY.md and the watermark stay as they were;
-5. under the ``memory-md`` lease: keeps what ``memory_save`` appended while the model ran,
-   copies the previous version to ``memory/.history/``, replaces MEMORY.md atomically,
-   reads it back, and only then advances the watermark.
+5. copies the previous version to ``memory/.history/``, then replaces MEMORY.md in one
+   compare-and-swap that keeps what ``memory_save`` appended while the model ran (an
+   append that lands in between makes it start again from the newer file), and only then
+   advances the watermark.
 
 The watermark is written twice around the replace ("pending", then committed), so that
 after a crash at any point it agrees with the MEMORY.md on disk.
@@ -35,14 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
 from harnessmem._watermark import Segment, Watermark, content_hash
-from harnessmem.errors import WorkspaceError
 from harnessmem.events import MemoryConsolidatedEvent
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
     from harnessmem.harness import MemoryHarness
     from harnessmem.tokens import TokenCounter
-    from harnessmem.workspace import Lease
+    from harnessmem.workspace import FileInfo, Lease, Snapshot
 
 __all__ = ["ConsolidationResult", "MemoryConsolidator", "SaveResult"]
 
@@ -56,7 +58,6 @@ CONSOLIDATION_LEASE = "consolidation"
 OVER_BUDGET_SLACK = 0.10
 #: A prior entry counts as kept when this share of its words is still in the new file.
 KEPT_WORD_SHARE = 0.6
-_WRITE_LEASE_TTL = 60.0
 _HISTORY = re.compile(r"^memory/\.history/MEMORY-\d{8}T\d{6}Z(?:-\d+)?\.md$")
 
 ConsolidationStatus = Literal[
@@ -146,7 +147,7 @@ class MemoryConsolidator:
         """Append ``text`` (facts, ideally a bullet list) to MEMORY.md as a dated entry.
 
         Redacted like a flush; facts MEMORY.md already holds are skipped. Raises
-        ValueError for blank text, LeaseError when the file stays locked for a minute.
+        ValueError for blank text, WorkspaceError when the store fails.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
@@ -155,8 +156,11 @@ class MemoryConsolidator:
         body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "save")
         facts = list(dict.fromkeys(mf.parse_facts(body)))
         now = harness.clock()
-        with self.workspace.lock(mf.MEMORY_LEASE, ttl=_WRITE_LEASE_TTL, timeout=_WRITE_LEASE_TTL):
-            current = self._read(mf.MEMORY_FILE)
+        fresh: list[str] = []
+
+        def add_entry(current: str) -> str | None:
+            # Dedup against MEMORY.md as it is when written (run again if it changed).
+            nonlocal fresh
             known = mf.fact_keys(current)
             fresh = []
             for fact in facts:
@@ -165,17 +169,14 @@ class MemoryConsolidator:
                     known.add(key)
                     fresh.append(fact)
             if not fresh:
-                return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts))
+                return None
             gap = "\n" if current and not current.endswith("\n") else ""
-            entry = f"{gap}\n{mf.SAVE_HEADING}{mf.iso_utc(now)}\n{mf.bullet_block(fresh)}\n"
-            self.workspace.append_text(mf.MEMORY_FILE, entry)
-            after = self._read(mf.MEMORY_FILE)
-            if entry not in after:
-                raise WorkspaceError(
-                    f"memory_save: the entry appended to {mf.MEMORY_FILE} is not there when "
-                    "read back",
-                    hint="the workspace store lost a write; check its consistency settings",
-                )
+            return f"{current}{gap}\n{mf.SAVE_HEADING}{mf.iso_utc(now)}\n{mf.bullet_block(fresh)}\n"
+
+        written = self.workspace.update_text(mf.MEMORY_FILE, add_entry, append=True)
+        if written is None:
+            return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts))
+        after = written.text
         warnings = []
         problem = mf.reindex_paths(harness, [mf.MEMORY_FILE])
         if problem:
@@ -215,7 +216,8 @@ class MemoryConsolidator:
         settings = harness.settings.consolidation
         budget = settings.max_memory_tokens
         watermark = self._load_watermark()
-        prior = self._read(mf.MEMORY_FILE)
+        snapshot = self.workspace.read_snapshot(mf.MEMORY_FILE)
+        prior = snapshot.text
         if watermark.memory_hash and watermark.files and not prior.strip():
             # MEMORY.md was lost or emptied while the watermark survived: without a reset
             # everything consolidated before would silently vanish from the curated view.
@@ -281,43 +283,50 @@ class MemoryConsolidator:
             # A slow model ate half the lease: extend it before writing (this fails loudly
             # if the run outlived its lease and another process took over).
             lease.renew()
-        return self._replace_memory(base, watermark, segments, prior, candidate)
+        return self._replace_memory(base, watermark, segments, snapshot, candidate)
 
     def _replace_memory(
         self,
         base: ConsolidationResult,
         watermark: Watermark,
         segments: list[Segment],
-        prior: str,
+        snapshot: Snapshot,
         candidate: str,
     ) -> ConsolidationResult:
         workspace = self.workspace
-        with workspace.lock(mf.MEMORY_LEASE, ttl=_WRITE_LEASE_TTL, timeout=_WRITE_LEASE_TTL):
-            current = self._read(mf.MEMORY_FILE)
-            if not current.startswith(prior):
-                return replace(
-                    base, reason="MEMORY.md was rewritten by another writer while the model ran"
-                )
+        prior = snapshot.text
+        history = self._keep_history(prior)
+        head = candidate.strip("\n") + "\n"
+        # Pending names the new text without the appends it keeps: memory_save may append
+        # between this write and the replace, and MEMORY.md starting with ``head`` is what
+        # says the replace landed (see Watermark.resolve).
+        watermark.pending = {
+            "memory_bytes": len(head.encode()),
+            "memory_hash": content_hash(head.encode()),
+            "files": self._advanced_files(watermark, segments),
+        }
+        self._write_watermark(watermark)
+        appended = ""
+
+        def rewrite(current: str) -> str | None:
             # memory_save appends while the model ran: keep them, after the new text.
+            nonlocal appended
+            if not current.startswith(prior):
+                return None
             appended = current[len(prior) :]
-            new_text = candidate.strip("\n") + "\n"
-            if appended.strip():
-                new_text += appended if appended.startswith("\n") else "\n" + appended
-            history = self._keep_history(current)
-            watermark.pending = {
-                "memory_bytes": len(new_text.encode()),
-                "memory_hash": content_hash(new_text.encode()),
-                "files": self._advanced_files(watermark, segments),
-            }
-            self._write_watermark(watermark)
-            workspace.write_text(mf.MEMORY_FILE, new_text)
-            if self._read(mf.MEMORY_FILE) != new_text:
-                raise WorkspaceError(
-                    f"consolidation: {mf.MEMORY_FILE} does not read back as written; "
-                    "the watermark was not advanced",
-                    hint="the workspace store lost a write; check its consistency settings",
-                )
-            self._commit_watermark(watermark, segments, new_text)
+            if not appended.strip():
+                return head
+            return head + (appended if appended.startswith("\n") else "\n" + appended)
+
+        # From the version read before the model ran: if nobody wrote since, one PUT.
+        written = workspace.update_text(mf.MEMORY_FILE, rewrite, current=snapshot)
+        if written is None:
+            # Rewritten by hand meanwhile; the pending state is dropped at the next load.
+            return replace(
+                base, reason="MEMORY.md was rewritten by another writer while the model ran"
+            )
+        new_text = written.text
+        self._commit_watermark(watermark, segments, new_text)
         problem = mf.reindex_paths(self.harness, [mf.MEMORY_FILE])
         if problem:
             logger.warning("consolidation: %s", problem)
@@ -336,20 +345,20 @@ class MemoryConsolidator:
         """Log text past the watermark, oldest first, bounded; and whether more is left."""
         settings = self.harness.settings.consolidation
         limit = watermark.input_limit or settings.max_input_tokens
-        names: dict[str, str] = {}
+        names: dict[str, FileInfo] = {}
         for directory in (ARCHIVE_DIR, mf.MEMORY_DIR):  # a live log wins over an archived one
-            for path in self.workspace.list(directory, recursive=False):
-                name = path.rsplit("/", 1)[-1]
+            for found in self.workspace.scan(directory, recursive=False):
+                name = found.path.rsplit("/", 1)[-1]
                 if mf.is_daily_log(name):
-                    names[name] = path
+                    names[name] = found  # size and mtime from the listing: no HEAD per log
         watermark.live = set(names)
         segments: list[Segment] = []
         used = 0
         for name in sorted(names):
-            path = names[name]
+            info = names[name]
+            path = info.path
             record = watermark.files.get(name) or {}
             done = int(record.get("bytes") or 0)
-            info = self.workspace.info(path)
             if record and info.size == done:
                 continue  # append-only and unchanged: no need to read it
             since = watermark.legacy_since
@@ -450,7 +459,7 @@ class MemoryConsolidator:
             counter += 1
         self.workspace.write_text(path, current)
         versions = sorted(
-            (p for p in self.workspace.list(HISTORY_DIR, recursive=False) if _HISTORY.match(p)),
+            (p for p in [*existing, path] if _HISTORY.match(p)),
             key=_history_order,
         )
         for old in versions[:-keep]:

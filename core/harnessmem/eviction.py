@@ -30,9 +30,9 @@ import posixpath
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from harnessmem.errors import ConfigError, LeaseError
+from harnessmem.errors import ConfigError
 from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.messages import pair_tool_calls
 from harnessmem.plugins import hookimpl
@@ -52,7 +52,6 @@ logger = logging.getLogger("harnessmem.eviction")
 #: contain this text is still evicted when it is too long.
 MARKER = "[harnessmem: "
 _HASH_CHARS = 16
-_LEASE = "eviction"
 # Paths this process wrote or found recently: a transcript kept unevicted by the caller is
 # swept on every turn, and this spares a storage round trip per turn for it.
 _KNOWN_PATHS = 1024
@@ -317,33 +316,27 @@ class ToolResultEvictor:
         """Write ``text`` to ``path`` unless it is already there; True when this call wrote it.
 
         The name holds a hash of the content, so an existing file already has these bytes.
-        A lease makes the check and the write one step across processes and replicas, so
-        racing evictions of one result write it once. It is one lease for the workspace,
-        not one per file: evictions are rare and short, and a lease per file would leave a
-        lock file per result behind on local disks. An existing file older
-        than half the retention is written again (same bytes) to renew its age: a live
-        conversation points at it, and maintenance must not prune it from under it.
+        A new file is created only if absent (``If-None-Match`` on S3, a file lock
+        locally), so racing evictions of one result in several processes or replicas write
+        it once. An existing file older than half the retention is written again (same
+        bytes) to renew its age: a live conversation points at it, and maintenance must
+        not prune it from under it.
         """
         workspace = harness.workspace
         now = harness.clock()
-        renew_after = _renew_after(settings)
         if self._seen_recently(path, now, settings):
             return False
-        if self._fresh(harness, path, now, renew_after):
+        modified = self._modified(harness, path)
+        if modified is not False and (modified is None or now - modified < _renew_after(settings)):
+            self._remember(path, now)
             return False
-        try:
-            with workspace.lock(_LEASE, ttl=120.0, timeout=30.0):
-                if self._fresh(harness, path, now, renew_after):
-                    return False
-                workspace.write_text(path, text)
-        except LeaseError:
-            # A holder that died keeps the lease until its ttl passes; the write is
-            # atomic and the bytes are identical, so writing without it is still safe.
-            if self._fresh(harness, path, now, renew_after):
-                return False
-            workspace.write_text(path, text)
+        if modified is not False:
+            workspace.write_text(path, text)  # renew: same bytes, so racing renewals agree
+            written = True
+        else:
+            written = workspace.create_text(path, text)
         self._remember(path, now)
-        return True
+        return written
 
     def _seen_recently(self, path: str, now: float, settings: EvictionSettings) -> bool:
         """Whether this process wrote or found ``path`` recently enough to skip checking."""
@@ -353,15 +346,13 @@ class ToolResultEvictor:
         self._known.move_to_end(path)
         return True
 
-    def _fresh(self, harness: MemoryHarness, path: str, now: float, renew_after: float) -> bool:
+    @staticmethod
+    def _modified(harness: MemoryHarness, path: str) -> float | Literal[False] | None:
+        """When ``path`` was last written (None: the store does not say); False: missing."""
         try:
-            modified = harness.workspace.info(path).modified
+            return harness.workspace.info(path).modified
         except FileNotFoundError:
             return False
-        if modified is not None and now - modified >= renew_after:
-            return False
-        self._remember(path, now)
-        return True
 
     def _remember(self, path: str, now: float) -> None:
         self._known[path] = now

@@ -18,8 +18,10 @@ One flush:
    ``## Memory Flush — <ISO UTC> · session <id>`` to ``memory/YYYY-MM-DD.md``;
 5. advances the mark crash-safely with one state write: before the append, the state file
    records the new mark as "pending" together with the entry; whoever loads the state next
-   adopts the new mark if and only if the entry is in the log. The log is read back before
-   the flush returns, so a returned result means the write is on file;
+   adopts the new mark if and only if the entry is in the log. The append is a
+   compare-and-swap (``Workspace.update_text``: a conditional PUT on S3), so a returned
+   result means the write is on file, and a log that another writer changed meanwhile is
+   read again and deduplicated again;
 6. reindexes the log and asks maintenance for an opportunistic consolidation.
 
 MEMORY.md is never written here.
@@ -31,13 +33,14 @@ import copy
 import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
-from harnessmem.errors import HarnessMemError, ModelResponseError
+from harnessmem.errors import ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.messages import fingerprint
 from harnessmem.plugins import hookimpl
@@ -63,7 +66,8 @@ _SEEN_LIMIT = 1024
 _TEXT_CHARS = 4_000
 _TOOL_RESULT_CHARS = 1_000
 _TOOL_ARGS_CHARS = 500
-_LEASE_TTL = 60.0
+#: Sessions whose state this process remembers (each up to _SEEN_LIMIT fingerprints).
+_STATES_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,10 @@ class MemoryFlusher:
         self._locks_guard = threading.Lock()
         self._queue: BackgroundFlushes | None = None
         self._reported: set[type[BaseException]] = set()
+        # State files this process wrote last, by path: a session's next flush needs no
+        # read. A session served by two replicas at once costs at worst a repeated
+        # extraction, whose facts the write-time dedup drops.
+        self._states: OrderedDict[str, _State] = OrderedDict()
 
     # public ----------------------------------------------------------------------------------
 
@@ -308,8 +316,20 @@ class MemoryFlusher:
             return self._locks.setdefault(session_id, threading.Lock())
 
     def _flush_locked(self, messages: list[Message], session_id: str) -> FlushResult:
-        harness = self.harness
         state_path = f"{STATE_DIR}/{safe_id(session_id)}.json"
+        try:
+            return self._flush_session(messages, session_id, state_path)
+        except BaseException:
+            # The outcome is unknown (the entry may or may not be on file): the next flush
+            # reads the state file and lets the log decide.
+            with self._locks_guard:
+                self._states.pop(state_path, None)
+            raise
+
+    def _flush_session(
+        self, messages: list[Message], session_id: str, state_path: str
+    ) -> FlushResult:
+        harness = self.harness
         state = self._load_state(state_path)
         new, mark = state.mark.split(messages)
         transcript = render_transcript(new)
@@ -321,8 +341,9 @@ class MemoryFlusher:
             return FlushResult(session_id, "nothing_new", messages=len(new))
         now = harness.clock()
         path = mf.daily_path(now, harness.settings.workspace.timezone)
-        memory_text = self._read(mf.MEMORY_FILE)
-        prompt = self._prompt(transcript, memory_text, self._read(path), path, now)
+        memory_text = self._read(mf.MEMORY_FILE, max_age=self._reference_age())
+        log = harness.workspace.read_snapshot(path)
+        prompt = self._prompt(transcript, memory_text, log.text, path, now)
         model = harness.model_for("flush")
         completion = model.complete(prompt, purpose="flush")
         base = FlushResult(
@@ -348,31 +369,39 @@ class MemoryFlusher:
         body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "flush")
         facts = list(dict.fromkeys(mf.parse_facts(body)))
         facts, indexed = self._drop_indexed(facts)
-        with harness.workspace.lock(f"daily:{path}", ttl=_LEASE_TTL, timeout=_LEASE_TTL):
-            # Dedup against the files as they are now, under the lease, so two flushes
-            # racing into the same log cannot both write one fact.
-            known = mf.fact_keys(self._read(path)) | mf.fact_keys(self._read(mf.MEMORY_FILE))
+        heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {_one_line(session_id)}"
+        fresh: list[str] = []
+        pending: dict[str, Any] | None = None
+
+        def add_entry(current: str) -> str | None:
+            # Dedup against the log as it is when written: if another writer appended
+            # since it was read, this runs again on the new text, so two flushes racing
+            # into one log never both write a fact.
+            nonlocal fresh, pending
+            known = mf.fact_keys(current) | mf.fact_keys(memory_text)
             fresh = []
             for fact in facts:
                 key = mf.normalise_fact(fact)
                 if key and key not in known:
                     known.add(key)
                     fresh.append(fact)
-            duplicates = len(facts) - len(fresh) + indexed
             if not fresh:
-                self._save_state(state_path, session_id, _State(mark))
-                return replace(base, status="duplicates", duplicates=duplicates)
-            heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {_one_line(session_id)}"
+                return None
             entry = f"\n{heading}\n{mf.bullet_block(fresh)}\n"
-            pending = {"path": path, "entry": entry, "mark": mark.to_json()}
-            self._save_state(state_path, session_id, _State(state.mark, pending))
-            harness.workspace.append_text(path, entry)
-            if entry not in self._read(path):
-                raise HarnessMemError(
-                    f"flush of session {session_id!r}: the entry appended to {path} is not "
-                    "in the file when read back",
-                    hint="the workspace store lost a write; check its consistency settings",
-                )
+            if pending is None or pending["entry"] != entry:
+                # The new mark goes on file first, as pending on this entry (see _load_state).
+                pending = {"path": path, "entry": entry, "mark": mark.to_json()}
+                self._save_state(state_path, session_id, _State(state.mark, pending))
+            return current + entry
+
+        written = harness.workspace.update_text(path, add_entry, current=log, append=True)
+        duplicates = len(facts) - len(fresh) + indexed
+        if written is None:
+            self._save_state(state_path, session_id, _State(mark))
+            return replace(base, status="duplicates", duplicates=duplicates)
+        # The conditional write succeeded, so the entry is on file and the pending mark
+        # holds (whoever reads the state file next adopts it from the log).
+        self._remember(state_path, _State(mark))
         warnings = []
         problem = mf.reindex_paths(harness, [path])
         if problem:
@@ -454,13 +483,26 @@ class MemoryFlusher:
 
     # state -----------------------------------------------------------------------------------
 
-    def _read(self, path: str) -> str:
+    def _read(self, path: str, *, max_age: float = 0.0) -> str:
         try:
-            return self.harness.workspace.read_text(path)
+            return self.harness.workspace.read_text(path, max_age=max_age)
         except FileNotFoundError:
             return ""
 
+    def _reference_age(self) -> float:
+        """How stale the MEMORY.md dedup reference may be: on a remote workspace, as stale
+        as the index (``index.refresh_interval``); locally reads are cheap, so none."""
+        if self.harness.workspace.is_local:
+            return 0.0
+        return self.harness._refresh_interval()
+
     def _load_state(self, path: str) -> _State:
+        with self._locks_guard:
+            cached = self._states.get(path)
+            if cached is not None:
+                self._states.move_to_end(path)
+        if cached is not None:
+            return cached
         raw = self._read(path)
         if not raw.strip():
             return _State(_Mark())
@@ -487,7 +529,18 @@ class MemoryFlusher:
         data: dict[str, Any] = {"version": 1, "session": session_id, "mark": state.mark.to_json()}
         if state.pending is not None:
             data["pending"] = state.pending
+        with self._locks_guard:
+            self._states.pop(path, None)
         self.harness.workspace.write_text(path, json.dumps(data, ensure_ascii=False))
+        if state.pending is None:
+            self._remember(path, state)
+
+    def _remember(self, path: str, state: _State) -> None:
+        with self._locks_guard:
+            self._states[path] = state
+            self._states.move_to_end(path)
+            while len(self._states) > _STATES_KEPT:
+                self._states.popitem(last=False)
 
 
 def _one_line(text: str) -> str:

@@ -386,8 +386,8 @@ class MemoryHarness:
     def save(self, text: str) -> SaveResult:
         """Append facts to MEMORY.md as a dated entry (the agent's ``memory_save``).
 
-        Redacted like a flush; facts already in MEMORY.md are skipped. Appends under the
-        workspace lease that consolidation takes, so neither loses the other's write.
+        Redacted like a flush; facts already in MEMORY.md are skipped. The append is a
+        compare-and-swap, as consolidation's rewrite is, so neither loses the other's write.
         """
         self._check_open()
         return self._memory_consolidator().save(text)
@@ -491,18 +491,27 @@ class MemoryHarness:
             if self._index_syncer is None:
                 from harnessmem.index import IndexSync
 
-                interval = self.settings.index.refresh_interval
-                if interval is None:
-                    # memory:// lists in-process, so it can afford a sweep per search.
-                    interval = 0.0 if self.workspace.protocol == "memory" else 30.0
                 self._index_syncer = IndexSync(
                     self.workspace,
                     self.index,
                     include_archive=self.settings.index.include_archive,
-                    interval=interval,
+                    interval=self._refresh_interval(),
                     clock=self.clock,
                 )
             return self._index_syncer
+
+    def _refresh_interval(self) -> float:
+        """Seconds between looks at files other processes may have changed (by the clock).
+
+        ``index.refresh_interval``; by default 0 on ``memory://`` and 30 elsewhere (a local
+        workspace also stats its hot files before each search; on S3 each look costs
+        requests).
+        """
+        interval = self.settings.index.refresh_interval
+        if interval is None:
+            # memory:// lists in-process, so it can afford a sweep per search.
+            interval = 0.0 if self.workspace.protocol == "memory" else 30.0
+        return interval
 
     # lifetime -------------------------------------------------------------------------------
 

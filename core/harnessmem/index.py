@@ -308,18 +308,25 @@ class IndexSync:
     ) -> None:
         for raw in paths:
             try:
-                info = self.workspace.info(raw)
+                written = self.workspace.take_written(raw)
+                if written is not None:
+                    # This process just wrote it: no need to ask the store again.
+                    path, token, data = raw.strip("/"), written[1], written[0]
+                else:
+                    info = self.workspace.info(raw)
+                    path, token, data = info.path, info.etag_or_hash, None
             except PathNotAllowed:
                 continue
             except FileNotFoundError:
                 for table in known.values():
                     self._drop(raw.strip("/"), table, result)
                 continue
-            source = source_of(info.path, include_archive=self.include_archive)
+            source = source_of(path, include_archive=self.include_archive)
             if source is not None:
                 result.checked += 1
-                self._hot.setdefault(source, set()).add(info.path)
-                self._index([(info.path, info.etag_or_hash)], source, known[source], result)
+                self._hot.setdefault(source, set()).add(path)
+                loaded = {path: data} if data is not None else None
+                self._index([(path, token)], source, known[source], result, loaded)
 
     def _drop(self, path: str, known: dict[str, str | None], result: ReindexResult) -> None:
         if path in known:
@@ -333,18 +340,21 @@ class IndexSync:
         source: str,
         known: dict[str, str | None],
         result: ReindexResult,
+        loaded: dict[str, bytes] | None = None,
     ) -> None:
         """Read, chunk and hand over ``items`` (path, token) in batches of ~BATCH_ENTRIES.
 
         Files are read before the backend is called, so that a slow store never holds
-        the index's write lock.
+        the index's write lock; ``loaded`` holds contents already known (not read again).
         """
         chunk = chunk_session_log if source == "sessions" else chunk_markdown
         batch: list[FileUpdate] = []
         size = 0
         for position, (path, token) in enumerate(items):
             try:
-                data = self.workspace.read_bytes(path)
+                data = (loaded or {}).get(path)
+                if data is None:
+                    data = self.workspace.read_bytes(path)
             except FileNotFoundError:  # deleted since the listing
                 self._drop(path, known, result)
             except PathNotAllowed as exc:  # e.g. became a symlink out of the workspace
@@ -461,27 +471,10 @@ def _links_to_memory(root: str, link: str) -> bool:
 
 
 def _remote_tokens(workspace: Workspace, folder: str, suffix: str) -> dict[str, str | None]:
-    """Change tokens from one listing with details (the ETag on S3); HEAD when it has none."""
-    full = workspace.resolve(folder)
-    try:
-        workspace.fs.invalidate_cache(full)
-        listing = workspace.fs.find(full, maxdepth=1, detail=True)
-    except FileNotFoundError:
-        return {}
+    """Change tokens from one listing with details (the ETag on S3)."""
     found: dict[str, str | None] = {}
-    prefix = full.rstrip("/") + "/"
-    for key, meta in listing.items():
-        name = str(key)[len(prefix) :] if str(key).startswith(prefix) else ""
-        if not name or "/" in name or not name.endswith(suffix) or name.startswith("."):
-            continue
-        if meta.get("type") != "file":
-            continue
-        tag = next((meta[k] for k in ("ETag", "etag", "md5", "checksum") if meta.get(k)), None)
-        rel = f"{folder}/{name}"
-        if tag is None:
-            try:
-                tag = workspace.info(rel).etag_or_hash
-            except FileNotFoundError:
-                continue
-        found[rel] = str(tag).strip('"')
+    for info in workspace.scan(folder, recursive=False):
+        name = info.path.rsplit("/", 1)[-1]
+        if name.endswith(suffix) and not name.startswith("."):
+            found[info.path] = info.etag_or_hash
     return found

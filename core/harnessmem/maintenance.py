@@ -47,7 +47,7 @@ from harnessmem._maintenance_steps import (
     StepDone,
     StepSkipped,
 )
-from harnessmem.errors import LeaseError
+from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.events import MaintenanceEvent
 
 if TYPE_CHECKING:
@@ -381,6 +381,10 @@ class MaintenanceScheduler:
             lease.renew()
         except LeaseError as exc:
             return f"lost the maintenance lease: {exc.message}"
+        except WorkspaceError as exc:
+            # The store failed through every retry: the lease may run out before it
+            # answers again, and then another replica may start the next steps.
+            return f"could not renew the maintenance lease: {exc.message}"
         return None
 
     @staticmethod

@@ -5,7 +5,9 @@
   replies and injected faults;
 - the conformance suites (``WorkspaceSuite``, ...), their base ``ConformanceSuite`` and
   ``suite_override`` for a deliberate replacement of a suite test;
-- ``FakeClock``: an injectable clock for tests that never sleep.
+- ``FakeClock``: an injectable clock for tests that never sleep;
+- ``S3TestServer`` and ``S3Fault``: moto's S3 on loopback, one request at a time, with a
+  request log and injected faults (needs ``moto[server]``).
 
 The test doubles import only the standard library and harnessmem; the suites import pytest
 and hypothesis, so they load on first use (``from harnessmem.testing import WorkspaceSuite``).
@@ -25,6 +27,8 @@ _SUITES = {
     "IndexBackendSuite": "index_suite",
     "ModelBackendSuite": "model_suite",
     "ModelFault": "model_suite",
+    "S3Fault": "s3_server",
+    "S3TestServer": "s3_server",
 }
 
 __all__ = [
@@ -37,6 +41,8 @@ __all__ = [
     "ModelCall",
     "ModelFault",
     "RecordedRequest",
+    "S3Fault",
+    "S3TestServer",
     "ScriptedModel",
     "WorkspaceSuite",
     "suite_integrity_problems",
