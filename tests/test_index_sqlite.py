@@ -370,3 +370,23 @@ def test_a_file_out_of_entry_ids_moves_to_a_new_number(
             assert numbers == {db.execute("SELECT file_no FROM files").fetchone()[0]} != {1}
     finally:
         index.close()
+
+
+def test_path_prefix_over_one_or_several_files(db_path: Path) -> None:
+    """One file is searched as a rowid range, several as a set of file numbers."""
+    index = _open(db_path)
+    try:
+        for day in ("2026-01-01", "2026-01-02", "2027-01-01"):
+            sync_text(index, f"memory/{day}.md", f"- lantern {day}\n- other\n")
+        by_prefix = {
+            prefix: sorted(h.path for h in index.search("lantern", path_prefix=prefix))
+            for prefix in ("memory/2026-01-02", "memory/2026-", "memory/", "memory/2028")
+        }
+        assert by_prefix == {
+            "memory/2026-01-02": ["memory/2026-01-02.md"],
+            "memory/2026-": ["memory/2026-01-01.md", "memory/2026-01-02.md"],
+            "memory/": ["memory/2026-01-01.md", "memory/2026-01-02.md", "memory/2027-01-01.md"],
+            "memory/2028": [],
+        }
+    finally:
+        index.close()

@@ -40,8 +40,8 @@ __all__ = [
     "TOKENIZER",
     "BatchWriter",
     "EntryBlock",
-    "StoredEntry",
     "HitText",
+    "StoredEntry",
     "is_corrupt",
     "load_hits",
     "load_places",
@@ -118,7 +118,7 @@ class EntryBlock:
     Slot ``k`` of block ``b`` holds entry ``b << BLOCK_SHIFT | k``.
     """
 
-    __slots__ = ("ends", "ints", "m", "texts")
+    __slots__ = ("ints", "m", "texts")
 
     def __init__(self, places: bytes, texts: str) -> None:
         ints = array("i")
@@ -155,22 +155,25 @@ class EntryBlock:
     def stored(self, first_id: int) -> list[StoredEntry]:
         """Every live entry, with its id (``first_id`` is slot 0's)."""
         found: list[StoredEntry] = []
-        ints, m = self.ints, self.m
+        ints, m, texts = self.ints, self.m, self.texts
+        begin = 0
         for slot in range(m):
+            base = 4 * m + 3 * slot
+            content_end, context_end, date_end = ints[base], ints[base + 1], ints[base + 2]
             if ints[slot] >= 0:
-                content, context, start, end, date = self.entry(slot)  # type: ignore[misc]
                 found.append(
                     (
                         first_id + slot,
-                        content,
-                        context,
+                        texts[begin:content_end],
+                        texts[content_end:context_end],
                         ints[slot],
                         ints[m + slot],
-                        start,
-                        end,
-                        date,
+                        ints[2 * m + slot],
+                        ints[3 * m + slot],
+                        texts[context_end:date_end] or None,
                     )
                 )
+            begin = date_end
         return found
 
     @staticmethod
@@ -231,7 +234,7 @@ def stored_entries(db: sqlite3.Connection, file_no: int) -> list[StoredEntry]:
 def _diff(
     stored: Sequence[StoredEntry], entries: Sequence[IndexEntry]
 ) -> tuple[list[StoredEntry], list[StoredEntry], list[tuple[int, IndexEntry]]]:
-    """(entries to delete, entries with a new place, (seq, entry) to insert) to reach ``entries``."""
+    """(entries to delete, entries with a new place, (seq, entry) to add) to reach ``entries``."""
     pool: dict[tuple[str, str], list[StoredEntry]] = defaultdict(list)
     for row in stored:
         pool[(row[1], row[2])].append(row)
@@ -353,7 +356,8 @@ class BatchWriter:
             rows = zip(ids, map(_CONTENT, entries), map(_CONTEXT, entries), strict=True)
             self.fts_rows[fts].append(_segmented(rows) if cjk else rows)
         elif cjk:
-            self.fts_bare[fts].append(zip(ids, map(segment_cjk, map(_CONTENT, entries))))
+            bare = zip(ids, map(segment_cjk, map(_CONTENT, entries)), strict=True)
+            self.fts_bare[fts].append(bare)
         else:
             self.fts_bare[fts].append(zip(ids, map(_CONTENT, entries), strict=True))
 
@@ -415,11 +419,18 @@ def _blocks_of(entry_ids: Iterable[int]) -> dict[int, list[int]]:
 
 
 def load_places(db: sqlite3.Connection, entry_ids: Iterable[int]) -> list[tuple[int, int, int]]:
-    """``(id, seq, section)`` of the stored entries among ``entry_ids``.
+    """``(id, seq, section)`` of the stored entries among ``entry_ids`` that share a file.
 
-    Selects ``places`` only: SQLite then reads a block's row just up to that column.
+    Only entries of the same file can be neighbours, so a candidate alone in its file
+    needs no place (most of them, in a search over hundreds of files). Selects
+    ``places`` only: SQLite then reads a block's row just up to that column.
     """
-    by_block = _blocks_of(entry_ids)
+    by_file: dict[int, list[int]] = defaultdict(list)
+    for entry_id in entry_ids:
+        by_file[entry_id >> FILE_SHIFT].append(entry_id)
+    by_block = _blocks_of(i for ids in by_file.values() if len(ids) > 1 for i in ids)
+    if not by_block:
+        return []
     marks = ", ".join("?" * len(by_block))
     found: list[tuple[int, int, int]] = []
     for block_id, places in db.execute(

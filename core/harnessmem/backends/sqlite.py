@@ -4,12 +4,14 @@ One database file (``workspace.index_path``; by default ``memory_index.db`` besi
 local workspace); its schema is in :mod:`harnessmem.backends._sqlite_store`. Each source
 has its own contentless FTS5 table (``porter unicode61 remove_diacritics 2``, CJK as
 bigrams), so that long session logs never slow memory searches down nor skew their term
-statistics; entry rows hold the text and line ranges.
+statistics; entry blocks (64 entries to a row) hold the text, line ranges and dates.
 
 Writes take SQLite's write lock up front (``BEGIN IMMEDIATE``) and wait up to
 ``busy_timeout`` for it; the journal is WAL, so searches never wait for a writer and
 several processes can share one file. ``sync_file`` changes only what differs, so an
-append to a daily log costs the new bullets, not the file.
+append to a daily log costs the new bullets (and the block they land in), not the file.
+``sync_files`` writes up to 20,000 entries in one transaction (what a rebuild costs
+against raw FTS5 inserts: the performance section of ``docs/index.md``).
 
 Ranking: bm25 (``content`` weighs 1, ``context`` 0.3); in ``any`` mode the best
 ``candidates`` are then re-ranked: each gains ``neighbor_weight`` times the scores of the
@@ -43,6 +45,7 @@ from harnessmem.backends._fts import (
 )
 from harnessmem.backends._sqlite_store import (
     FILE_SHIFT,
+    FILE_SPAN,
     FTS_TABLES,
     SCHEMA_VERSION,
     TOKENIZER,
@@ -524,12 +527,7 @@ class SQLiteIndex(IndexBackend):
                 pool = max(limit, self.opts.candidates) if spread else limit
                 # bm25() ordered by SQLite's sorter beats FTS5's "ORDER BY rank" path.
                 if path_prefix:
-                    ranked = db.execute(
-                        f"SELECT {fts}.rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} "
-                        f"JOIN files f ON f.file_no = {fts}.rowid >> {FILE_SHIFT} "
-                        f"WHERE {fts} MATCH ? AND substr(f.path, 1, ?) = ? ORDER BY s LIMIT ?",
-                        (expression, len(path_prefix), path_prefix, pool),
-                    ).fetchall()
+                    ranked = self._ranked_in(db, fts, expression, path_prefix, pool)
                 else:
                     ranked = db.execute(
                         f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} "
@@ -552,6 +550,35 @@ class SQLiteIndex(IndexBackend):
             for entry_id, score in best
             if (row := by_id.get(entry_id)) is not None
         ]
+
+    def _ranked_in(
+        self, db: sqlite3.Connection, fts: str, expression: str, prefix: str, pool: int
+    ) -> list[tuple[int, float]]:
+        """The best ``pool`` (id, bm25) of files whose path starts with ``prefix``.
+
+        A file's entries are one rowid range: one file (a session's log) is a range FTS5
+        seeks to; for several, each match's file number is looked up in a set of them.
+        """
+        numbers = [
+            row[0]
+            for row in db.execute(
+                "SELECT file_no FROM files WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+            )
+        ]
+        if not numbers:
+            return []
+        select = f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} WHERE {fts} MATCH ? "
+        if len(numbers) == 1:
+            low = numbers[0] << FILE_SHIFT
+            return db.execute(
+                select + "AND rowid BETWEEN ? AND ? ORDER BY s LIMIT ?",
+                (expression, low, low + FILE_SPAN - 1, pool),
+            ).fetchall()
+        return db.execute(
+            select + f"AND (rowid >> {FILE_SHIFT}) IN "
+            "(SELECT file_no FROM files WHERE substr(path, 1, ?) = ?) ORDER BY s LIMIT ?",
+            (expression, len(prefix), prefix, pool),
+        ).fetchall()
 
     def _frequency(self, db: sqlite3.Connection, fts: str, term: QueryTerm) -> int:
         """Documents holding ``term``, counted up to ``_DF_SAMPLE`` (cached until a write)."""
