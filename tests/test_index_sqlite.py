@@ -153,6 +153,10 @@ def test_wal_journal_and_busy_timeout(db_path: Path) -> None:
             db = pooled.driver_connection
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 3000
+            # 16 KB pages, and a checkpoint every 4 MB of WAL as with SQLite's defaults.
+            page = db.execute("PRAGMA page_size").fetchone()[0]
+            assert page == 16_384
+            assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] * page == 4 << 20
         finally:
             pooled.close()
     finally:

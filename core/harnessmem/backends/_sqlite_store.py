@@ -112,10 +112,11 @@ class EntryBlock:
     """Up to ``BLOCK_SLOTS`` consecutive entries of one file, as one ``entry_blocks`` row.
 
     ``places`` is a little-endian int32 array, field after field over the ``m`` slots:
-    ``seq``, ``section``, ``start_line``, ``end_line`` (``m`` each), then ``3m`` end
-    offsets into ``texts`` of each slot's content, context and date, in that order. A
-    slot whose ``seq`` is -1 is empty (its entry was deleted); an empty date is None.
-    Slot ``k`` of block ``b`` holds entry ``b << BLOCK_SHIFT | k``.
+    ``seq``, ``section``, ``start_line``, ``end_line``, then the end offsets in ``texts``
+    of the contents, the contexts and the dates (``m`` each; ``texts`` holds the contents
+    of all slots, then their contexts, then their dates). A slot whose ``seq`` is -1 is
+    empty (its entry was deleted); an empty date is None. Slot ``k`` of block ``b`` holds
+    entry ``b << BLOCK_SHIFT | k``.
     """
 
     __slots__ = ("ints", "m", "texts")
@@ -140,40 +141,36 @@ class EntryBlock:
         ints, m = self.ints, self.m
         if slot >= m or ints[slot] < 0:
             return None
-        base = 4 * m + 3 * slot
-        begin = ints[base - 1] if slot else 0
-        content_end, context_end, date_end = ints[base], ints[base + 1], ints[base + 2]
+        ends = 4 * m + slot  # where the slot's content ends; its context ends m later
         texts = self.texts
         return (
-            texts[begin:content_end],
-            texts[content_end:context_end],
+            texts[ints[ends - 1] if slot else 0 : ints[ends]],
+            texts[ints[ends + m - 1] : ints[ends + m]],
             ints[2 * m + slot],
             ints[3 * m + slot],
-            texts[context_end:date_end] or None,
+            texts[ints[ends + 2 * m - 1] : ints[ends + 2 * m]] or None,
         )
 
     def stored(self, first_id: int) -> list[StoredEntry]:
         """Every live entry, with its id (``first_id`` is slot 0's)."""
         found: list[StoredEntry] = []
         ints, m, texts = self.ints, self.m, self.texts
-        begin = 0
+        starts = [0, *ints[4 * m : 7 * m - 1]]  # where each content, context, date begins
         for slot in range(m):
-            base = 4 * m + 3 * slot
-            content_end, context_end, date_end = ints[base], ints[base + 1], ints[base + 2]
             if ints[slot] >= 0:
+                ends = 4 * m + slot
                 found.append(
                     (
                         first_id + slot,
-                        texts[begin:content_end],
-                        texts[content_end:context_end],
+                        texts[starts[slot] : ints[ends]],
+                        texts[starts[m + slot] : ints[ends + m]],
                         ints[slot],
                         ints[m + slot],
                         ints[2 * m + slot],
                         ints[3 * m + slot],
-                        texts[context_end:date_end] or None,
+                        texts[starts[2 * m + slot] : ints[ends + 2 * m]] or None,
                     )
                 )
-            begin = date_end
         return found
 
     @staticmethod
@@ -186,7 +183,7 @@ class EntryBlock:
         _, starts, ends, contents, contexts, dates, sections = zip(*entries, strict=True)
         if None in dates:
             dates = tuple(date or "" for date in dates)
-        pieces = list(chain.from_iterable(zip(contents, contexts, dates, strict=True)))
+        pieces = contents + contexts + dates
         count = len(entries)
         ints = [
             *range(first_seq, first_seq + count),
@@ -202,7 +199,11 @@ class EntryBlock:
         """``(places, texts)`` of a block from its slots in order (None: empty slot)."""
         empty: StoredEntry = (0, "", "", -1, 0, 0, 0, None)
         rows = [slot if slot is not None else empty for slot in slots]
-        pieces = [piece for row in rows for piece in (row[1], row[2], row[7] or "")]
+        pieces = [
+            *(row[1] for row in rows),
+            *(row[2] for row in rows),
+            *(row[7] or "" for row in rows),
+        ]
         ints = [
             *(row[3] for row in rows),
             *(row[4] for row in rows),
