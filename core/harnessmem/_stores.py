@@ -313,8 +313,12 @@ class LocalStore(Store):
         return os.path.relpath(full, self.root).replace(os.sep, "/")
 
     def read(self, full: str) -> bytes:
-        with self.op("read", full), open(full, "rb") as f:
-            return f.read()
+        try:  # no ``op`` context manager: an index rebuild reads hundreds of files
+            with open(full, "rb") as f:
+                return f.read()
+        except OSError:
+            with self.op("read", full):
+                raise
 
     def write(self, full: str, data: bytes) -> None:
         with self.op("write", full):

@@ -65,7 +65,7 @@ __all__ = [
 logger = logging.getLogger("harnessmem.index")
 
 #: Entries read before they are handed to the backend in one call.
-BATCH_ENTRIES = 20_000
+BATCH_ENTRIES = 32_768
 MEMORY_FILE = "MEMORY.md"
 MEMORY_DIR = "memory"
 ARCHIVE_DIR = "memory/archive"

@@ -9,7 +9,8 @@ Three entry-point groups:
 - ``harnessmem.index`` and ``harnessmem.model``: backend classes, imported only
   when the configuration picks their name.
 
-Nothing here is global: each harness builds its own manager and registries.
+Nothing here is global but a cache of the installed entry points (kept until a folder on
+``sys.path`` changes): each harness builds its own manager and registries.
 :class:`HookFacade` is the only code that calls ``pm.hook``.
 """
 
@@ -19,6 +20,9 @@ import asyncio
 import difflib
 import inspect
 import logging
+import os
+import sys
+import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -76,8 +80,49 @@ class PluginInfo:
     status: str = "installed"
 
 
+#: Entry points by group, for one state of the folders on ``sys.path`` (see _path_stamp).
+_ENTRY_POINTS: dict[tuple[str, tuple[tuple[str, int], ...]], list[metadata.EntryPoint]] = {}
+#: A folder modified closer to now than this may change again within its timestamp's tick.
+_SETTLED_NS = 2_000_000_000
+
+
+def _path_stamp() -> tuple[tuple[str, int], ...] | None:
+    """The modification times of the ``sys.path`` folders; None if one changed just now.
+
+    Installing or removing a distribution changes the folder that holds its metadata,
+    so the stamp changes with what ``importlib.metadata`` would find. A folder modified
+    within ``_SETTLED_NS`` may be modified again without its time moving (timestamps
+    tick every few milliseconds): then nothing is cached.
+    """
+    stamp = []
+    now = time.time_ns()
+    for folder in sys.path:
+        try:
+            mtime = os.stat(folder or ".").st_mtime_ns
+        except OSError:
+            mtime = -1
+        if now - mtime < _SETTLED_NS:
+            return None
+        stamp.append((folder, mtime))
+    return tuple(stamp)
+
+
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
-    return sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+    """The installed entry points of ``group`` by name.
+
+    Scanning every distribution's metadata costs milliseconds per call (~4-12 ms with a
+    hundred packages installed), paid by each harness that opens a backend; the result
+    is kept per process until a folder on ``sys.path`` changes.
+    """
+    stamp = _path_stamp()
+    found = _ENTRY_POINTS.get((group, stamp)) if stamp is not None else None
+    if found is None:
+        found = sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+        if stamp is not None:
+            if len(_ENTRY_POINTS) > 16:  # sys.path changed; old stamps will not come back
+                _ENTRY_POINTS.clear()
+            _ENTRY_POINTS[(group, stamp)] = found
+    return list(found)
 
 
 def _dist_of(entry_point: metadata.EntryPoint) -> tuple[str, str]:

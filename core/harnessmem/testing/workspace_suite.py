@@ -360,10 +360,17 @@ class WorkspaceSuite(ConformanceSuite):
         try:
             (workspace.local_root / "link").symlink_to(outside, target_is_directory=True)
             (workspace.local_root / "inner").symlink_to(workspace.local_root / "real")
+            (workspace.local_root / "leaf.md").symlink_to(outside / "secret.txt")
+            (workspace.local_root / "real").mkdir()
+            (workspace.local_root / "real" / "hop").symlink_to(workspace.local_root / "link")
         except OSError as exc:  # e.g. Windows without the privilege
             pytest.skip(f"cannot create symlinks here: {exc}")
         with pytest.raises(PathNotAllowed, match="symlink"):
             workspace.read_text("link/secret.txt")
+        with pytest.raises(PathNotAllowed, match="symlink"):
+            workspace.read_text("leaf.md")  # the last part is the link
+        with pytest.raises(PathNotAllowed, match="symlink"):
+            workspace.read_text("inner/hop/secret.txt")  # in, then out through a second link
         with pytest.raises(PathNotAllowed):
             workspace.write_text("link/new.txt", "x")
         assert not (outside / "new.txt").exists()
