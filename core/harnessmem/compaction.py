@@ -8,7 +8,8 @@ returns a list that fits. One compaction:
 1. *truncate_args* (when configured and its own trigger fires): long tool-call arguments
    of messages older than the kept tail are cut, in what is sent only (copies);
 2. *trigger*: ``len(messages) >= trigger_messages`` or ``tokens >= trigger_tokens``;
-3. *cut* (:func:`harnessmem._cutoff.choose_cut`): system head pinned, tail by
+3. *cut* (:func:`harnessmem._compaction_plan.plan_compaction`, by
+   :func:`harnessmem._cutoff.choose_cut`): system head pinned, tail by
    ``keep_messages`` / ``keep_tokens``, bounded so the result fits under the triggers,
    call groups never split;
 4. *flush* the dropped messages into the daily log (``harness.flush``, a verified write);
@@ -35,20 +36,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harnessmem._cutoff import choose_cut, head_length, keep_start, truncate_tool_args
+from harnessmem._compaction_plan import Plan, plan_compaction, summary_tokens
+from harnessmem._cutoff import head_length, keep_start, truncate_tool_args
 from harnessmem._overflow import is_context_overflow, overflow_limits
 from harnessmem._shrink import MessageShrinker, Originals
 from harnessmem._summary import (
     Anchor,
     build_anchor,
-    first_user_text,
     last_user_text,
     normalise_summary,
     parse_anchor,
 )
 from harnessmem.events import CompactionEvent
 from harnessmem.plugins import hookimpl
-from harnessmem.tokens import REPLY_PRIMING, TokenCounter
+from harnessmem.tokens import TokenCounter
 from harnessmem.transcripts import OffloadResult, SessionTranscript
 
 if TYPE_CHECKING:
@@ -105,23 +106,6 @@ class CompactionResult:
     truncated_args: int = 0
     shrunk: tuple[str, ...] = ()
     fits: bool = True
-
-
-@dataclass
-class _Plan:
-    """One compaction being worked out (internal)."""
-
-    head: int
-    anchor: Anchor | None
-    cut: int  # in the conversation (messages[head:])
-    positions: list[int]  # conversation positions of the dropped raw messages
-    dropped: list[Message]  # the dropped raw messages as sent
-    originals: list[Message]  # the same, with truncated/masked/shrunk copies undone
-    previous: str  # previous summary body ("" if none)
-    covered: int  # conversation messages the previous summary stands for
-    first_request: str | None
-    limit: int | None  # token count the result must stay under
-    forced: bool  # overflow recovery: the limit must be met
 
 
 class ConversationCompactor:
@@ -216,7 +200,16 @@ class ConversationCompactor:
         if not trigger:
             result = CompactionResult(**base, messages_after=len(work), tokens_after=tokens or 0)
             return work, result
-        plan = self._plan(work, head, budget)
+        plan = plan_compaction(
+            work,
+            head,
+            budget,
+            settings=self.settings,
+            counter=self.counter,
+            log_path=self.transcript.path,
+            memory=self._memory,
+            originals=self.originals,
+        )
         if not plan.dropped:
             out, shrunk = self._fit(work, plan)
             return out, self._finish(out, plan, base, compacted=bool(shrunk), shrunk=shrunk)
@@ -292,70 +285,7 @@ class ConversationCompactor:
             and self.counter.count_messages(messages) >= 2 * settings.trigger_tokens
         )
 
-    def _summary_tokens(self, limit: int | None) -> int:
-        """The size bound of a summary: the setting, and a quarter of the token limit."""
-        bound = self.settings.summary_max_tokens
-        return min(bound, max(64, limit // 4)) if limit else bound
-
-    def _plan(self, work: list[Message], head: int, budget: int | None) -> _Plan:
-        settings = self.settings
-        conversation = work[head:]
-        anchor = parse_anchor(conversation[0]) if conversation else None
-        start = 1 if anchor else 0
-        sums = self.counter.count_prefix_sums(work)
-        conv_sums = [total - sums[head] for total in sums[head:]]
-        limit = budget if budget is not None else (settings.trigger_tokens or None)
-        memory = None if anchor else self._memory
-        first_request = anchor.first_request if anchor else first_user_text(conversation)
-        if first_request is None and memory is not None:
-            first_request = memory.first_request
-        max_tail_tokens = None
-        if limit is not None:
-            probe = build_anchor(
-                covers=10**9,
-                body="",
-                log_path=self.transcript.path,
-                first_request=first_request,
-                latest_user=last_user_text(conversation[start:]),
-            )
-            reserve = self.counter.count_message(probe) + self._summary_tokens(limit) + 2
-            max_tail_tokens = limit - 1 - REPLY_PRIMING - sums[head] - reserve
-        max_tail_messages = None
-        if settings.trigger_messages and budget is None:
-            max_tail_messages = settings.trigger_messages - head - 2
-        cut = choose_cut(
-            conversation,
-            conv_sums,
-            keep_messages=settings.keep_messages,
-            keep_tokens=settings.keep_tokens,
-            max_tail_messages=max_tail_messages,
-            max_tail_tokens=max_tail_tokens,
-        )
-        covers = anchor.covers if anchor else 0
-        dropped = conversation[start:cut] if cut > start else []
-        positions = [covers + i for i in range(start, start + len(dropped))]
-        if not anchor:
-            positions = [i + 1 for i in range(len(dropped))]
-        previous, covered = "", covers
-        if anchor:
-            previous = anchor.body
-        elif memory is not None and memory.covers <= len(dropped):
-            previous, covered = memory.body, memory.covers
-        return _Plan(
-            head=head,
-            anchor=anchor,
-            cut=cut,
-            positions=positions,
-            dropped=dropped,
-            originals=[self.originals.original(m) for m in dropped],
-            previous=previous,
-            covered=covered,
-            first_request=first_request,
-            limit=limit,
-            forced=budget is not None,
-        )
-
-    def _flush(self, plan: _Plan) -> tuple[str, Any]:
+    def _flush(self, plan: Plan) -> tuple[str, Any]:
         """Flush the dropped messages (a verified write); the status text and the result."""
         if not self.settings.flush_before_compact:
             return "disabled", None
@@ -376,7 +306,7 @@ class ConversationCompactor:
             )
         return f"done ({getattr(result, 'status', 'ok')})", result
 
-    def _offload(self, plan: _Plan) -> tuple[OffloadResult | None, str]:
+    def _offload(self, plan: Plan) -> tuple[OffloadResult | None, str]:
         """Append the dropped raw messages to the session log; the result or the error."""
         if not self.settings.offload_before_compact:
             return None, ""
@@ -387,12 +317,12 @@ class ConversationCompactor:
             logger.warning("offload of session %s failed: %s", self.session_id, exc)
             return None, f"offload failed: {type(exc).__name__}: {exc}"
 
-    def _summarise(self, plan: _Plan) -> tuple[str | None, Completion | None, str]:
+    def _summarise(self, plan: Plan) -> tuple[str | None, Completion | None, str]:
         """One ``summary`` call; the validated summary, or None and what went wrong."""
         from harnessmem.prompts import load_template, summary_request
 
         new = [m for p, m in zip(plan.positions, plan.originals, strict=True) if p > plan.covered]
-        bound = self._summary_tokens(plan.limit)
+        bound = summary_tokens(self.settings, plan.limit)
         template = self.settings.summary_prompt or load_template("summary")
         template = string.Template(template).safe_substitute(max_words=str(bound * 3 // 4))
         try:
@@ -416,7 +346,7 @@ class ConversationCompactor:
     def _log_path(self) -> str | None:
         return self.transcript.path if self.settings.offload_before_compact else None
 
-    def _replace(self, work: list[Message], plan: _Plan, summary: str) -> list[Message]:
+    def _replace(self, work: list[Message], plan: Plan, summary: str) -> list[Message]:
         """``[head] + [new summary message] + tail``."""
         tail = work[plan.head + plan.cut :]
         latest = None
@@ -435,7 +365,7 @@ class ConversationCompactor:
         return [*work[: plan.head], anchor, *tail]
 
     def _degrade(
-        self, work: list[Message], plan: _Plan, problem: str, offload: OffloadResult | None
+        self, work: list[Message], plan: Plan, problem: str, offload: OffloadResult | None
     ) -> tuple[list[Message], int]:
         """No summary: keep the dropped messages, their long tool outputs masked.
 
@@ -482,7 +412,7 @@ class ConversationCompactor:
         )
         return listing(plan.positions[-1], note, []), len(plan.dropped)
 
-    def _fit(self, out: list[Message], plan: _Plan) -> tuple[list[Message], tuple[str, ...]]:
+    def _fit(self, out: list[Message], plan: Plan) -> tuple[list[Message], tuple[str, ...]]:
         """Shrink kept messages (not the system head or the summary) to get under the limit."""
         if plan.limit is None:
             return out, ()
@@ -492,7 +422,7 @@ class ConversationCompactor:
         return self.shrinker.fit(out, first, plan.limit)
 
     def _finish(
-        self, out: list[Message], plan: _Plan, base: dict[str, Any], **fields: Any
+        self, out: list[Message], plan: Plan, base: dict[str, Any], **fields: Any
     ) -> CompactionResult:
         """The result of a fired trigger; fires ``on_compaction`` unless nothing changed."""
         tokens = self.counter.count_messages(out)

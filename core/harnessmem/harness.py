@@ -3,15 +3,15 @@
 The harness wires settings, the plugin manager, the workspace and the
 backends together; a session calls the lifecycle hooks through the harness's
 :class:`~harnessmem.plugins.HookFacade`. The behaviours themselves (eviction,
-compaction, flush, ...) are plugins.
+compaction, flush, ...) are plugins. ``Session`` is defined in
+:mod:`harnessmem._session` and the routing of models to purposes in
+:mod:`harnessmem._model_routes`; both are imported here.
 """
 
 from __future__ import annotations
 
 import atexit
-import copy
 import hashlib
-import json
 import logging
 import os
 import posixpath
@@ -23,9 +23,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from harnessmem._model_routes import PURPOSES as PURPOSES
+from harnessmem._model_routes import ModelRoutes
+from harnessmem._session import Session
 from harnessmem.errors import HarnessMemError, PathNotAllowed
-from harnessmem.events import TurnContext
-from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager, model_registry
+from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager
 from harnessmem.settings import HarnessSettings
 
 if TYPE_CHECKING:
@@ -37,13 +39,12 @@ if TYPE_CHECKING:
     from harnessmem.flush import FlushResult, MemoryFlusher
     from harnessmem.index import IndexSync, ReindexResult
     from harnessmem.maintenance import MaintenanceReport, MaintenanceScheduler
-    from harnessmem.usage import BudgetStatus, MeteredModel, UsageLedger, UsageReport
+    from harnessmem.usage import MeteredModel, UsageReport
     from harnessmem.workspace import Workspace
 
 __all__ = ["MemoryHarness", "Session"]
 
 Message = dict[str, Any]
-PURPOSES = ("summary", "flush", "consolidation")
 #: Workspace files the agent may read through ``get`` / ``memory_get``.
 READABLE_PREFIXES = ("memory/", "sessions/")
 READABLE_FILES = ("MEMORY.md",)
@@ -85,11 +86,7 @@ class MemoryHarness:
     ) -> None:
         self.settings = settings if settings is not None else HarnessSettings.load()
         self.clock: Callable[[], float] = clock or time.time
-        self._model_override = model
         self._index = index
-        self._models: dict[str, ModelBackend] = {}
-        self._metered: dict[str, MeteredModel] = {}
-        self._ledger: UsageLedger | None = None
         self._lock = threading.RLock()
         self._closed = False
         self._sessions: dict[str, Session] = {}
@@ -109,7 +106,8 @@ class MemoryHarness:
         # The seam where queued work drains on close(): each callback gets the seconds left
         # of maintenance.close_timeout (the background flush queue registers one here).
         self._drainers: list[Callable[[float], None]] = []
-        self._start_models()
+        self._routes = ModelRoutes(self, model)
+        self._routes.start()
         _OPEN_HARNESSES.add(self)
         if self.settings.maintenance.enabled:
             # Cheap: a daemon thread that waits on a condition; its first tick is an
@@ -214,95 +212,7 @@ class MemoryHarness:
         :meth:`usage`, and past ``model.budget`` flush and consolidation calls go to the
         offline extractive backend. The same route gives the same object.
         """
-        if purpose not in PURPOSES:
-            raise ValueError(f"unknown model purpose {purpose!r}; expected one of {PURPOSES}")
-        with self._lock:
-            self._check_open()
-            if self._model_override is not None:
-                backend, key, limit = self._model_override, "override", None
-            else:
-                backend, key, limit = self._routed_backend(purpose)
-            wrapper_key = f"{key}|{limit}"
-            if wrapper_key not in self._metered:
-                from harnessmem.usage import MeteredModel
-
-                self._metered[wrapper_key] = MeteredModel(
-                    backend,
-                    ledger=self._usage_ledger(),
-                    max_tokens=limit,
-                    fallback=self._budget_fallback,
-                    clock=self.clock,
-                )
-            return self._metered[wrapper_key]
-
-    def _routed_backend(self, purpose: str) -> tuple[ModelBackend, str, int]:
-        """The backend the settings route ``purpose`` to (built once per distinct route)."""
-        base = self.settings.model
-        route = getattr(base, purpose)
-        name = route.name or base.name
-        backend = route.backend or base.backend or ("litellm" if name else "extractive")
-        options = {**base.options, **route.options}
-        if backend != base.resolved_backend:
-            # Another backend than model.backend: model.name and model.options are not its.
-            name, options = route.name, dict(route.options)
-        where = f"model.{purpose}" if (route.name or route.backend or route.options) else "model"
-        limit = route.max_tokens or base.max_tokens
-        if purpose == "consolidation" and route.max_tokens is None:
-            # The answer is the whole MEMORY.md: room for its budget plus a margin.
-            limit = max(limit, self.settings.consolidation.max_memory_tokens * 5 // 4)
-        key = json.dumps([backend, name, options], sort_keys=True, default=str)
-        if key not in self._models:
-            cls = model_registry().load(backend)
-            self._models[key] = cls.create(options, model_name=name, max_tokens=limit, where=where)
-        return self._models[key], key, limit
-
-    def _budget_fallback(self) -> ModelBackend:
-        """The extractive backend that serves flush and consolidation past the budget."""
-        with self._lock:
-            key = json.dumps(["extractive", None, {}])
-            if key not in self._models:
-                cls = model_registry().load("extractive")
-                self._models[key] = cls.create({}, model_name=None, where="model")
-            return self._models[key]
-
-    def _usage_ledger(self) -> UsageLedger:
-        with self._lock:
-            if self._ledger is None:
-                from harnessmem.usage import UsageLedger
-
-                model = self.settings.model
-                ledger = UsageLedger(
-                    self.workspace if model.record_usage else None,
-                    clock=self.clock,
-                    timezone=self.settings.workspace.timezone,
-                    budget=model.budget,
-                    on_exceeded=self._announce_budget,
-                )
-                # On close: write what is pending, and every later call at once.
-                self._drainers.append(lambda _seconds: ledger.drain())
-                self._ledger = ledger
-            return self._ledger
-
-    def _announce_budget(self, status: BudgetStatus) -> None:
-        from harnessmem.events import BudgetExceededEvent
-        from harnessmem.usage import BUDGETED_PURPOSES
-
-        self.hooks.budget_exceeded(
-            BudgetExceededEvent(
-                day=status.day,
-                tokens=status.tokens,
-                cost=status.cost,
-                daily_tokens=status.daily_tokens,
-                daily_cost=status.daily_cost,
-                diverted=tuple(sorted(BUDGETED_PURPOSES)),
-            )
-        )
-
-    def _start_models(self) -> None:
-        """Build every purpose's model now, so that a missing API key or an unknown
-        provider is a ``ConfigError`` before any work starts."""
-        for purpose in PURPOSES:
-            self.model_for(purpose)
+        return self._routes.model_for(purpose)
 
     def usage(self, *, days: int | None = None) -> UsageReport:
         """Model calls, tokens and cost per purpose and model, and the daily budget's state.
@@ -310,7 +220,7 @@ class MemoryHarness:
         Over the last ``days`` days (today included) or every recorded day; includes other
         processes' calls when ``model.record_usage`` is on (the default).
         """
-        return self._usage_ledger().report(days=days)
+        return self._routes.ledger().report(days=days)
 
     # sessions and memory operations ---------------------------------------------------------
 
@@ -556,11 +466,11 @@ class MemoryHarness:
             )
         with self._lock:
             self._closed = True
-            backends: list[Any] = list(self._models.values())
+            backends: list[Any] = self._routes.backends()
             if self._index is not None:
                 backends.append(self._index)
-            if self._model_override is not None:
-                backends.append(self._model_override)
+            if self._routes.override is not None:
+                backends.append(self._routes.override)
         _OPEN_HARNESSES.discard(self)
         for backend in backends:
             try:
@@ -584,111 +494,3 @@ class MemoryHarness:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<MemoryHarness {self.workspace.url} ({state})>"
-
-
-class Session:
-    """One conversation's lifecycle points; built by :meth:`MemoryHarness.session`."""
-
-    def __init__(self, harness: MemoryHarness, session_id: str) -> None:
-        self.harness = harness
-        self.id = session_id
-
-    def _context(self, messages: Sequence[Message], **fields: Any) -> TurnContext:
-        self.harness._check_open()
-        return TurnContext(session=self, messages=list(messages), **fields)
-
-    # sync lifecycle -------------------------------------------------------------------------
-
-    def before_reasoning(self, messages: Sequence[Message]) -> list[Message]:
-        """The list to send to the model (plugins may evict and compact)."""
-        ctx = self._context(messages)
-        self.harness.hooks.pre_reasoning(ctx)
-        return ctx.messages
-
-    def after_tool(self, call: Mapping[str, Any], result: str) -> str:
-        """The text to put in the tool message for ``call`` (plugins may evict it)."""
-        if not isinstance(result, str):
-            raise TypeError(f"tool result must be str, got {type(result).__name__}")
-        ctx = self._context([], tool_result=result)
-        self.harness.hooks.post_acting(ctx, copy.deepcopy(dict(call)), result)
-        return ctx.tool_result if ctx.tool_result is not None else result
-
-    def after_call(self, messages: Sequence[Message]) -> TurnContext:
-        """End of an agent call: plugins flush new facts; returns the turn's context."""
-        ctx = self._context(messages)
-        self.harness.hooks.post_call(ctx)
-        return ctx
-
-    def recover_overflow(self, messages: Sequence[Message], error: BaseException) -> list[Message]:
-        """A shorter list to retry with after a context-length error, or re-raise ``error``."""
-        ctx = self._context(messages)
-        shorter = self.harness.hooks.on_context_overflow(ctx, error)
-        if shorter is None:
-            raise error
-        return shorter
-
-    # async twins ----------------------------------------------------------------------------
-
-    async def abefore_reasoning(self, messages: Sequence[Message]) -> list[Message]:
-        ctx = self._context(messages)
-        await self.harness.hooks.apre_reasoning(ctx)
-        return ctx.messages
-
-    async def aafter_tool(self, call: Mapping[str, Any], result: str) -> str:
-        if not isinstance(result, str):
-            raise TypeError(f"tool result must be str, got {type(result).__name__}")
-        ctx = self._context([], tool_result=result)
-        await self.harness.hooks.apost_acting(ctx, copy.deepcopy(dict(call)), result)
-        return ctx.tool_result if ctx.tool_result is not None else result
-
-    async def aafter_call(self, messages: Sequence[Message]) -> TurnContext:
-        ctx = self._context(messages)
-        await self.harness.hooks.apost_call(ctx)
-        return ctx
-
-    async def arecover_overflow(
-        self, messages: Sequence[Message], error: BaseException
-    ) -> list[Message]:
-        ctx = self._context(messages)
-        shorter = await self.harness.hooks.aon_context_overflow(ctx, error)
-        if shorter is None:
-            raise error
-        return shorter
-
-    # context and tools ----------------------------------------------------------------------
-
-    def system_context(self) -> str:
-        """The memory block for the system prompt: MEMORY.md as data, bounded.
-
-        Over ``context.max_tokens`` the block shows a truncation marker naming the lines
-        left out, and the harness fires ``on_context_over_budget`` and requests a
-        consolidation (see :mod:`harnessmem.context`). "" when ``context.enabled`` is off.
-        """
-        self.harness._check_open()
-        return self.harness._memory_context_renderer().render(self.id)
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        """OpenAI function schemas of the memory tools (see :mod:`harnessmem.tools`).
-
-        ``memory_search``, ``memory_get``, ``session_search``, ``memory_save``; pass
-        them with your own tools and route calls of these names to :meth:`call_tool`.
-        """
-        from harnessmem.tools import tool_schemas
-
-        return tool_schemas()
-
-    def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
-        """Run memory tool ``name`` with the model's ``arguments`` (dict or JSON text).
-
-        Returns the text for the tool message. Mistakes the model can correct (bad
-        arguments, a path it may not read, a timeout) come back as ``Error: ...`` text;
-        an unknown ``name`` raises ``ValueError``.
-        """
-        from harnessmem.tools import call_tool
-
-        self.harness._check_open()
-        return call_tool(self.harness, name, arguments)
-
-    def __repr__(self) -> str:
-        return f"<Session {self.id!r} of {self.harness.workspace.url}>"
