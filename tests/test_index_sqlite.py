@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from harnessmem.backends import _sqlite_store
 from harnessmem.backends._sqlite_store import stored_entries
-from harnessmem.backends.base import IndexBackend, IndexEntry
+from harnessmem.backends.base import FileUpdate, IndexBackend, IndexEntry
 from harnessmem.backends.sqlite import FILE_SHIFT, SCHEMA_VERSION, SQLiteIndex
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.plugins import index_registry
@@ -203,6 +203,58 @@ def test_a_file_moving_between_sources_leaves_no_trace(db_path: Path) -> None:
         assert index.search("platypus", source="sessions") == []
     finally:
         index.close()
+
+
+_SOURCES_TEXT = r"expected one of \('memory', 'sessions'\)"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda i: i.search("kyoto", source="notes"),
+            ValueError,
+            rf"^unknown index source 'notes'; {_SOURCES_TEXT}$",
+        ),
+        (
+            lambda i: i.search("kyoto", limit=0, source="notes"),
+            ValueError,
+            "unknown index source 'notes'",
+        ),
+        (
+            lambda i: i.search("kyoto", mode="fuzzy"),
+            ValueError,
+            r"^unknown search mode 'fuzzy'; expected 'any', 'all' or 'phrase'$",
+        ),
+        (lambda i: i.search(b"kyoto"), TypeError, r"^a query is a str, got bytes$"),
+        (
+            lambda i: i.sync_files([FileUpdate("a.md", "h", [], source="notes")]),
+            ValueError,
+            rf"^unknown index source 'notes'; {_SOURCES_TEXT}$",
+        ),
+    ],
+    ids=["source", "source-before-limit", "mode", "query-type", "sync-source"],
+)
+def test_bad_arguments_are_refused(
+    db_path: Path, call: Callable[[SQLiteIndex], object], error: type[Exception], message: str
+) -> None:
+    """The checks of ``IndexBackend._search_terms`` and ``_check_source``, shared by backends."""
+    with closing(_open(db_path)) as index:
+        with pytest.raises(error, match=message):
+            call(index)
+        assert index.files() == {}, "a refused sync writes nothing"
+
+
+def test_a_limit_under_one_or_a_wordless_query_searches_nothing(db_path: Path) -> None:
+    with closing(_open(db_path)) as index:
+        sync_text(index, "MEMORY.md", MEMORY)
+        assert index.search("kyoto", limit=0) == []
+        assert index.search("kyoto", limit=-5) == []
+        assert index.search(None, limit=0) == [], "the query is not read"  # type: ignore[arg-type]
+        assert index.search("?! ...", mode="phrase") == []
+        # Stop words are dropped, except in phrases.
+        assert len(index._search_terms("the kyoto", 1, source="memory", mode="any")) == 1
+        assert len(index._search_terms("the kyoto", 1, source="memory", mode="phrase")) == 2
 
 
 def test_long_queries_are_capped_to_the_rarest_terms(db_path: Path) -> None:

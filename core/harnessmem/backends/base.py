@@ -12,12 +12,15 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harnessmem._validation import problem_lines
 from harnessmem.errors import ConfigError, HarnessMemError
+
+if TYPE_CHECKING:
+    from harnessmem.backends._fts import QueryTerm
 
 __all__ = [
     "INDEX_CAPABILITIES",
@@ -67,6 +70,7 @@ class _Backend:
 
 
 SearchMode = Literal["any", "all", "phrase"]
+_SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 #: Where indexed text comes from: memory files (MEMORY.md, memory/*.md) or session logs.
 INDEX_SOURCES: tuple[str, ...] = ("memory", "sessions")
@@ -255,8 +259,39 @@ class IndexBackend(_Backend, ABC):
         dropped), ``all`` requires every word, ``phrase`` the words in order.
         ``path_prefix`` keeps hits whose path starts with it. Never raises on the query
         text (an empty or unsearchable query gives ``[]``); raises ``SearchTimeout``
-        after ``timeout`` seconds (None: no limit).
+        after ``timeout`` seconds (None: no limit). Implementations check their arguments
+        with :meth:`_search_terms`, which raises ``ValueError`` for an unknown ``source``
+        or ``mode``.
         """
+
+    @staticmethod
+    def _check_source(source: str) -> None:
+        """Raise ``ValueError`` unless ``source`` is one of :data:`INDEX_SOURCES`."""
+        if source not in INDEX_SOURCES:
+            raise ValueError(f"unknown index source {source!r}; expected one of {INDEX_SOURCES}")
+
+    @classmethod
+    def _search_terms(
+        cls, query: str, limit: int, *, source: str, mode: SearchMode
+    ) -> list[QueryTerm]:
+        """Check the arguments of :meth:`search`; the query's terms, ``[]`` when none can match.
+
+        For subclasses: ``search`` starts with it and returns ``[]`` when it gives ``[]``,
+        so that every backend rejects the same arguments with the same errors. An unknown
+        ``source`` or ``mode`` raises ``ValueError``; a ``limit`` under 1 gives ``[]`` (the
+        query is then not read); a query that is not a ``str`` raises ``TypeError``; one
+        without a searchable word gives ``[]``. The terms come from
+        :func:`harnessmem.backends.fulltext.parse_query`, stop words kept in ``phrase`` mode.
+        """
+        cls._check_source(source)
+        if mode not in _SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected 'any', 'all' or 'phrase'")
+        if limit <= 0:
+            return []
+        # Imported here: _fts imports this module (for SearchMode).
+        from harnessmem.backends._fts import parse_query
+
+        return parse_query(query, keep_stop_words=mode == "phrase")
 
     @abstractmethod
     def stats(self) -> IndexStats:

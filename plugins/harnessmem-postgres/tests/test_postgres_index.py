@@ -414,6 +414,20 @@ def test_stop_words_keep_their_place_in_phrases(index: PostgresIndex) -> None:
     assert [h.start_line for h in index.search("seat aisle", mode="phrase")] == []
 
 
+def test_arguments_are_checked_as_every_backend_checks_them(index: PostgresIndex) -> None:
+    """Through ``IndexBackend._search_terms`` and ``_check_source``: the sqlite errors."""
+    with pytest.raises(ValueError, match=r"^unknown index source 'notes'; expected one of"):
+        index.search("kyoto", source="notes")
+    with pytest.raises(ValueError, match=r"^unknown search mode 'fuzzy'; expected 'any', 'all'"):
+        index.search("kyoto", mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^a query is a str, got bytes$"):
+        index.search(b"kyoto")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown index source 'notes'"):
+        index.sync_file("a.md", "h", [], source="notes")
+    assert index.search(None, limit=0) == []  # type: ignore[arg-type]
+    assert index.files() == {}
+
+
 def test_a_harness_searches_through_postgres(pg_options: dict[str, Any], tmp_path: Path) -> None:
     root = tmp_path / "ws"
     (root / "memory").mkdir(parents=True)

@@ -40,7 +40,6 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 from harnessmem.backends import (
-    INDEX_SOURCES,
     BackendOptions,
     FileUpdate,
     IndexBackend,
@@ -51,7 +50,7 @@ from harnessmem.backends import (
     SearchMode,
     SearchTimeout,
 )
-from harnessmem.backends.fulltext import QueryTerm, parse_query, select_terms
+from harnessmem.backends.fulltext import QueryTerm, select_terms
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem_postgres import _schema
 from harnessmem_postgres._rows import StoredEntry, diff_entries, neighbour_scores
@@ -349,10 +348,7 @@ class PostgresIndex(IndexBackend):
         batch: list[FileUpdate] = []
         size = written = 0
         for update in updates:
-            if update.source not in INDEX_SOURCES:
-                raise ValueError(
-                    f"unknown index source {update.source!r}; expected one of {INDEX_SOURCES}"
-                )
+            self._check_source(update.source)
             batch.append(update)
             size += len(update.entries) + 1
             if size >= _BATCH_ENTRIES:
@@ -579,13 +575,7 @@ class PostgresIndex(IndexBackend):
         path_prefix: str | None = None,
         timeout: float | None = None,
     ) -> list[SearchHit]:
-        if source not in INDEX_SOURCES:
-            raise ValueError(f"unknown index source {source!r}; expected one of {INDEX_SOURCES}")
-        if mode not in ("any", "all", "phrase"):
-            raise ValueError(f"unknown search mode {mode!r}; expected 'any', 'all' or 'phrase'")
-        if limit <= 0:
-            return []
-        terms = parse_query(query, keep_stop_words=mode == "phrase")
+        terms = self._search_terms(query, limit, source=source, mode=mode)
         if not terms:
             return []
         deadline = None if timeout is None else time.monotonic() + timeout
