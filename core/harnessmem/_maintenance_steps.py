@@ -13,14 +13,18 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from harnessmem.transcripts import SESSIONS_DIR
+from harnessmem.usage import ledger_files
+
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
+    from harnessmem.workspace import FileInfo, Lease, Workspace
 
 __all__ = [
     "ARCHIVE_DIR",
@@ -32,6 +36,8 @@ __all__ = [
     "consolidate_memory",
     "prune_evicted_results",
     "prune_session_logs",
+    "prune_session_records",
+    "prune_usage_ledger",
     "reindex_workspace",
 ]
 
@@ -41,6 +47,10 @@ ARCHIVE_DIR = "memory/archive"
 _DAILY = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _DAY = 86400.0
 _DETAIL_CHARS = 300
+_LOG_SUFFIX = ".log.jsonl"
+_MARK_SUFFIX = ".offload.json"
+# Long enough for two deletes; a pruner that dies lets offload go on after this.
+_SESSION_LEASE_TTL = 60.0
 
 
 def _plural(count: int, noun: str) -> str:
@@ -133,43 +143,59 @@ def consolidate_memory(harness: MemoryHarness, now: float) -> StepDone:
     return StepDone(_describe(result), result=result)
 
 
-def _prune(
-    harness: MemoryHarness, now: float, folder: str, suffix: str, days: int, what: str
-) -> StepDone:
-    """Delete files under ``folder`` ending in ``suffix`` not modified for ``days`` days.
+@dataclass
+class _Tally:
+    """What a pruning pass did; ``extra`` holds step-specific figures (marks, busy, ...)."""
 
-    Age is the store's modification time (object stores: LastModified), judged by the
-    harness clock: session logs are appended to, so their mtime is their last activity.
-    Files whose store reports no time are kept and counted.
+    deleted: int = 0
+    kept: int = 0
+    unknown: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def bump(self, key: str) -> None:
+        self.extra[key] = self.extra.get(key, 0) + 1
+
+    def counts(self) -> dict[str, int]:
+        # The extra figures only when not zero: a report names what happened.
+        extra = {key: value for key, value in self.extra.items() if value}
+        return {"deleted": self.deleted, "kept": self.kept, "unknown_age": self.unknown, **extra}
+
+    def failed(self, path: str, exc: Exception) -> None:
+        logger.warning("pruning %s failed: %s", path, exc)
+        self.errors.append(f"{path}: {type(exc).__name__}: {exc}")
+
+
+def _prune(
+    files: list[FileInfo], cutoff: float, remove: Callable[[FileInfo], bool], tally: _Tally
+) -> None:
+    """Pass each file modified before ``cutoff`` to ``remove`` (True: it is gone).
+
+    Age is the store's modification time (object stores: LastModified, which the listing
+    carries), judged by the harness clock. Files whose store reports no time are kept and
+    counted.
     """
-    workspace = harness.workspace
-    cutoff = now - days * _DAY
-    deleted = kept = unknown = 0
-    errors: list[str] = []
-    # One listing with each file's time (one request per 1,000 files on S3).
-    for info in workspace.scan(folder):
-        path, modified = info.path, info.modified
-        if not path.endswith(suffix):
-            continue
+    for info in files:
         try:
-            if modified is None:
-                unknown += 1
-            elif modified < cutoff:
-                workspace.delete(path)
-                deleted += 1
-                _remove_empty_local_dir(harness, path, folder)
+            if info.modified is None:
+                tally.unknown += 1
+            elif info.modified >= cutoff:
+                tally.kept += 1
+            elif remove(info):
+                tally.deleted += 1
             else:
-                kept += 1
+                tally.kept += 1
         except FileNotFoundError:
             continue  # deleted meanwhile by someone else: that is the goal anyway
         except Exception as exc:
-            logger.warning("pruning %s failed: %s", path, exc)
-            errors.append(f"{path}: {type(exc).__name__}: {exc}")
-    detail = f"deleted {_plural(deleted, what)} older than {days} days, kept {kept}"
-    if unknown:
-        detail += f" ({unknown} of unknown age kept)"
-    counts = {"deleted": deleted, "kept": kept, "unknown_age": unknown}
-    return StepDone(detail, counts, errors=tuple(errors))
+            tally.failed(info.path, exc)
+
+
+def _pruned_detail(tally: _Tally, what: str, days: int) -> str:
+    detail = f"deleted {_plural(tally.deleted, what)} older than {days} days, kept {tally.kept}"
+    if tally.unknown:
+        detail += f" ({tally.unknown} of unknown age kept)"
+    return detail
 
 
 def _remove_empty_local_dir(harness: MemoryHarness, path: str, folder: str) -> None:
@@ -181,17 +207,149 @@ def _remove_empty_local_dir(harness: MemoryHarness, path: str, folder: str) -> N
         os.rmdir(local.parent)
 
 
+@contextlib.contextmanager
+def _session_lease(workspace: Workspace, stem: str) -> Iterator[Lease | None]:
+    """The lease offload holds while it writes a session's log and mark; None when held.
+
+    Offload names it after the session id, which is the file name's stem whenever the id
+    is path-safe (safe_id leaves such ids unchanged).
+    """
+    lease = workspace.try_lock(f"offload:{stem}", ttl=_SESSION_LEASE_TTL)
+    try:
+        yield lease
+    finally:
+        if lease is not None:
+            try:
+                lease.release()
+            except Exception as exc:  # it expires by itself; the pruning stands
+                logger.warning("releasing the lease of session log %s failed: %s", stem, exc)
+
+
+def _drop_mark(workspace: Workspace, stem: str, tally: _Tally) -> None:
+    """Delete the offload mark of ``stem`` if there is one; the caller holds the lease."""
+    mark = f"{SESSIONS_DIR}/{stem}{_MARK_SUFFIX}"
+    if workspace.exists(mark):
+        workspace.delete(mark)
+        tally.bump("marks_deleted")
+
+
 def prune_session_logs(harness: MemoryHarness, now: float) -> StepDone:
-    """Delete ``sessions/*.log.jsonl`` older than ``maintenance.session_retention_days``."""
+    """Delete ``sessions/*.log.jsonl`` older than ``maintenance.session_retention_days``,
+    each with its offload mark, and offload marks whose log is gone.
+
+    Each session is handled under the lease offload takes for it, and the log is checked
+    again under it: a log appended to since the listing stays, and a mark goes only once
+    its log has gone (compaction relies on the mark while the log exists). A session
+    whose lease is held (an offload is running) is kept for the next tick.
+    """
+    workspace = harness.workspace
     days = harness.settings.maintenance.session_retention_days
-    return _prune(harness, now, "sessions", ".log.jsonl", days, "session log")
+    cutoff = now - days * _DAY
+    tally = _Tally(extra={"marks_deleted": 0, "busy": 0})
+    listing = workspace.scan(SESSIONS_DIR, recursive=False)
+    logs = [info for info in listing if info.path.endswith(_LOG_SUFFIX)]
+    stems = {info.path[len(SESSIONS_DIR) + 1 : -len(_LOG_SUFFIX)] for info in logs}
+
+    def remove(info: FileInfo) -> bool:
+        stem = info.path[len(SESSIONS_DIR) + 1 : -len(_LOG_SUFFIX)]
+        with _session_lease(workspace, stem) as lease:
+            if lease is None:
+                tally.bump("busy")
+                return False
+            try:
+                current = workspace.info(info.path)
+            except FileNotFoundError:
+                _drop_mark(workspace, stem, tally)  # deleted by someone else: its mark too
+                raise
+            if current.modified is None or current.modified >= cutoff or current.size != info.size:
+                return False  # written since the listing: in use again
+            workspace.delete(info.path)
+            _drop_mark(workspace, stem, tally)
+            return True
+
+    _prune(logs, cutoff, remove, tally)
+    marks = [info.path for info in listing if info.path.endswith(_MARK_SUFFIX)]
+    for path in marks:
+        stem = path[len(SESSIONS_DIR) + 1 : -len(_MARK_SUFFIX)]
+        if stem in stems:
+            continue  # its log was listed: it went with it, or stays with it
+        try:
+            with _session_lease(workspace, stem) as lease:
+                if lease is None:
+                    tally.bump("busy")
+                elif not workspace.exists(f"{SESSIONS_DIR}/{stem}{_LOG_SUFFIX}"):
+                    _drop_mark(workspace, stem, tally)
+        except Exception as exc:
+            tally.failed(path, exc)
+    detail = _pruned_detail(tally, "session log", days)
+    if tally.extra["marks_deleted"]:
+        detail += f"; deleted {_plural(tally.extra['marks_deleted'], 'offload mark')}"
+    if tally.extra["busy"]:
+        detail += f"; {tally.extra['busy']} in use by an offload, left for the next tick"
+    return StepDone(detail, tally.counts(), errors=tuple(tally.errors))
+
+
+def prune_usage_ledger(harness: MemoryHarness, now: float) -> StepDone:
+    """Delete ``usage/<day>.jsonl`` dated more than ``maintenance.session_retention_days``
+    before today (``workspace.timezone``); never today's or yesterday's.
+
+    Aged by the date in the name, not the file's time: a file holds exactly the calls of
+    its day, so ``harness.usage(days=n)`` reports the same for every retained day, and one
+    listing dates every file.
+    """
+    workspace = harness.workspace
+    days = harness.settings.maintenance.session_retention_days
+    today = datetime.fromtimestamp(now, ZoneInfo(harness.settings.workspace.timezone)).date()
+    # Yesterday's file stays whatever the setting: a replica whose clock or time zone
+    # lags may still append to it.
+    cutoff = today - timedelta(days=max(days, 1))
+    tally = _Tally()
+    for day, path in ledger_files(workspace):
+        if day >= cutoff:
+            tally.kept += 1
+            continue
+        try:
+            workspace.delete(path)
+            tally.deleted += 1
+        except Exception as exc:
+            tally.failed(path, exc)
+    detail = (
+        f"deleted {_plural(tally.deleted, 'usage ledger file')} dated before "
+        f"{cutoff.isoformat()}, kept {tally.kept}"
+    )
+    return StepDone(
+        detail, {"deleted": tally.deleted, "kept": tally.kept}, errors=tuple(tally.errors)
+    )
+
+
+def prune_session_records(harness: MemoryHarness, now: float) -> StepDone:
+    """The ``prune_sessions`` step: :func:`prune_session_logs`, then
+    :func:`prune_usage_ledger` (same retention); the usage figures are prefixed ``usage_``
+    and shown when the workspace has a ledger."""
+    logs = prune_session_logs(harness, now)
+    usage = prune_usage_ledger(harness, now)
+    if not any(usage.counts.values()) and not usage.errors:
+        return logs
+    counts = {**logs.counts, **{f"usage_{key}": n for key, n in usage.counts.items()}}
+    return StepDone(f"{logs.detail}; {usage.detail}", counts, errors=logs.errors + usage.errors)
 
 
 def prune_evicted_results(harness: MemoryHarness, now: float) -> StepDone:
     """Delete evicted tool results older than ``eviction.retention_days``."""
     settings = harness.settings.eviction
     folder = settings.path.strip("/")
-    return _prune(harness, now, folder, ".txt", settings.retention_days, "evicted result")
+    days = settings.retention_days
+
+    def remove(info: FileInfo) -> bool:
+        harness.workspace.delete(info.path)
+        _remove_empty_local_dir(harness, info.path, folder)
+        return True
+
+    tally = _Tally()
+    files = [info for info in harness.workspace.scan(folder) if info.path.endswith(".txt")]
+    _prune(files, now - days * _DAY, remove, tally)
+    detail = _pruned_detail(tally, "evicted result", days)
+    return StepDone(detail, tally.counts(), errors=tuple(tally.errors))
 
 
 def reindex_workspace(harness: MemoryHarness, now: float) -> StepDone:
@@ -213,7 +371,7 @@ def _describe(result: Any) -> str:
 DEFAULT_STEPS: tuple[MaintenanceStep, ...] = (
     MaintenanceStep("archive", archive_daily_logs),
     MaintenanceStep("consolidate", consolidate_memory),
-    MaintenanceStep("prune_sessions", prune_session_logs),
+    MaintenanceStep("prune_sessions", prune_session_records),
     MaintenanceStep("prune_evictions", prune_evicted_results),
     MaintenanceStep("reindex", reindex_workspace),
 )

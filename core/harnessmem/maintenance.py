@@ -8,7 +8,10 @@ reported, and the next one still runs):
    ``memory/archive/``;
 2. ``consolidate``: ``harness.consolidate()``;
 3. ``prune_sessions``: session logs ``sessions/*.log.jsonl`` not modified for
-   ``maintenance.session_retention_days`` are deleted;
+   ``maintenance.session_retention_days`` are deleted with their offload marks (and marks
+   whose log is gone), each under that session's offload lease; usage ledger files
+   ``usage/YYYY-MM-DD.jsonl`` dated more than that many days before today (never today's
+   or yesterday's) are deleted too;
 4. ``prune_evictions``: evicted tool results not modified for ``eviction.retention_days``
    are deleted;
 5. ``reindex``: ``harness.reindex()``.

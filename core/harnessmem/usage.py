@@ -13,17 +13,20 @@ and the budget include other processes and replicas. Lines are appended in batch
 30 s or 64 calls, before a report, and when the harness closes); a process that dies loses
 at most its last batch. A failed append is logged once and the call still succeeds: usage is
 telemetry, never a reason to lose work. Other processes' spending reaches the budget check
-within ``UsageLedger.refresh`` seconds (60) plus their batch delay.
+within ``UsageLedger.refresh`` seconds (60) plus their batch delay. Maintenance deletes
+the files dated more than ``maintenance.session_retention_days`` before today (never
+today's or yesterday's; see :func:`ledger_files`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo
 
@@ -41,6 +44,7 @@ __all__ = [
     "UsageRecord",
     "UsageReport",
     "UsageTotals",
+    "ledger_files",
 ]
 
 logger = logging.getLogger("harnessmem.models")
@@ -48,6 +52,26 @@ logger = logging.getLogger("harnessmem.models")
 USAGE_DIR = "usage"
 #: Purposes the daily budget may divert to the extractive backend.
 BUDGETED_PURPOSES = frozenset({"flush", "consolidation"})
+_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
+
+
+def ledger_files(workspace: Workspace) -> list[tuple[date, str]]:
+    """The ledger's day files as ``(day, path)``, oldest first, from one listing.
+
+    A file holds only the calls of the day in its name (in the writer's
+    ``workspace.timezone``), so the name dates every line in it; names that are not
+    dates are left out.
+    """
+    found = []
+    for path in workspace.list(USAGE_DIR, recursive=False):
+        match = _DAY_FILE.fullmatch(path.rsplit("/", 1)[-1])
+        if match is None:
+            continue
+        try:
+            found.append((date.fromisoformat(match.group(1)), path))
+        except ValueError:  # 2026-13-45.jsonl is a name, not a date
+            continue
+    return sorted(found)
 
 
 @dataclass(frozen=True, slots=True)
