@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harnessmem import MemoryHarness
+from harnessmem.errors import LeaseError
 from harnessmem.maintenance import MaintenanceScheduler, StepOutcome
 from harnessmem.testing.workspace_suite import FakeClock
 from harnessmem.transcripts import SessionTranscript
 from harnessmem.usage import UsageRecord
+from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from conftest import WorkspaceTarget
@@ -106,6 +108,23 @@ def test_a_session_an_offload_holds_is_left_for_the_next_tick(
     assert busy.counts == {"deleted": 0, "kept": 1, "unknown_age": 0, "busy": 1}
     assert "1 in use by an offload, left for the next tick" in busy.detail
     assert harness.workspace.list("sessions") == [LOG, MARK]
+    assert _prune(harness).counts["deleted"] == 1
+    assert harness.workspace.list("sessions") == []
+
+
+def test_offload_and_prune_share_the_lease_of_a_session_id_safe_id_rewrites(
+    harness: MemoryHarness, clock: FakeClock
+) -> None:
+    """The lease is named after the files' stem, not the raw id: both sides must agree."""
+    session_id = "team/chat 42?"
+    assert safe_id(session_id) != session_id
+    _offload(harness, session_id)
+    clock.advance((RETENTION + 1) * DAY)
+    with harness.workspace.lock(f"offload:{safe_id(session_id)}"):
+        assert _prune(harness).counts["busy"] == 1
+        late = SessionTranscript(harness.workspace, session_id, clock=clock, lease_timeout=0)
+        with pytest.raises(LeaseError):
+            late.offload([(2, {"role": "user", "content": "again"})])
     assert _prune(harness).counts["deleted"] == 1
     assert harness.workspace.list("sessions") == []
 

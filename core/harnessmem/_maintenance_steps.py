@@ -211,8 +211,7 @@ def _remove_empty_local_dir(harness: MemoryHarness, path: str, folder: str) -> N
 def _session_lease(workspace: Workspace, stem: str) -> Iterator[Lease | None]:
     """The lease offload holds while it writes a session's log and mark; None when held.
 
-    Offload names it after the session id, which is the file name's stem whenever the id
-    is path-safe (safe_id leaves such ids unchanged).
+    Offload names it after ``safe_id`` of the session id: the stem of the log's file name.
     """
     lease = workspace.try_lock(f"offload:{stem}", ttl=_SESSION_LEASE_TTL)
     try:

@@ -339,8 +339,9 @@ class SessionTranscript:
         them): they are trusted only if the fingerprints match the logged stream,
         otherwise a new stream starts and every entry is written.
         """
+        # Named after the files' stem, so that maintenance pruning them takes the same lease.
         with self.workspace.lock(
-            f"offload:{self.session_id}", ttl=_LEASE_TTL, timeout=self.lease_timeout
+            f"offload:{safe_id(self.session_id)}", ttl=_LEASE_TTL, timeout=self.lease_timeout
         ):
             mark, dirty, partial = self._load_mark()
             fps = [fingerprint(message) for _, message in entries]
