@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessmem.backends.base import IndexBackend, SearchHit, SearchTimeout
+from harnessmem.backends.base import FileUpdate, IndexBackend, SearchHit, SearchTimeout
 from harnessmem.index import chunk_markdown, chunk_session_log, content_hash
 from harnessmem.testing._suite import ConformanceSuite
 
@@ -335,6 +335,25 @@ class IndexBackendSuite(ConformanceSuite):
         sync_text(index, "MEMORY.md", MEMORY)
         for query in ("", "  ", "?!", "🧠", '""'):
             assert index.search(query) == []
+
+    def test_bad_arguments_get_the_errors_every_backend_gives(self, index: IndexBackend) -> None:
+        """An unknown source or mode is a ValueError, a non-str query a TypeError, a limit
+        under 1 no hits; an unknown source in sync_files is a ValueError too.
+
+        If this fails, ``search`` does not start with ``self._search_terms(...)`` or
+        ``sync_files`` does not call ``self._check_source``.
+        """
+        sync_text(index, "MEMORY.md", MEMORY)
+        with pytest.raises(ValueError, match="source"):
+            index.search("staging", source="elsewhere")
+        with pytest.raises(ValueError, match="mode"):
+            index.search("staging", mode="fuzzy")  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            index.search(b"staging")  # type: ignore[arg-type]
+        assert index.search("staging", limit=0) == []
+        assert index.search("staging", limit=-3) == []
+        with pytest.raises(ValueError, match="source"):
+            index.sync_files([FileUpdate("x.md", "h", [], source="elsewhere")])
 
     # keeping in step ------------------------------------------------------------------------
 
