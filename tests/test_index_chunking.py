@@ -1,4 +1,5 @@
-"""The Markdown chunker's shortcut for runs of one-line bullets changes nothing."""
+"""The Markdown chunker: its shortcut for runs of one-line bullets changes nothing, and its
+columns read (and encode) as the entries they hold."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from hypothesis import strategies as st
 
 from harnessmem import _chunking
 from harnessmem._chunking import MAX_STORED_CHARS, chunk_markdown
+from harnessmem.backends._sqlite_store import BLOCK_SLOTS, EntryBlock
+from harnessmem.backends.base import IndexEntry
 
 _LINES = [
     "- a fact",
@@ -57,3 +60,40 @@ def test_line_numbers_survive_other_line_breaks() -> None:
     for brk in ("\x0c", "\u2028", "\r", "\x1e"):
         text = f"- one\n- two{brk}- three\n- four\n- five\n"
         assert [e.start_line for e in chunk_markdown("MEMORY.md", text)] == [1, 2, 3, 4, 5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_TEXT, path=st.sampled_from(["MEMORY.md", "memory/2026-01-01.md"]))
+def test_entry_columns_read_as_a_list_of_entries(text: str, path: str) -> None:
+    """EntryColumns is a Sequence[IndexEntry] like the list it replaces, to any backend."""
+    columns = chunk_markdown(path, text)
+    entries = list(columns)
+    assert all(type(entry) is IndexEntry for entry in entries)
+    assert len(columns) == len(entries)
+    assert [columns[i] for i in range(len(columns))] == entries
+    assert [columns[-i] for i in range(1, len(columns) + 1)] == entries[::-1]
+    assert columns[1:-1:2] == entries[1:-1:2]
+    assert columns == entries
+    assert columns == tuple(entries)
+    assert (columns != entries[:-1]) == bool(entries)
+    assert repr(columns) == f"EntryColumns({entries!r})"
+    if entries:
+        assert columns.index(entries[-1]) <= len(entries) - 1
+        assert entries[0] in columns
+    with pytest.raises(IndexError):
+        columns[len(entries)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_TEXT, path=st.sampled_from(["MEMORY.md", "memory/2026-01-01.md"]))
+def test_blocks_encoded_from_columns_equal_blocks_encoded_from_entries(
+    text: str, path: str
+) -> None:
+    """If this fails, EntryBlock.encode_columns lays out places or texts unlike encode."""
+    columns = chunk_markdown(path, text)
+    entries = list(columns)
+    for first in range(0, len(entries), BLOCK_SLOTS):
+        stop = min(first + BLOCK_SLOTS, len(entries))
+        assert EntryBlock.encode_columns(columns, first, stop) == EntryBlock.encode(
+            first, entries[first:stop]
+        )

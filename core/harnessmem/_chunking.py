@@ -8,12 +8,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Iterator, Sequence
 from itertools import islice, repeat
-from typing import Any
+from typing import Any, overload
 
 from harnessmem.backends.base import IndexEntry
 
-__all__ = ["MAX_ENTRY_CHARS", "MAX_STORED_CHARS", "chunk_markdown", "chunk_session_log"]
+__all__ = [
+    "MAX_ENTRY_CHARS",
+    "MAX_STORED_CHARS",
+    "EntryColumns",
+    "chunk_markdown",
+    "chunk_session_log",
+]
 
 #: An entry grows line by line up to about this size; a longer paragraph is split at a
 #: line boundary, so one hit never floods an agent's context.
@@ -47,6 +54,69 @@ _BULLET_RUN = re.compile(
     rf"[-*+][ \t][^\n]{{0,{MAX_STORED_CHARS - 2}}}\n){{2,}}",
     re.MULTILINE,
 )
+
+
+class EntryColumns(Sequence[IndexEntry]):
+    """The entries of one file, held column by column: what :func:`chunk_markdown` returns.
+
+    A sequence of :class:`IndexEntry` to every reader (an entry is built when it is
+    read); a backend that knows this class takes the columns as they are. A daily log
+    of a hundred bullets then costs six list extensions rather than a hundred tuples,
+    and a rebuild does not transpose them back into columns to store them.
+    """
+
+    __slots__ = ("contents", "contexts", "dates", "ends", "path", "sections", "starts")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.contents: list[str] = []
+        self.contexts: list[str] = []
+        self.dates: list[str | None] = []
+        self.sections: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.contents)
+
+    def __iter__(self) -> Iterator[IndexEntry]:
+        fields = zip(
+            repeat(self.path),
+            self.starts,
+            self.ends,
+            self.contents,
+            self.contexts,
+            self.dates,
+            self.sections,
+        )
+        return map(_tuple_new, repeat(IndexEntry), fields)
+
+    @overload
+    def __getitem__(self, index: int) -> IndexEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[IndexEntry]: ...
+    def __getitem__(self, index: int | slice) -> IndexEntry | list[IndexEntry]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return IndexEntry(
+            self.path,
+            self.starts[index],
+            self.ends[index],
+            self.contents[index],
+            self.contexts[index],
+            self.dates[index],
+            self.sections[index],
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EntryColumns | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"EntryColumns({list(self)!r})"
 
 
 def _heading_words(rest: str) -> str:
@@ -85,7 +155,7 @@ def _bullet_runs(text: str, lines: list[str]) -> dict[int, int]:
     return runs
 
 
-def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
+def chunk_markdown(path: str, text: str) -> EntryColumns:
     """Entries of a Markdown memory file: bullets, paragraphs and code blocks, in file order.
 
     A bullet runs until the next bullet, heading, rule or blank line (its continuation
@@ -95,12 +165,13 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
 
     One pass with local state (a rebuild of 100,000 bullets spends a fifth of its time
     here): a run of one-line bullets, the bulk of a daily log, is found by one regex scan
-    and cut with ``map``; another one-line bullet is handled inline with no list or call.
+    and added to the columns with ``map``; another one-line bullet is handled inline.
     """
     named = _DAILY_NAME.match(path)
     file_date = named.group(1) if named else None
-    entries: list[IndexEntry] = []
-    append = entries.append
+    entries = EntryColumns(path)
+    starts, ends, contents = entries.starts, entries.ends, entries.contents
+    contexts, dates, sections = entries.contexts, entries.dates, entries.sections
     headings: list[tuple[int, str, str | None]] = []  # level, context words, date
     section = 0
     context = ""
@@ -111,8 +182,12 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
         if content:
             if len(content) > MAX_STORED_CHARS:
                 content = content[: MAX_STORED_CHARS - 1] + "…"
-            last = first + len(lines) - 1
-            append(_tuple_new(IndexEntry, (path, first, last, content, context, date, section)))
+            starts.append(first)
+            ends.append(first + len(lines) - 1)
+            contents.append(content)
+            contexts.append(context)
+            dates.append(date)
+            sections.append(section)
 
     # The open entry is ``single`` (a one-line bullet, not yet in a list) or ``buf``.
     single: str | None = None
@@ -138,11 +213,12 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
                     content = single.strip()
                     if len(content) > MAX_STORED_CHARS:
                         content = content[: MAX_STORED_CHARS - 1] + "…"
-                    append(
-                        _tuple_new(
-                            IndexEntry, (path, start, start, content, context, date, section)
-                        )
-                    )
+                    starts.append(start)
+                    ends.append(start)
+                    contents.append(content)
+                    contexts.append(context)
+                    dates.append(date)
+                    sections.append(section)
                 elif buf:
                     flush(buf, start)
                     buf = []
@@ -153,16 +229,12 @@ def chunk_markdown(path: str, text: str) -> list[IndexEntry]:
                 run = runs.get(number, 0)
                 if run:  # all but the run's last line are entries of one line each
                     numbers = range(number, number + run - 1)
-                    fields = zip(
-                        repeat(path),
-                        numbers,
-                        numbers,
-                        map(str.strip, lines[number - 1 : number + run - 2]),
-                        repeat(context),
-                        repeat(date),
-                        repeat(section),
-                    )
-                    entries += map(_tuple_new, repeat(IndexEntry), fields)
+                    starts += numbers
+                    ends += numbers
+                    contents += map(str.strip, lines[number - 1 : number + run - 2])
+                    contexts += repeat(context, run - 1)
+                    dates += repeat(date, run - 1)
+                    sections += repeat(section, run - 1)
                     next(islice(numbered, run - 2, run - 2), None)  # on to that last line
                     single = None
                     continue

@@ -25,8 +25,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
+from harnessmem._chunking import EntryColumns
 from harnessmem.backends._fts import has_cjk, segment_cjk
 from harnessmem.backends.base import INDEX_SOURCES, IndexEntry
 
@@ -195,6 +196,23 @@ class EntryBlock:
         return struct.pack(f"<{len(ints)}i", *ints), "".join(pieces)
 
     @staticmethod
+    def encode_columns(columns: EntryColumns, first: int, stop: int) -> tuple[bytes, str]:
+        """:meth:`encode` of ``columns[first:stop]`` (seq from ``first``), straight from the
+        columns the chunker filled: no entry tuple is built or taken apart."""
+        dates = columns.dates[first:stop]
+        pieces: list[str] = [*columns.contents[first:stop], *columns.contexts[first:stop]]
+        # A daily log's dates are all set: no list built to replace None by "" then.
+        pieces += [date or "" for date in dates] if None in dates else cast("list[str]", dates)
+        ints = [
+            *range(first, stop),
+            *columns.sections[first:stop],
+            *columns.starts[first:stop],
+            *columns.ends[first:stop],
+            *accumulate(map(len, pieces)),
+        ]
+        return struct.pack(f"<{len(ints)}i", *ints), "".join(pieces)
+
+    @staticmethod
     def encode_slots(slots: Sequence[StoredEntry | None]) -> tuple[bytes, str]:
         """``(places, texts)`` of a block from its slots in order (None: empty slot)."""
         empty: StoredEntry = (0, "", "", -1, 0, 0, 0, None)
@@ -347,20 +365,33 @@ class BatchWriter:
         """Queue the blocks and FTS rows of a file's entries, none of them stored yet."""
         base = number << FILE_SHIFT
         cjk = False
-        for offset in range(0, len(entries), BLOCK_SLOTS):
-            places, texts = EntryBlock.encode(offset, entries[offset : offset + BLOCK_SLOTS])
+        count = len(entries)
+        columns = entries if isinstance(entries, EntryColumns) else None
+        for offset in range(0, count, BLOCK_SLOTS):
+            if columns is not None:
+                stop = min(offset + BLOCK_SLOTS, count)
+                places, texts = EntryBlock.encode_columns(columns, offset, stop)
+            else:
+                places, texts = EntryBlock.encode(offset, entries[offset : offset + BLOCK_SLOTS])
             self.blocks.append(((base + offset) >> BLOCK_SHIFT, places, texts))
             # ``texts`` holds every indexed text of the block; isascii() is nearly free.
             cjk = cjk or (not texts.isascii() and has_cjk(texts))
-        ids = range(base, base + len(entries))
-        if any(map(_CONTEXT, entries)):
-            rows = zip(ids, map(_CONTENT, entries), map(_CONTEXT, entries), strict=True)
+        ids = range(base, base + count)
+        if columns is not None:
+            contents: Iterable[str] = columns.contents
+            contexts: Iterable[str] = columns.contexts
+            headed = any(columns.contexts)
+        else:
+            contents, contexts = map(_CONTENT, entries), map(_CONTEXT, entries)
+            headed = any(map(_CONTEXT, entries))
+        if headed:
+            rows = zip(ids, contents, contexts, strict=True)
             self.fts_rows[fts].append(_segmented(rows) if cjk else rows)
         elif cjk:
-            bare = zip(ids, map(segment_cjk, map(_CONTENT, entries)), strict=True)
+            bare = zip(ids, map(segment_cjk, contents), strict=True)
             self.fts_bare[fts].append(bare)
         else:
-            self.fts_bare[fts].append(zip(ids, map(_CONTENT, entries), strict=True))
+            self.fts_bare[fts].append(zip(ids, contents, strict=True))
 
     def _write_blocks(self, live: dict[int, StoredEntry], touched: Iterable[int]) -> None:
         """Rewrite the blocks holding ``touched`` entry ids from ``live``; drop emptied ones."""
