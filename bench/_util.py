@@ -98,8 +98,45 @@ def paired_medians(
     return statistics.median(ours), statistics.median(raw)
 
 
+def interleaved_times(
+    ours: Callable[[str], object],
+    raw: Callable[[str], object],
+    queries: list[str],
+    rounds: int,
+) -> tuple[list[float], list[float]]:
+    """Per-query wall times of ``ours`` and ``raw``, each query run by one then the other,
+    ``rounds`` times over the list, so a burst of load hits both sides alike."""
+    ours_times: list[float] = []
+    raw_times: list[float] = []
+    for _ in range(rounds):
+        for query in queries:
+            for fn, samples in ((ours, ours_times), (raw, raw_times)):
+                started = time.perf_counter()
+                fn(query)
+                samples.append(time.perf_counter() - started)
+    return ours_times, raw_times
+
+
 def percentile(samples: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``samples`` by nearest rank."""
     ordered = sorted(samples)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
     return ordered[index]
+
+
+def search_rows(
+    bench: str, what: str, ours: list[float], raw: list[float], *, baseline: str, notes: str
+) -> list[Row]:
+    """The p50 and p95 rows (``search p50, <what>``) of per-query times against the raw ones."""
+    return [
+        Row(
+            bench=bench,
+            name=f"search {name}, {what}",
+            value=percentile(ours, q),
+            unit="s",
+            baseline=baseline,
+            baseline_value=percentile(raw, q),
+            notes=notes,
+        )
+        for name, q in (("p50", 0.5), ("p95", 0.95))
+    ]

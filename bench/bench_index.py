@@ -39,10 +39,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
-from bench._util import Row, percentile
+from bench._util import Row, interleaved_times, search_rows
 from harnessmem.backends._sqlite_store import TOKENIZER
 
 LOCOMO = (
@@ -157,24 +156,6 @@ def _raw_search(db: sqlite3.Connection, query: str) -> list[tuple[int, str]]:
     ).fetchall()
 
 
-def _timed_pair(
-    ours_fn: Callable[[str], object],
-    raw_fn: Callable[[str], object],
-    queries: list[str],
-    rounds: int,
-) -> tuple[list[float], list[float]]:
-    """Per-query times of both sides, each query run by one then the other, ``rounds`` times."""
-    ours: list[float] = []
-    raw: list[float] = []
-    for _ in range(rounds):
-        for query in queries:
-            for fn, samples in ((ours_fn, ours), (raw_fn, raw)):
-                started = time.perf_counter()
-                fn(query)
-                samples.append(time.perf_counter() - started)
-    return ours, raw
-
-
 def run(quick: bool) -> list[Row]:
     """Build and search rows at two corpus sizes."""
     import sqlalchemy  # noqa: F401  (imported once per process, not part of a build)
@@ -247,25 +228,21 @@ def run(quick: bool) -> list[Row]:
                     for query in queries[:20]:  # warm both page caches
                         harness.search(query, limit=10)
                         _raw_search(db, query)
-                    ours, raw = _timed_pair(
+                    ours, raw = interleaved_times(
                         lambda q: harness.search(q, limit=10),
                         lambda q, db=db: _raw_search(db, q),
                         queries,
                         repeat,
                     )
-                    for name, q in (("p50", 0.5), ("p95", 0.95)):
-                        rows.append(
-                            Row(
-                                bench="index",
-                                name=f"search {name}, {label} queries, {size:,} entries",
-                                value=percentile(ours, q),
-                                unit="s",
-                                baseline="raw sqlite3 FTS5, terms OR-ed, bm25",
-                                baseline_value=percentile(raw, q),
-                                notes=f"{QUERIES} queries of 2-5 words, {repeat} rounds, "
-                                f"interleaved; change check of {FILES} files included",
-                            )
-                        )
+                    rows += search_rows(
+                        "index",
+                        f"{label} queries, {size:,} entries",
+                        ours,
+                        raw,
+                        baseline="raw sqlite3 FTS5, terms OR-ed, bm25",
+                        notes=f"{QUERIES} queries of 2-5 words, {repeat} rounds, "
+                        f"interleaved; change check of {FILES} files included",
+                    )
             db.close()
     return rows
 

@@ -28,12 +28,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench._util import Row, percentile
+from bench._util import Row, interleaved_times, search_rows
 
 CANDIDATES = [
     "postgresql+psycopg://postgres@127.0.0.1:5432/test",
@@ -130,19 +130,6 @@ def _plain_query(query: str) -> str | None:
     return " | ".join(f"'{w}'" for w in words if "'" not in w) or None
 
 
-def _interleaved(
-    ours: Callable[[str], object], raw: Callable[[str], object], queries: list[str], rounds: int
-) -> tuple[list[float], list[float]]:
-    timed: tuple[list[float], list[float]] = ([], [])
-    for _ in range(rounds):
-        for query in queries:
-            for fn, samples in ((ours, timed[0]), (raw, timed[1])):
-                started = time.perf_counter()
-                fn(query)
-                samples.append(time.perf_counter() - started)
-    return timed
-
-
 def _raw_build(conn: Any, schema: str, bullets: list[str]) -> float:
     started = time.perf_counter()
     with conn.transaction():
@@ -218,23 +205,19 @@ def _speed(url: str, schema: str, quick: bool) -> list[Row]:
                         for query in queries[:20]:  # warm caches on both sides
                             harness.search(query, limit=10)
                             raw_search(query)
-                        ours, raw = _interleaved(
+                        ours, raw = interleaved_times(
                             lambda q, h=harness: h.search(q, limit=10), raw_search, queries, rounds
                         )
-                        for name, q in (("p50", 0.5), ("p95", 0.95)):
-                            rows.append(
-                                Row(
-                                    bench="postgres",
-                                    name=f"search {name}, {label} queries, {size:,} entries",
-                                    value=percentile(ours, q),
-                                    unit="s",
-                                    baseline="plain SQL on the same table: words OR-ed, ts_rank_cd",
-                                    baseline_value=percentile(raw, q),
-                                    notes=f"{len(queries)} queries of 2-5 words, {rounds} "
-                                    f"rounds, interleaved; change check of {FILES} files "
-                                    "included",
-                                )
-                            )
+                        rows += search_rows(
+                            "postgres",
+                            f"{label} queries, {size:,} entries",
+                            ours,
+                            raw,
+                            baseline="plain SQL on the same table: words OR-ed, ts_rank_cd",
+                            notes=f"{len(queries)} queries of 2-5 words, {rounds} "
+                            f"rounds, interleaved; change check of {FILES} files "
+                            "included",
+                        )
     for row in rows:
         base = (row.baseline_value or 0) * 1e3
         print(f"   {row.name}: {row.value * 1e3:.2f} ms, baseline {base:.2f} ms")

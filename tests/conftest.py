@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from harnessmem import HarnessSettings, MemoryHarness, hookimpl
+from harnessmem.testing import FakeClock
 from harnessmem.testing.s3_server import S3TestServer
+
+if TYPE_CHECKING:
+    from harnessmem.events import (
+        CompactionEvent,
+        MaintenanceEvent,
+        MemoryConsolidatedEvent,
+        MemoryFlushedEvent,
+        ToolResultEvictedEvent,
+    )
 
 # -- fake installed distributions (real importlib.metadata discovery) ----------------------------
 
@@ -201,3 +214,145 @@ def workspace_target(request: pytest.FixtureRequest, tmp_path: Path) -> Workspac
         return WorkspaceTarget("local", str(tmp_path / "ws"), {})
     url = request.getfixturevalue("s3_workspace_url")
     return WorkspaceTarget("s3", url, request.getfixturevalue("s3_storage_options"))
+
+
+# -- harnesses: one event log, one clock, one factory --------------------------------------------
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class EventLog:
+    """A plugin that keeps the observer events a harness emits, one list per hook."""
+
+    def __init__(self) -> None:
+        self.compactions: list[CompactionEvent] = []
+        self.flushed: list[MemoryFlushedEvent] = []
+        self.consolidated: list[MemoryConsolidatedEvent] = []
+        self.evicted: list[ToolResultEvictedEvent] = []
+        self.maintenance: list[MaintenanceEvent] = []
+
+    @hookimpl
+    def on_compaction(self, event: CompactionEvent) -> None:
+        self.compactions.append(event)
+
+    @hookimpl
+    def on_memory_flushed(self, event: MemoryFlushedEvent) -> None:
+        self.flushed.append(event)
+
+    @hookimpl
+    def on_memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
+        self.consolidated.append(event)
+
+    @hookimpl
+    def on_tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
+        self.evicted.append(event)
+
+    @hookimpl
+    def on_maintenance(self, event: MaintenanceEvent) -> None:
+        self.maintenance.append(event)
+
+
+@pytest.fixture
+def events() -> EventLog:
+    """A fresh :class:`EventLog`; ``open_harness`` registers it in every harness it opens."""
+    return EventLog()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The clock of the harnesses ``open_harness`` opens: 2027-01-15T08:00:00Z until the test
+    moves it. A module whose tests need another instant overrides this fixture."""
+    return FakeClock(NOW)
+
+
+class HarnessFactory(Protocol):
+    def __call__(self, model: Any = None, **sections: Any) -> MemoryHarness: ...
+
+
+@pytest.fixture
+def open_harness(
+    workspace_target: WorkspaceTarget, clock: FakeClock, events: EventLog
+) -> Iterator[HarnessFactory]:
+    """``open_harness(model, **sections)``: a harness on this test's workspace (local and S3),
+    with ``clock`` and ``events``. Sections are settings sections as dicts; maintenance is off
+    unless ``maintenance=`` turns it on. Every harness opened is closed after the test."""
+    opened: list[MemoryHarness] = []
+
+    def factory(model: Any = None, **sections: Any) -> MemoryHarness:
+        sections.setdefault("maintenance", {"enabled": False})
+        workspace = workspace_target.section(**sections.pop("workspace", {}))
+        settings = HarnessSettings.load(workspace=workspace, **sections)
+        harness = MemoryHarness(settings, model=model, clock=clock, plugins=[events])
+        opened.append(harness)
+        return harness
+
+    yield factory
+    for harness in opened:
+        harness.close()
+
+
+# -- several processes at once -------------------------------------------------------------------
+
+
+class RunTogether(Protocol):
+    def __call__(
+        self,
+        code: str,
+        argvs: Sequence[Sequence[str]],
+        *,
+        envs: Sequence[Mapping[str, str] | None] | None = None,
+        timeout: float = 120,
+    ) -> list[Any]: ...
+
+
+@pytest.fixture
+def run_together() -> Iterator[RunTogether]:
+    """``run_together(code, argvs)``: one ``python -c code *argv`` process per argv, started
+    together; returns the JSON each printed last, in order.
+
+    Each child prints ``ready``, then waits for a line on stdin: it gets one only when all
+    are ready, so they really compete. A child that fails fails the test with its stderr;
+    ``envs`` gives each child its environment. Children left running are killed.
+    """
+    started: list[subprocess.Popen[str]] = []
+
+    def run(
+        code: str,
+        argvs: Sequence[Sequence[str]],
+        *,
+        envs: Sequence[Mapping[str, str] | None] | None = None,
+        timeout: float = 120,
+    ) -> list[Any]:
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, *argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for argv, env in zip(argvs, envs or [None] * len(argvs), strict=True)
+        ]
+        started.extend(children)
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                _, err = child.communicate(timeout=timeout)
+                pytest.fail(f"a child process did not get ready:\n{err[-3000:]}")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        results = []
+        for child in children:
+            out, err = child.communicate(timeout=timeout)
+            assert child.returncode == 0, err[-3000:]
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+
+    yield run
+    for child in started:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -9,17 +9,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
 
-from harnessmem import MemoryHarness, hookimpl
+from harnessmem import MemoryHarness
 from harnessmem.agent import Agent, Tool
 from harnessmem.cli import main
 from harnessmem.errors import ContextOverflowError, ModelUnavailableError
-from harnessmem.events import CompactionEvent, ToolResultEvictedEvent
 from harnessmem.testing import FakeOpenAIServer, Fault
+
+if TYPE_CHECKING:
+    from conftest import EventLog
 
 MODEL = "openai/gpt-4o-mini"
 
@@ -38,29 +40,8 @@ def servers() -> Iterator[Callable[[Any], FakeOpenAIServer]]:
         server.close()
 
 
-class Events:
-    """A plugin that keeps the compaction and eviction events."""
-
-    def __init__(self) -> None:
-        self.compactions: list[CompactionEvent] = []
-        self.evictions: list[ToolResultEvictedEvent] = []
-
-    @hookimpl
-    def on_compaction(self, event: CompactionEvent) -> None:
-        self.compactions.append(event)
-
-    @hookimpl
-    def on_tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
-        self.evictions.append(event)
-
-
 @pytest.fixture
-def events() -> Events:
-    return Events()
-
-
-@pytest.fixture
-def harness(tmp_path: Path, events: Events) -> Iterator[MemoryHarness]:
+def harness(tmp_path: Path, events: EventLog) -> Iterator[MemoryHarness]:
     with MemoryHarness.open(
         tmp_path / "ws", plugins=[events], maintenance={"enabled": False}
     ) as harness:
@@ -139,7 +120,7 @@ def test_memory_tools_run_through_the_session(
 
 
 def test_own_tools_run_and_huge_outputs_are_evicted(
-    harness: MemoryHarness, servers: Callable[[Any], FakeOpenAIServer], events: Events
+    harness: MemoryHarness, servers: Callable[[Any], FakeOpenAIServer], events: EventLog
 ) -> None:
     def run_tests(path: str, verbose: bool = False) -> str:
         """Run the test suite under PATH."""
@@ -153,7 +134,7 @@ def test_own_tools_run_and_huge_outputs_are_evicted(
     assert schema["description"] == "Run the test suite under PATH."
     reply = agent.run("Run the tests, verbose.")
     assert reply.text == "All passed."
-    (evicted,) = events.evictions
+    (evicted,) = events.evicted
     assert evicted.tool_name == "run_tests"
     sent = server.requests[1].messages[-1]["content"]
     assert len(sent) < 10_000
@@ -194,7 +175,7 @@ def test_max_steps_asks_for_an_answer_without_tools(
 
 
 def test_overflow_is_recovered_by_a_forced_compaction_and_one_retry(
-    harness: MemoryHarness, servers: Callable[[Any], FakeOpenAIServer], events: Events
+    harness: MemoryHarness, servers: Callable[[Any], FakeOpenAIServer], events: EventLog
 ) -> None:
     turns = [
         f"Turn {i}: the harbour of station {i} has a tidal range of {i} metres." for i in range(20)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessmem import MemoryHarness, hookimpl
+from harnessmem import MemoryHarness
 from harnessmem._cutoff import (
     TRUNCATION_MARK,
     choose_cut,
@@ -25,14 +25,13 @@ from harnessmem._cutoff import (
 from harnessmem._summary import SUMMARY_NAME, normalise_summary, parse_anchor
 from harnessmem.compaction import CompactionPlugin, CompactionResult
 from harnessmem.errors import ModelUnavailableError
-from harnessmem.events import CompactionEvent, ToolResultEvictedEvent
 from harnessmem.messages import fingerprint, pair_tool_calls, safe_cut_points, validate_messages
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
 from harnessmem.transcripts import SessionTranscript
 
 if TYPE_CHECKING:
-    from conftest import WorkspaceTarget
+    from conftest import EventLog, WorkspaceTarget
 
 DATA = Path(
     os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -60,30 +59,9 @@ def summariser(text: str = SUMMARY) -> Callable[[list[Message], str], str]:
     return reply
 
 
-class Events:
-    """Records every compaction event."""
-
-    def __init__(self) -> None:
-        self.compactions: list[CompactionEvent] = []
-        self.evictions: list[ToolResultEvictedEvent] = []
-
-    @hookimpl
-    def on_compaction(self, event: CompactionEvent) -> None:
-        self.compactions.append(event)
-
-    @hookimpl
-    def on_tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
-        self.evictions.append(event)
-
-
-@pytest.fixture
-def events() -> Events:
-    return Events()
-
-
 @pytest.fixture
 def open_harness(
-    workspace_target: WorkspaceTarget, events: Events
+    workspace_target: WorkspaceTarget, events: EventLog
 ) -> Iterator[Callable[..., MemoryHarness]]:
     """Open harnesses on a fresh workspace, local or S3: ``open_harness(reply, **compaction)``."""
     opened: list[MemoryHarness] = []
@@ -554,7 +532,7 @@ def _fail(messages: list[Message], purpose: str) -> str:
 )
 def test_a_failing_summariser_leaves_every_turn_recoverable(
     open_harness: Callable[..., MemoryHarness],
-    events: Events,
+    events: EventLog,
     reply: Callable[[list[Message], str], str],
     reason: str,
 ) -> None:
@@ -614,7 +592,7 @@ def test_after_a_degraded_round_the_log_still_holds_each_message_once(
 
 
 def test_flush_before_compact_gets_the_dropped_messages(
-    open_harness: Callable[..., MemoryHarness], events: Events
+    open_harness: Callable[..., MemoryHarness], events: EventLog
 ) -> None:
     harness = open_harness(trigger_messages=10, keep_messages=4, trigger_tokens=0)
     assert harness.settings.compaction.flush_before_compact
@@ -646,7 +624,7 @@ def test_flush_not_available_is_recorded_and_compaction_goes_on(
 
 def test_a_failed_flush_postpones_until_twice_the_trigger(
     open_harness: Callable[..., MemoryHarness],
-    events: Events,
+    events: EventLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     harness = open_harness(trigger_messages=10, keep_messages=4, trigger_tokens=0)
@@ -712,7 +690,7 @@ def test_offload_off_keeps_no_log_and_says_so(open_harness: Callable[..., Memory
 
 
 def test_compaction_event_reports_what_happened(
-    open_harness: Callable[..., MemoryHarness], events: Events
+    open_harness: Callable[..., MemoryHarness], events: EventLog
 ) -> None:
     harness = open_harness(trigger_messages=10, keep_messages=4, trigger_tokens=0)
     messages = chat(6)
@@ -736,7 +714,7 @@ def test_compaction_event_reports_what_happened(
 
 
 def test_below_the_triggers_nothing_happens(
-    open_harness: Callable[..., MemoryHarness], events: Events
+    open_harness: Callable[..., MemoryHarness], events: EventLog
 ) -> None:
     harness = open_harness(trigger_messages=50)
     messages = chat(5)
@@ -765,7 +743,7 @@ def test_async_twin_compacts(open_harness: Callable[..., MemoryHarness]) -> None
 
 
 def test_token_trigger_result_fits_by_shrinking_a_huge_kept_result(
-    open_harness: Callable[..., MemoryHarness], events: Events
+    open_harness: Callable[..., MemoryHarness], events: EventLog
 ) -> None:
     harness = open_harness(trigger_messages=0, trigger_tokens=800, keep_messages=4)
     messages = chat(3)
@@ -781,7 +759,7 @@ def test_token_trigger_result_fits_by_shrinking_a_huge_kept_result(
     assert harness.workspace.read_text(result.shrunk[0]) == huge["content"]
     assert sent[-1]["tool_call_id"] == "big"
     assert result.shrunk[0] in sent[-1]["content"]
-    (evicted,) = events.evictions
+    (evicted,) = events.evicted
     assert (evicted.stage, evicted.call_id, evicted.path) == ("compaction", "big", result.shrunk[0])
     assert events.compactions[-1].shrunk == 1
     validate_messages(sent, require_pairing=True)

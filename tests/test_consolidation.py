@@ -18,22 +18,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harnessmem import (
-    HarnessSettings,
     LeaseError,
     MemoryHarness,
     ModelUnavailableError,
-    hookimpl,
 )
 from harnessmem._memory_files import is_daily_log, normalise_fact, parse_facts
 from harnessmem.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResult
-from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from conftest import WorkspaceTarget
+    from conftest import EventLog, HarnessFactory
 
-NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
 PRIOR = "## People\n" + "".join(
     f"- Ana's friend number {i} is called Person{i}\n" for i in range(8)
@@ -41,42 +37,6 @@ PRIOR = "## People\n" + "".join(
 DATA = Path(
     os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
-
-
-class Events:
-    def __init__(self) -> None:
-        self.consolidated: list[MemoryConsolidatedEvent] = []
-
-    @hookimpl
-    def on_memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
-        self.consolidated.append(event)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
-
-
-@pytest.fixture
-def events() -> Events:
-    return Events()
-
-
-@pytest.fixture
-def open_harness(workspace_target: WorkspaceTarget, clock: FakeClock, events: Events) -> Any:
-    opened: list[MemoryHarness] = []
-
-    def factory(backend: Any, **sections: Any) -> MemoryHarness:
-        sections.setdefault("maintenance", {"enabled": False})
-        workspace = workspace_target.section(**sections.pop("workspace", {}))
-        settings = HarnessSettings.load(workspace=workspace, **sections)
-        harness = MemoryHarness(settings, model=backend, clock=clock, plugins=[events])
-        opened.append(harness)
-        return harness
-
-    yield factory
-    for harness in opened:
-        harness.close()
 
 
 def entry(*facts: str, session: str = "s") -> str:
@@ -114,7 +74,9 @@ def state(harness: MemoryHarness) -> dict[str, Any]:
     return dict(json.loads(harness.workspace.read_text(STATE_PATH)))
 
 
-def test_consolidates_only_log_text_past_the_watermark(open_harness: Any, clock: FakeClock) -> None:
+def test_consolidates_only_log_text_past_the_watermark(
+    open_harness: HarnessFactory, clock: FakeClock
+) -> None:
     model = ScriptedModel(merging_reply)
     harness = open_harness(model)
     harness.workspace.append_text(DAY1, entry("Ana lives in Lisbon"))
@@ -137,7 +99,7 @@ def test_consolidates_only_log_text_past_the_watermark(open_harness: Any, clock:
     assert harness.workspace.read_text("MEMORY.md").count("- ") == 3
 
 
-def test_budget_is_told_in_tokens_and_characters(open_harness: Any) -> None:
+def test_budget_is_told_in_tokens_and_characters(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("## Facts\n- x y z")
     harness = open_harness(model, consolidation={"max_memory_tokens": 1_000})
     harness.workspace.append_text(DAY2, entry("fact"))
@@ -165,7 +127,7 @@ def test_budget_is_told_in_tokens_and_characters(open_harness: Any) -> None:
     ],
 )
 def test_guards_leave_memory_md_and_watermark_as_they_were(
-    open_harness: Any, events: Events, answer: str, reason: str
+    open_harness: HarnessFactory, events: EventLog, answer: str, reason: str
 ) -> None:
     harness = open_harness(ScriptedModel(answer), consolidation={"max_memory_tokens": 500})
     harness.workspace.write_text("MEMORY.md", PRIOR)
@@ -187,7 +149,7 @@ def test_guards_leave_memory_md_and_watermark_as_they_were(
         assert (result.entries_before, result.entries_lost) == (8, 7)
 
 
-def test_slack_and_over_budget_prior(open_harness: Any) -> None:
+def test_slack_and_over_budget_prior(open_harness: HarnessFactory) -> None:
     counter = TokenCounter()
     answer = "## Facts\n" + "".join(f"- fact number {i} about Ana\n" for i in range(60))
     budget = int(counter.count_text(answer) / 1.05)  # the answer is 5% over: tolerated
@@ -206,7 +168,7 @@ def test_slack_and_over_budget_prior(open_harness: Any) -> None:
     assert (result.entries_before, result.entries_lost) == (8, 7)
 
 
-def test_over_budget_memory_md_is_trimmed_without_new_logs(open_harness: Any) -> None:
+def test_over_budget_memory_md_is_trimmed_without_new_logs(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("## Facts\n- the essentials")
     harness = open_harness(model, consolidation={"max_memory_tokens": 100})
     harness.workspace.write_text("MEMORY.md", PRIOR * 10)
@@ -215,7 +177,7 @@ def test_over_budget_memory_md_is_trimmed_without_new_logs(open_harness: Any) ->
     assert "over budget: trim it" in model.calls[0].messages[-1]["content"]
 
 
-def test_history_keeps_the_last_versions(open_harness: Any, clock: FakeClock) -> None:
+def test_history_keeps_the_last_versions(open_harness: HarnessFactory, clock: FakeClock) -> None:
     harness = open_harness(ScriptedModel(merging_reply), consolidation={"history_keep": 2})
     versions = []
     for i in range(4):
@@ -235,7 +197,9 @@ def test_history_keeps_the_last_versions(open_harness: Any, clock: FakeClock) ->
     assert harness.workspace.exists(f"{HISTORY_DIR}/notes.txt"), "only versions are pruned"
 
 
-def test_memory_save_during_consolidation_survives(open_harness: Any, events: Events) -> None:
+def test_memory_save_during_consolidation_survives(
+    open_harness: HarnessFactory, events: EventLog
+) -> None:
     saved = threading.Event()
     results: list[Any] = []
 
@@ -261,7 +225,7 @@ def test_memory_save_during_consolidation_survives(open_harness: Any, events: Ev
     assert events.consolidated[-1].preserved_appends == 1
 
 
-def test_a_rewrite_by_another_writer_is_not_overwritten(open_harness: Any) -> None:
+def test_a_rewrite_by_another_writer_is_not_overwritten(open_harness: HarnessFactory) -> None:
     def reply(messages: list[dict[str, Any]], purpose: str) -> str:
         harness.workspace.write_text("MEMORY.md", "## Hand-edited\n- keep me\n")
         return "## Facts\n- Ana lives in Lisbon\n- Ana has a cat"
@@ -278,7 +242,7 @@ def test_a_rewrite_by_another_writer_is_not_overwritten(open_harness: Any) -> No
 # Local only: the seed's watermark is judged by modification times, which this test sets
 # back with os.utime; an object store's LastModified is the upload time and cannot be set.
 @pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
-def test_reads_the_seed_timestamp_watermark(open_harness: Any, tmp_path: Path) -> None:
+def test_reads_the_seed_timestamp_watermark(open_harness: HarnessFactory, tmp_path: Path) -> None:
     model = ScriptedModel(merging_reply)
     harness = open_harness(model)
     harness.workspace.append_text(DAY1, entry("consolidated by the seed already"))
@@ -295,7 +259,9 @@ def test_reads_the_seed_timestamp_watermark(open_harness: Any, tmp_path: Path) -
     assert harness.consolidate().status == "nothing_new"
 
 
-def test_lost_memory_md_with_a_surviving_watermark_reconsolidates(open_harness: Any) -> None:
+def test_lost_memory_md_with_a_surviving_watermark_reconsolidates(
+    open_harness: HarnessFactory,
+) -> None:
     model = ScriptedModel(merging_reply)
     harness = open_harness(model)
     harness.workspace.append_text(DAY1, entry("Ana lives in Lisbon"))
@@ -306,7 +272,7 @@ def test_lost_memory_md_with_a_surviving_watermark_reconsolidates(open_harness: 
     assert "Ana lives in Lisbon" in harness.workspace.read_text("MEMORY.md")
 
 
-def test_no_reply_keeps_memory_md_and_advances(open_harness: Any) -> None:
+def test_no_reply_keeps_memory_md_and_advances(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("NO_REPLY")
     harness = open_harness(model)
     harness.workspace.write_text("MEMORY.md", PRIOR)
@@ -316,7 +282,7 @@ def test_no_reply_keeps_memory_md_and_advances(open_harness: Any) -> None:
     assert harness.consolidate().status == "nothing_new"
 
 
-def test_input_is_bounded_and_the_rest_waits(open_harness: Any) -> None:
+def test_input_is_bounded_and_the_rest_waits(open_harness: HarnessFactory) -> None:
     model = ScriptedModel(merging_reply)
     harness = open_harness(model, consolidation={"max_input_tokens": 60})
     for day in range(1, 6):
@@ -335,7 +301,7 @@ def test_input_is_bounded_and_the_rest_waits(open_harness: Any) -> None:
         assert sent[f"- day {day} fact alpha"] == 1, "each entry is sent exactly once"
 
 
-def test_lossy_rejection_halves_the_next_batch(open_harness: Any) -> None:
+def test_lossy_rejection_halves_the_next_batch(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("## Facts\n- nothing kept at all"))
     harness.workspace.write_text("MEMORY.md", PRIOR)
     harness.workspace.append_text(DAY2, entry("Ana has a cat"))
@@ -343,7 +309,9 @@ def test_lossy_rejection_halves_the_next_batch(open_harness: Any) -> None:
     assert state(harness)["input_limit"] == 16_000
 
 
-def test_model_failure_raises_and_changes_nothing(open_harness: Any, events: Events) -> None:
+def test_model_failure_raises_and_changes_nothing(
+    open_harness: HarnessFactory, events: EventLog
+) -> None:
     harness = open_harness(ScriptedModel([ModelUnavailableError("down")]))
     harness.workspace.write_text("MEMORY.md", PRIOR)
     harness.workspace.append_text(DAY2, entry("Ana has a cat"))
@@ -355,7 +323,7 @@ def test_model_failure_raises_and_changes_nothing(open_harness: Any, events: Eve
 
 
 def test_a_slow_model_gets_the_lease_renewed_or_loses_it(
-    open_harness: Any, clock: FakeClock
+    open_harness: HarnessFactory, clock: FakeClock
 ) -> None:
     ttl = 600.0
 
@@ -379,7 +347,7 @@ def test_a_slow_model_gets_the_lease_renewed_or_loses_it(
     assert "dog" not in harness.workspace.read_text("MEMORY.md")
 
 
-def test_busy_and_disabled(open_harness: Any) -> None:
+def test_busy_and_disabled(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("x"))
     harness.workspace.append_text(DAY2, entry("Ana has a cat"))
     with harness.workspace.lock("consolidation"):
@@ -388,7 +356,7 @@ def test_busy_and_disabled(open_harness: Any) -> None:
     assert disabled.consolidate().status == "disabled"
 
 
-def test_save_appends_a_dated_redacted_entry(open_harness: Any) -> None:
+def test_save_appends_a_dated_redacted_entry(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("x"))
     harness.workspace.write_text("MEMORY.md", "## Facts\n- Ana lives in Lisbon")
     result = harness.save("- Ana lives in lisbon.\n- The VPN password: hunter2 (rotate monthly)")
@@ -406,7 +374,7 @@ def test_save_appends_a_dated_redacted_entry(open_harness: Any) -> None:
         harness.save("   ")
 
 
-def test_memory_save_tool_goes_through_save(open_harness: Any) -> None:
+def test_memory_save_tool_goes_through_save(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("x"))
     answer = harness.session("s").call_tool("memory_save", {"text": "- Ana likes tea"})
     assert "1 new entry" in answer
@@ -446,7 +414,7 @@ def _sessions(sample: dict[str, Any]) -> list[tuple[int, float, list[dict[str, A
 @pytest.mark.slow
 @pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
 def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
-    open_harness: Any, clock: FakeClock
+    open_harness: HarnessFactory, clock: FakeClock
 ) -> None:
     current: list[str] = []
 

@@ -6,8 +6,6 @@ import asyncio
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,14 +17,13 @@ from hypothesis import strategies as st
 
 from harnessmem import ConfigError, MemoryHarness, hookimpl
 from harnessmem.errors import WorkspaceError
-from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.eviction import MARKER, EvictedResult, eviction_path, placeholder
 from harnessmem.plugins import installed_plugins
 from harnessmem.settings import PluginSettings
 from harnessmem.testing.workspace_suite import FakeClock
 
 if TYPE_CHECKING:
-    from conftest import WorkspaceTarget
+    from conftest import EventLog, RunTogether, WorkspaceTarget
 
 SHELL = {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}
 READ = {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
@@ -44,24 +41,8 @@ def _output(chars: int, tag: str = "") -> str:
     return "".join(lines)[:chars]
 
 
-class Events:
-    """Records every on_tool_result_evicted event."""
-
-    def __init__(self) -> None:
-        self.evicted: list[ToolResultEvictedEvent] = []
-
-    @hookimpl
-    def on_tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
-        self.evicted.append(event)
-
-
 @pytest.fixture
-def events() -> Events:
-    return Events()
-
-
-@pytest.fixture
-def harness(workspace_target: WorkspaceTarget, events: Events) -> Iterator[MemoryHarness]:
+def harness(workspace_target: WorkspaceTarget, events: EventLog) -> Iterator[MemoryHarness]:
     """A harness on a fresh workspace: each test using it runs locally and on S3."""
     with workspace_target.open(plugins=[events], maintenance={"enabled": False}) as opened:
         yield opened
@@ -75,7 +56,7 @@ def _evicted_files(harness: MemoryHarness) -> list[str]:
 
 
 def test_large_shell_result_is_evicted_and_readable_whole(
-    harness: MemoryHarness, events: Events
+    harness: MemoryHarness, events: EventLog
 ) -> None:
     """150,000 chars from shell: head + tail + file name kept; the file holds it all, once."""
     text = _output(150_000)
@@ -112,7 +93,7 @@ def test_large_shell_result_is_evicted_and_readable_whole(
 
 
 def test_excluded_tool_result_of_the_same_size_passes_untouched(
-    harness: MemoryHarness, events: Events
+    harness: MemoryHarness, events: EventLog
 ) -> None:
     """read_file is excluded by default: its 150,000 chars come back as they were."""
     text = _output(150_000)
@@ -172,7 +153,7 @@ def _transcript(shell_text: str, read_text: str) -> list[dict[str, Any]]:
 
 
 def test_sweep_evicts_results_that_bypassed_after_tool(
-    harness: MemoryHarness, events: Events
+    harness: MemoryHarness, events: EventLog
 ) -> None:
     """Tool names come from the assistant call each result answers; the input is not mutated."""
     shell_text, read_text = _output(120_000, "s"), _output(120_000, "r")
@@ -217,7 +198,7 @@ def test_sweep_handles_text_parts_and_result_names(harness: MemoryHarness) -> No
     assert harness.get(path) == text
 
 
-def test_sweep_and_after_tool_share_the_file(harness: MemoryHarness, events: Events) -> None:
+def test_sweep_and_after_tool_share_the_file(harness: MemoryHarness, events: EventLog) -> None:
     """The same result evicted by after_tool and later by the sweep maps to one file."""
     text = _output(100_000)
     session = harness.session("s")
@@ -237,7 +218,7 @@ class CountingTransform:
 
 
 def test_resent_raw_history_costs_no_second_transform(
-    workspace_target: WorkspaceTarget, events: Events
+    workspace_target: WorkspaceTarget, events: EventLog
 ) -> None:
     """A caller that keeps its raw history gets the same placeholder each turn, cheaply."""
     counting = CountingTransform()
@@ -274,7 +255,7 @@ def test_evicted_text_passes_transform_memory_text(workspace_target: WorkspaceTa
 
 
 def test_write_failure_keeps_the_result_whole(
-    harness: MemoryHarness, events: Events, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    harness: MemoryHarness, events: EventLog, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     """When the file cannot be written the tool output is kept, never lost."""
 
@@ -328,7 +309,7 @@ def test_unusable_settings_fail_when_the_harness_opens(
 # Local only: the test ages the file with os.utime; an object store's LastModified is the
 # upload time and cannot be set back.
 def test_old_file_is_renewed_so_pruning_does_not_take_it_from_a_live_placeholder(
-    tmp_path: Path, events: Events
+    tmp_path: Path, events: EventLog
 ) -> None:
     """Re-evicting content whose file is older than half the retention writes it again."""
     clock = FakeClock(now=time.time())  # file times are real; the clock starts at real now
@@ -426,40 +407,14 @@ print(json.dumps({"written": written, "short": short}), flush=True)
 
 
 def test_processes_evicting_the_same_result_write_it_once(
-    workspace_target: WorkspaceTarget, tmp_path: Path
+    workspace_target: WorkspaceTarget, tmp_path: Path, run_together: RunTogether
 ) -> None:
     """4 processes evict one result at the same moment: one file, written by exactly one."""
     url, options = workspace_target.url, workspace_target.storage_options
     text = _output(150_000)
     text_file = tmp_path / "output.txt"
     text_file.write_text(text)
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", _CHILD, url, json.dumps(options), str(text_file)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        results = []
-        for child in children:
-            out, _ = child.communicate(timeout=120)
-            assert child.returncode == 0
-            results.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+    results = run_together(_CHILD, [[url, json.dumps(options), str(text_file)]] * 4)
     assert sorted(w for r in results for w in r["written"]) == [False, False, False, True]
     assert len({r["short"] for r in results}) == 1
     with MemoryHarness.open(

@@ -14,21 +14,17 @@ import pytest
 
 from harnessmem import (
     HarnessMemError,
-    HarnessSettings,
     MemoryHarness,
     ModelResponseError,
     ModelUnavailableError,
-    hookimpl,
 )
 from harnessmem._memory_files import is_no_reply, normalise_fact, parse_facts
-from harnessmem.events import MemoryFlushedEvent
 from harnessmem.flush import FlushResult, render_transcript
 from harnessmem.testing import FakeClock, ScriptedModel
 
 if TYPE_CHECKING:
-    from conftest import WorkspaceTarget
+    from conftest import EventLog, HarnessFactory, WorkspaceTarget
 
-NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 TODAY = "memory/2027-01-15.md"
 SECRET = "sk-proj-Zq8Xw7Vt6Us5Rr4Qp3On2Ml1"
 
@@ -38,47 +34,13 @@ def conversation(*texts: str) -> list[dict[str, Any]]:
     return [{"role": roles[i % 2], "content": text} for i, text in enumerate(texts)]
 
 
-class Events:
-    def __init__(self) -> None:
-        self.flushed: list[MemoryFlushedEvent] = []
-
-    @hookimpl
-    def on_memory_flushed(self, event: MemoryFlushedEvent) -> None:
-        self.flushed.append(event)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
-
-
-@pytest.fixture
-def events() -> Events:
-    return Events()
-
-
-@pytest.fixture
-def open_harness(workspace_target: WorkspaceTarget, clock: FakeClock, events: Events) -> Any:
-    opened: list[MemoryHarness] = []
-
-    def factory(backend: Any, **sections: Any) -> MemoryHarness:
-        sections.setdefault("maintenance", {"enabled": False})
-        workspace = workspace_target.section(**sections.pop("workspace", {}))
-        settings = HarnessSettings.load(workspace=workspace, **sections)
-        harness = MemoryHarness(settings, model=backend, clock=clock, plugins=[events])
-        opened.append(harness)
-        return harness
-
-    yield factory
-    for harness in opened:
-        harness.close()
-
-
 def log_text(harness: MemoryHarness, path: str = TODAY) -> str:
     return harness.workspace.read_text(path)
 
 
-def test_entry_format_and_memory_md_untouched(open_harness: Any, events: Events) -> None:
+def test_entry_format_and_memory_md_untouched(
+    open_harness: HarnessFactory, events: EventLog
+) -> None:
     harness = open_harness(ScriptedModel("- Ana lives in Lisbon\n- Ana prefers aisle seats"))
     harness.workspace.write_text("MEMORY.md", "## People\n- Ana is a pilot\n")
     before = harness.workspace.info("MEMORY.md")
@@ -97,7 +59,7 @@ def test_entry_format_and_memory_md_untouched(open_harness: Any, events: Events)
     assert (event.session_id, event.path, event.messages) == ("chat-42", TODAY, 2)
 
 
-def test_same_conversation_twice_writes_each_fact_once(open_harness: Any) -> None:
+def test_same_conversation_twice_writes_each_fact_once(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("- Ana lives in Lisbon\n- The trip is on 2027-02-01")
     harness = open_harness(model)
     messages = conversation("I live in Lisbon; trip on Feb 1st", "Great")
@@ -114,7 +76,7 @@ def test_same_conversation_twice_writes_each_fact_once(open_harness: Any) -> Non
     assert text.count("The trip is on 2027-02-01") == 1
 
 
-def test_only_unflushed_messages_reach_the_model(open_harness: Any) -> None:
+def test_only_unflushed_messages_reach_the_model(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("NO_REPLY")
     harness = open_harness(model)
     session = harness.session("s")
@@ -127,7 +89,9 @@ def test_only_unflushed_messages_reach_the_model(open_harness: Any) -> None:
     assert "alpha question" not in sent
 
 
-def test_mark_finds_new_messages_after_compaction_rewrote_the_list(open_harness: Any) -> None:
+def test_mark_finds_new_messages_after_compaction_rewrote_the_list(
+    open_harness: HarnessFactory,
+) -> None:
     model = ScriptedModel("NO_REPLY")
     harness = open_harness(model)
     session = harness.session("s")
@@ -151,7 +115,7 @@ def test_mark_finds_new_messages_after_compaction_rewrote_the_list(open_harness:
     assert len(model.calls) == 2
 
 
-def test_mark_is_persisted_in_the_workspace(open_harness: Any) -> None:
+def test_mark_is_persisted_in_the_workspace(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("- Ana lives in Lisbon")
     messages = conversation("I live in Lisbon")
     harness = open_harness(model)
@@ -179,7 +143,7 @@ def test_mark_is_persisted_in_the_workspace(open_harness: Any) -> None:
         "**NO-REPLY** - nothing new worth remembering",
     ],
 )
-def test_no_reply_in_any_dress_writes_nothing(open_harness: Any, answer: str) -> None:
+def test_no_reply_in_any_dress_writes_nothing(open_harness: HarnessFactory, answer: str) -> None:
     model = ScriptedModel(answer)
     harness = open_harness(model)
     messages = conversation("hello", "hi")
@@ -188,7 +152,7 @@ def test_no_reply_in_any_dress_writes_nothing(open_harness: Any, answer: str) ->
     assert harness.flush(messages, session_id="s").status == "nothing_new", "mark advanced"
 
 
-def test_an_answer_without_facts_writes_nothing(open_harness: Any) -> None:
+def test_an_answer_without_facts_writes_nothing(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("Here is what I found:\n\n# Facts\n"))
     result = harness.flush(conversation("hello"), session_id="s")
     assert (result.status, result.warnings) == (
@@ -198,7 +162,7 @@ def test_an_answer_without_facts_writes_nothing(open_harness: Any) -> None:
     assert not harness.workspace.exists(TODAY)
 
 
-def test_empty_answer_is_a_failure_that_keeps_the_mark(open_harness: Any) -> None:
+def test_empty_answer_is_a_failure_that_keeps_the_mark(open_harness: HarnessFactory) -> None:
     model = ScriptedModel(["", "- Ana lives in Lisbon"])
     harness = open_harness(model)
     messages = conversation("I live in Lisbon")
@@ -234,7 +198,7 @@ def test_facts_are_parsed_from_lists_and_prose() -> None:
     assert normalise_fact("- Ana\u2019s \u201cflat\u201d") == normalise_fact('Ana\'s "flat"')
 
 
-def test_dedup_against_todays_log_and_memory_md(open_harness: Any) -> None:
+def test_dedup_against_todays_log_and_memory_md(open_harness: HarnessFactory) -> None:
     model = ScriptedModel(
         "- The user lives in lisbon\n- ANA PREFERS AISLE SEATS!\n- Ana has a cat\n- Ana has a cat."
     )
@@ -250,7 +214,7 @@ def test_dedup_against_todays_log_and_memory_md(open_harness: Any) -> None:
 
 
 def test_secret_in_a_user_message_never_reaches_a_file(
-    open_harness: Any, workspace_target: WorkspaceTarget, tmp_path: Path
+    open_harness: HarnessFactory, workspace_target: WorkspaceTarget, tmp_path: Path
 ) -> None:
     def reply(messages: list[dict[str, Any]], purpose: str) -> str:
         if purpose == "flush":
@@ -274,7 +238,7 @@ def test_secret_in_a_user_message_never_reaches_a_file(
         assert b"hunter2" not in content, path
 
 
-def test_reference_is_bounded(open_harness: Any) -> None:
+def test_reference_is_bounded(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("NO_REPLY")
     harness = open_harness(model, flush={"reference_chars": 1_000})
     harness.workspace.write_text("MEMORY.md", "- old fact\n" * 5_000)
@@ -287,7 +251,9 @@ def test_reference_is_bounded(open_harness: Any) -> None:
     assert "more characters of MEMORY.md not shown" in prompt
 
 
-def test_daily_file_uses_the_workspace_time_zone(open_harness: Any, clock: FakeClock) -> None:
+def test_daily_file_uses_the_workspace_time_zone(
+    open_harness: HarnessFactory, clock: FakeClock
+) -> None:
     clock.now = 1_796_155_200.0  # 2026-12-01T20:00:00Z, already 2 Dec in Auckland
     harness = open_harness(
         ScriptedModel("- Ana lands at 9"), workspace={"timezone": "Pacific/Auckland"}
@@ -297,7 +263,9 @@ def test_daily_file_uses_the_workspace_time_zone(open_harness: Any, clock: FakeC
     assert "## Memory Flush — 2026-12-01T20:00:00Z · session s" in log_text(harness, result.path)
 
 
-def test_model_failure_never_breaks_the_agent_loop(open_harness: Any, caplog: Any) -> None:
+def test_model_failure_never_breaks_the_agent_loop(
+    open_harness: HarnessFactory, caplog: Any
+) -> None:
     model = ScriptedModel([ModelUnavailableError("down"), ModelUnavailableError("down"), "- x1"])
     harness = open_harness(model)
     session = harness.session("s")
@@ -312,7 +280,7 @@ def test_model_failure_never_breaks_the_agent_loop(open_harness: Any, caplog: An
     assert session.after_call(messages).outcomes["flush"].entries == ("x1",)
 
 
-def test_any_model_crash_is_reported_not_raised(open_harness: Any) -> None:
+def test_any_model_crash_is_reported_not_raised(open_harness: HarnessFactory) -> None:
     def reply(messages: list[dict[str, Any]], purpose: str) -> str:
         raise RuntimeError("client library bug")
 
@@ -324,7 +292,7 @@ def test_any_model_crash_is_reported_not_raised(open_harness: Any) -> None:
         harness.flush(conversation("hello"), session_id="s")
 
 
-def test_flush_can_be_disabled_and_plugin_blocked(open_harness: Any) -> None:
+def test_flush_can_be_disabled_and_plugin_blocked(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("- fact")
     harness = open_harness(model, flush={"enabled": False})
     assert harness.session("s").after_call(conversation("x")).outcomes["flush"].status == (
@@ -337,7 +305,7 @@ def test_flush_can_be_disabled_and_plugin_blocked(open_harness: Any) -> None:
 
 
 def test_reindex_and_consolidation_request_follow_a_write(
-    open_harness: Any, monkeypatch: pytest.MonkeyPatch
+    open_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     harness = open_harness(ScriptedModel("- fact one"))
     calls: list[Any] = []
@@ -377,7 +345,7 @@ def test_transcript_rendering() -> None:
     assert render_transcript([{"role": "assistant", "content": ""}]) == ""
 
 
-def test_background_mode_queues_and_close_drains(open_harness: Any) -> None:
+def test_background_mode_queues_and_close_drains(open_harness: HarnessFactory) -> None:
     model = ScriptedModel([ModelUnavailableError("blip"), "- Ana lives in Lisbon"])
     harness = open_harness(model, flush={"mode": "background", "retry_delay": 0})
     ctx = harness.session("s").after_call(conversation("I live in Lisbon"))
@@ -386,7 +354,7 @@ def test_background_mode_queues_and_close_drains(open_harness: Any) -> None:
     assert "- Ana lives in Lisbon" in log_text(harness), "retried once, then written"
 
 
-def test_background_flush_after_draining_began_runs_inline(open_harness: Any) -> None:
+def test_background_flush_after_draining_began_runs_inline(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("- Ana has a cat"), flush={"mode": "background"})
     flusher = harness._memory_flusher()
     assert flusher.submit(conversation("first"), session_id="s").status == "queued"
@@ -395,7 +363,7 @@ def test_background_flush_after_draining_began_runs_inline(open_harness: Any) ->
     assert late.status == "duplicates", "flushed inline: nothing queued after the drain"
 
 
-def test_background_failures_are_parked_and_retried_at_close(open_harness: Any) -> None:
+def test_background_failures_are_parked_and_retried_at_close(open_harness: HarnessFactory) -> None:
     failed = threading.Event()
     healthy = threading.Event()
 
@@ -415,7 +383,7 @@ def test_background_failures_are_parked_and_retried_at_close(open_harness: Any) 
     assert "- Ana lives in Lisbon" in log_text(harness)
 
 
-def test_concurrent_flushes_into_one_log_write_a_fact_once(open_harness: Any) -> None:
+def test_concurrent_flushes_into_one_log_write_a_fact_once(open_harness: HarnessFactory) -> None:
     both_answered = threading.Barrier(2, timeout=30)
 
     def reply(messages: list[dict[str, Any]], purpose: str) -> str:
@@ -441,7 +409,7 @@ def test_concurrent_flushes_into_one_log_write_a_fact_once(open_harness: Any) ->
 
 
 def test_interrupted_append_is_resolved_by_the_log(
-    open_harness: Any, monkeypatch: pytest.MonkeyPatch
+    open_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def reply(messages: list[dict[str, Any]], purpose: str) -> str:
         return "- Ana has a cat" if "cat" in messages[-1]["content"] else "- Ana lives in Lisbon"
@@ -482,7 +450,7 @@ def test_interrupted_append_is_resolved_by_the_log(
     assert log_text(harness).count("Ana has a cat") == 1
 
 
-def test_bad_arguments_are_clear(open_harness: Any) -> None:
+def test_bad_arguments_are_clear(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("NO_REPLY"))
     with pytest.raises(ValueError, match="session id"):
         harness.flush([], session_id=" ")
@@ -494,7 +462,7 @@ def test_bad_arguments_are_clear(open_harness: Any) -> None:
 
 
 def test_facts_logged_on_an_earlier_day_are_found_through_the_index(
-    open_harness: Any, clock: FakeClock
+    open_harness: HarnessFactory, clock: FakeClock
 ) -> None:
     model = ScriptedModel("- Ana's passport number ends in 4471\n- Ana booked seat 12C")
     harness = open_harness(model)

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
-from harnessmem import MemoryHarness, hookimpl
+from harnessmem import MemoryHarness
 from harnessmem.cli import main
-from harnessmem.events import MaintenanceEvent
 from harnessmem.maintenance import (
     STATE_PATH,
     MaintenanceReport,
@@ -35,7 +33,7 @@ from harnessmem.maintenance import (
 from harnessmem.testing.workspace_suite import FakeClock
 
 if TYPE_CHECKING:
-    from conftest import WorkspaceTarget
+    from conftest import EventLog, HarnessFactory, RunTogether, WorkspaceTarget
 
 DAY = 86400.0
 STEPS = ["archive", "consolidate", "prune_sessions", "prune_evictions", "reindex"]
@@ -43,35 +41,15 @@ STEPS = ["archive", "consolidate", "prune_sessions", "prune_evictions", "reindex
 NOW = datetime(2027, 1, 15, 2, 0, tzinfo=UTC).timestamp()
 
 
-class Observed:
-    """Records on_maintenance events."""
-
-    def __init__(self) -> None:
-        self.events: list[MaintenanceEvent] = []
-
-    @hookimpl
-    def on_maintenance(self, event: MaintenanceEvent) -> None:
-        self.events.append(event)
-
-
 @pytest.fixture
 def clock() -> FakeClock:
+    """Overrides conftest's: ``open_harness`` runs these tests at ``NOW``."""
     return FakeClock(now=NOW)
 
 
 @pytest.fixture
-def observed() -> Observed:
-    return Observed()
-
-
-@pytest.fixture
-def harness(
-    workspace_target: WorkspaceTarget, clock: FakeClock, observed: Observed
-) -> Iterator[MemoryHarness]:
-    with workspace_target.open(
-        clock=clock, plugins=[observed], maintenance={"enabled": False}
-    ) as opened:
-        yield opened
+def harness(open_harness: HarnessFactory) -> MemoryHarness:
+    return open_harness()
 
 
 #: For tests that age files with os.utime, which object stores do not allow.
@@ -206,7 +184,7 @@ def test_old_session_logs_and_evicted_results_are_pruned(
 def test_a_step_that_raises_does_not_stop_the_rest(
     harness: MemoryHarness,
     monkeypatch: pytest.MonkeyPatch,
-    observed: Observed,
+    events: EventLog,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """consolidate raises: it is reported and logged; archive, prune and reindex still run."""
@@ -230,7 +208,7 @@ def test_a_step_that_raises_does_not_stop_the_rest(
     assert harness.workspace.exists("memory/archive/2020-01-01.md")
     assert not harness.workspace.exists("sessions/old.log.jsonl")
     assert "maintenance step consolidate failed" in caplog.text
-    [event] = observed.events
+    [event] = events.maintenance
     assert event.steps["consolidate"] == "failed: RuntimeError: the model is down"
     assert event.report is report
 
@@ -345,10 +323,10 @@ def test_a_lost_lease_stops_the_remaining_steps(
 
 
 def test_every_tick_fires_on_maintenance(
-    harness: MemoryHarness, observed: Observed, calls: list[str]
+    harness: MemoryHarness, events: EventLog, calls: list[str]
 ) -> None:
     report = harness.maintain()
-    [event] = observed.events
+    [event] = events.maintenance
     assert event.steps == report.outcomes
     assert (event.started, event.finished, event.trigger) == (
         report.started,
@@ -397,7 +375,9 @@ print(json.dumps(report.as_dict()), flush=True)
 """
 
 
-def test_four_processes_run_each_step_once(workspace_target: WorkspaceTarget) -> None:
+def test_four_processes_run_each_step_once(
+    workspace_target: WorkspaceTarget, run_together: RunTogether
+) -> None:
     """4 processes call maintain() together: every step runs in exactly one of them."""
     url, options = workspace_target.url, workspace_target.storage_options
     # Files written now are 200 days old by the children's clock: all prunable.
@@ -411,33 +391,7 @@ def test_four_processes_run_each_step_once(workspace_target: WorkspaceTarget) ->
             ws.write_text(f"memory/{day}.md", f"- fact of {day}\n")
         ws.write_text("sessions/old.log.jsonl", "{}\n")
         ws.write_text("large_tool_results/s/call_1-abc.txt", "big\n")
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", _CHILD, url, json.dumps(options), repr(now)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        reports = []
-        for child in children:
-            out, _ = child.communicate(timeout=120)
-            assert child.returncode == 0
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+    reports = run_together(_CHILD, [[url, json.dumps(options), repr(now)]] * 4)
 
     for name in STEPS:
         ran = [

@@ -13,17 +13,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harnessmem import MemoryHarness
 from harnessmem._memory_files import is_daily_log
 from harnessmem.testing import ScriptedModel
+
+if TYPE_CHECKING:
+    from conftest import RunTogether
 
 pytestmark = pytest.mark.s3
 
@@ -86,48 +87,22 @@ print(json.dumps(results), flush=True)
 
 
 def test_four_replicas_lose_nothing_double_nothing_and_consolidate_one_at_a_time(
-    s3_workspace_url: str, s3_storage_options: dict[str, Any], tmp_path: Path
+    s3_workspace_url: str,
+    s3_storage_options: dict[str, Any],
+    tmp_path: Path,
+    run_together: RunTogether,
 ) -> None:
     trace = tmp_path / "consolidations.log"
-    children = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _CHILD,
-                s3_workspace_url,
-                json.dumps(s3_storage_options),
-                str(replica),
-                str(TURNS),
-                str(trace),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            # Each replica keeps its own index cache, as separate machines would.
-            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / f"cache-{replica}")},
-        )
-        for replica in range(REPLICAS)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        statuses = []
-        for child in children:
-            out, err = child.communicate(timeout=600)
-            assert child.returncode == 0, err[-3000:]
-            statuses.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+    options = json.dumps(s3_storage_options)
+    statuses = run_together(
+        _CHILD,
+        [[s3_workspace_url, options, str(r), str(TURNS), str(trace)] for r in range(REPLICAS)],
+        # Each replica keeps its own index cache, as separate machines would.
+        envs=[
+            {**os.environ, "XDG_CACHE_HOME": str(tmp_path / f"cache-{r}")} for r in range(REPLICAS)
+        ],
+        timeout=600,
+    )
 
     assert statuses == [["written"] * TURNS] * REPLICAS, "every turn flushed its one new fact"
     codes = {f"ZETA-{r}-{t}" for r in range(REPLICAS) for t in range(TURNS)}
