@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import harnessmem.workspace as workspace_module
 from harnessmem.errors import LeaseError, WorkspaceError
@@ -289,3 +292,50 @@ def test_lease_of_dead_process_taken_over_after_expiry(
     clock.advance(6)
     with ws.lock("maintenance") as lease:
         assert lease.held
+
+
+_PATH_PARTS = st.sampled_from(
+    [
+        "memory",
+        "a",
+        "MEMORY.md",
+        "2026-01-01.md",
+        ".",
+        "..",
+        "",
+        ".locks",
+        ".hidden",
+        "x:y",
+        "C:",
+        "s3:",
+        "a\\b",
+        "a\x00b",
+        "é",
+        "dir name",
+        "-",
+        "_",
+        "@x",
+        "a.b.c",
+        "~",
+        "+=,",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(_PATH_PARTS, max_size=5), lead=st.sampled_from(["", "/", "./"]))
+def test_plain_path_shortcut_agrees_with_the_full_check(parts: list[str], lead: str) -> None:
+    """Paths the _PLAIN regex passes through come out as the full normalisation makes them."""
+    workspace = Workspace.open("memory://shortcut")
+    path = lead + "/".join(parts)
+
+    def outcome() -> str:
+        try:
+            return workspace._rel(path)
+        except WorkspaceError as exc:
+            return f"refused: {exc}"
+
+    fast = outcome()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workspace_module, "_PLAIN", re.compile(r"(?!)"))
+        assert outcome() == fast

@@ -292,6 +292,7 @@ class LocalStore(Store):
     def __init__(self, fs: AbstractFileSystem, root: str, url: str) -> None:
         super().__init__(fs, root, url)
         self.conditional = True
+        self._prefix = root.rstrip(os.sep) + os.sep  # "/" itself as a root stays "/"
 
     @contextmanager
     def file_lock(self, full: str) -> Iterator[None]:
@@ -307,7 +308,11 @@ class LocalStore(Store):
             yield
 
     def join(self, rel: str) -> str:
-        return os.path.join(self.root, *rel.split("/")) if rel else self.root
+        # Concatenation, not os.path.join: ``rel`` is normalised already, and an index
+        # rebuild joins a path per file (os.path.join costs more than the open).
+        if not rel:
+            return self.root
+        return self._prefix + (rel if os.sep == "/" else rel.replace("/", os.sep))
 
     def rel(self, full: str) -> str:
         return os.path.relpath(full, self.root).replace(os.sep, "/")

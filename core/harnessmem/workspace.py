@@ -50,6 +50,9 @@ __all__ = ["FileInfo", "Lease", "Snapshot", "Workspace", "safe_id"]
 
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+# A relative path that _rel would return as it is: parts of common file-name characters
+# that do not start with a dot (so no '.', '..', '.locks' or hidden file takes this path).
+_PLAIN = re.compile(r"(?:[\w@+=,-][\w.@+=,-]*/)*[\w@+=,-][\w.@+=,-]*", re.ASCII)
 _APPEND_ATTEMPTS = 60
 _sleep = time.sleep  # the append backoff; tests replace it
 
@@ -211,6 +214,8 @@ class Workspace:
                 hint="use a relative POSIX path inside the workspace, like 'memory/2026-11-30.md'",
             )
 
+        if type(raw) is str and _PLAIN.fullmatch(raw):
+            return raw  # already normal: no '.', '..' or empty part, scheme, NUL or backslash
         if not isinstance(raw, str):
             raise deny("paths are str, not bytes")
         if "\x00" in raw or "\\" in raw:
@@ -252,16 +257,20 @@ class Workspace:
         """
         if not rel:
             return True
-        part = self.root
-        for segment in rel.split("/"):
-            part = os.path.join(part, segment)
+        # ``full`` is the root's prefix + ``rel`` with its separators in the same places.
+        base = len(full) - len(rel)
+        cut = rel.find("/")
+        while True:
+            part = full if cut < 0 else full[: base + cut]
             try:
                 mode = os.lstat(part).st_mode
             except OSError:
                 return True
             if stat.S_ISLNK(mode):
                 return inside(os.path.realpath(full), self.root)
-        return True
+            if cut < 0:
+                return True
+            cut = rel.find("/", cut + 1)
 
     def resolve(self, path: str | os.PathLike[str]) -> str:
         """The full path inside ``fs`` of workspace-relative ``path``; PathNotAllowed if outside."""
