@@ -5,6 +5,10 @@
   lease, the redaction pass, the hash and the event; a second row without the redactor
   shows how much of it is redaction.
 - Evicting it again (same content: nothing written) against hashing the text once.
+- The secret redactor alone (``redact``) over the same 150,000 characters, over them with 40
+  secrets spread through, and over the real tool outputs of the swe-agent trajectory in the
+  shared data (skipped when missing), each against one ``str.find`` pass over the same text
+  for a word it does not hold (the least any scan for a keyword must do).
 - The ``pre_reasoning`` sweep of a 1,000-message conversation with nothing to evict against a
   loop that only measures each message's length (the least any sweep must do).
 - One maintenance tick over 100 daily logs, 100 session logs and 100 evicted results
@@ -16,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,26 @@ from bench._util import Row, median_seconds, paired_medians
 from harnessmem.events import TurnContext
 from harnessmem.eviction import ToolResultEvictor
 from harnessmem.harness import MemoryHarness
+from harnessmem.redaction import redact
+
+# The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
+SWE_AGENT = (
+    Path(
+        os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    / "swe-agent"
+    / "marshmallow-1867.function_calling.traj"
+)
+_SECRETS = (
+    "OPENAI_API_KEY=sk-proj-AbCdEf1234567890abcdefGHIJ",
+    "postgres://admin:hunter2@db.internal:5432/app",
+    "Authorization: Bearer abcdef1234567890abcdef",
+    "aws_access_key_id AKIAIOSFODNN7EXAMPLE",
+    '"client_secret": "abcd1234efgh5678"',
+    "the deploy password is hunter2.",
+    "ghp_" + "a1" * 18,
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB\n-----END EC PRIVATE KEY-----",
+)
 
 
 def _output(chars: int) -> str:
@@ -48,6 +74,49 @@ def _conversation(size: int) -> list[dict[str, Any]]:
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": _output(3_000)})
     return messages
+
+
+def _with_secrets(text: str, count: int) -> str:
+    """``text`` with ``count`` secrets put at the starts of evenly spaced lines."""
+    lines = text.splitlines(keepends=True)
+    step = len(lines) // count
+    for i in range(count):
+        lines[i * step] = _SECRETS[i % len(_SECRETS)] + "\n" + lines[i * step]
+    return "".join(lines)
+
+
+def _swe_agent_outputs() -> str | None:
+    """The tool outputs of the swe-agent trajectory in the shared data, one after another."""
+    if not SWE_AGENT.is_file():
+        print(f"bench eviction: redaction of real output skipped, no {SWE_AGENT}", file=sys.stderr)
+        return None
+    trajectory = json.loads(SWE_AGENT.read_text(encoding="utf-8"))
+    return "\n".join(step["observation"] for step in trajectory["trajectory"])
+
+
+def _redaction_rows(text: str, repeat: int, number: int) -> list[Row]:
+    """``redact`` over plain output, the same with secrets, and real output if there is some."""
+    secret = _with_secrets(text, 40)
+    assert redact(text) == text, "the plain output holds something the redactor takes"
+    assert redact(secret).count("[REDACTED]") == 40, "a secret of _SECRETS is not redacted"
+    texts = [
+        (f"{len(text):,} chars, no secrets", text),
+        (f"{len(secret):,} chars, 40 secrets", secret),
+    ]
+    if (real := _swe_agent_outputs()) is not None:
+        texts.append((f"{len(real):,} chars of swe-agent tool output", real))
+    rows = []
+    for label, sample in texts:
+        value, base = paired_medians(
+            lambda sample=sample: redact(sample),
+            lambda sample=sample: sample.find("passport"),
+            repeat=repeat,
+            number=number,
+        )
+        rows.append(
+            Row("eviction", f"redact, {label}", value, "s", "str.find of a missing word", base)
+        )
+    return rows
 
 
 def _raw_sweep(messages: list[dict[str, Any]], limit: int) -> int:
@@ -129,6 +198,8 @@ def run(quick: bool) -> list[Row]:
                 median_seconds(lambda: hashlib.sha256(text.encode()).digest(), repeat=repeat),
             )
         )
+
+        rows += _redaction_rows(text, repeat, number)
 
         messages = _conversation(1_000)
         evictor = ToolResultEvictor()

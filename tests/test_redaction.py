@@ -2,75 +2,98 @@
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import re
+import string
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl
+from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl, redaction
 from harnessmem.plugins import HookFacade, make_plugin_manager
-from harnessmem.redaction import SecretRedactor, redact
+from harnessmem.redaction import (
+    _ASSIGNMENT,
+    _AUTH_HEADER,
+    _NOT_SECRETS,
+    _PASSWORD_KEYS,
+    _PRIVATE_KEY,
+    _PROSE,
+    _SECRET_KEY,
+    _TOKENS,
+    _URL_PASSWORD,
+    REPLACEMENT,
+    SecretRedactor,
+    _is_secret_like,
+    redact,
+)
 
 OPENAI = "sk-proj-AbCdEf1234567890abcdefGHIJ"
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        (
-            f"My OpenAI key is {OPENAI} and it expires Friday.",
-            "My OpenAI key is [REDACTED] and it expires Friday.",
-        ),
-        (
-            "Reports come from postgres://admin:hunter2@db.internal:5432/app daily.",
-            "Reports come from postgres://admin:[REDACTED]@db.internal:5432/app daily.",
-        ),
-        (
-            "run with DB_PASSWORD=s3cr3t-pass; then make",
-            "run with DB_PASSWORD=[REDACTED]; then make",
-        ),
-        ('{"api_key": "abcd1234efgh5678", "n": 2}', '{"api_key": "[REDACTED]", "n": 2}'),
-        (
-            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-            "aws_secret_access_key = [REDACTED]",
-        ),
-        ("my password is hunter2.", "my password is [REDACTED]."),
-        ("The wifi passcode is 'tulip-42' at home", "The wifi passcode is '[REDACTED]' at home"),
-        ("the access token is 3f9a2b7c9d1e, use it", "the access token is [REDACTED], use it"),
-        ("Authorization: Bearer abcdef1234567890abcdef", "Authorization: Bearer [REDACTED]"),
-        ("AWS key AKIAIOSFODNN7EXAMPLE was rotated", "AWS key [REDACTED] was rotated"),
-        ("ghp_" + "a1" * 18 + " is the CI token", "[REDACTED] is the CI token"),
-        ("slack xoxb-1234567890-abcdefghij posts", "slack [REDACTED] posts"),
-        ("google AIza" + "B" * 35 + " quota", "google [REDACTED] quota"),
-        ("stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc" + " ok", "stripe [REDACTED] ok"),
-        (
-            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N done",
-            "jwt [REDACTED] done",
-        ),
-        (
-            "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc==\n"
-            "-----END RSA PRIVATE KEY-----\nkeep this line",
-            "key:\n[REDACTED]\nkeep this line",
-        ),
-        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk", "[REDACTED]"),
-    ],
+DATA = Path(
+    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
+
+EXAMPLES = [
+    (
+        f"My OpenAI key is {OPENAI} and it expires Friday.",
+        "My OpenAI key is [REDACTED] and it expires Friday.",
+    ),
+    (
+        "Reports come from postgres://admin:hunter2@db.internal:5432/app daily.",
+        "Reports come from postgres://admin:[REDACTED]@db.internal:5432/app daily.",
+    ),
+    (
+        "run with DB_PASSWORD=s3cr3t-pass; then make",
+        "run with DB_PASSWORD=[REDACTED]; then make",
+    ),
+    ('{"api_key": "abcd1234efgh5678", "n": 2}', '{"api_key": "[REDACTED]", "n": 2}'),
+    (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws_secret_access_key = [REDACTED]",
+    ),
+    ("my password is hunter2.", "my password is [REDACTED]."),
+    ("The wifi passcode is 'tulip-42' at home", "The wifi passcode is '[REDACTED]' at home"),
+    ("the access token is 3f9a2b7c9d1e, use it", "the access token is [REDACTED], use it"),
+    ("Authorization: Bearer abcdef1234567890abcdef", "Authorization: Bearer [REDACTED]"),
+    ("AWS key AKIAIOSFODNN7EXAMPLE was rotated", "AWS key [REDACTED] was rotated"),
+    ("ghp_" + "a1" * 18 + " is the CI token", "[REDACTED] is the CI token"),
+    ("slack xoxb-1234567890-abcdefghij posts", "slack [REDACTED] posts"),
+    ("google AIza" + "B" * 35 + " quota", "google [REDACTED] quota"),
+    ("stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc" + " ok", "stripe [REDACTED] ok"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N done",
+        "jwt [REDACTED] done",
+    ),
+    (
+        "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc==\n"
+        "-----END RSA PRIVATE KEY-----\nkeep this line",
+        "key:\n[REDACTED]\nkeep this line",
+    ),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk", "[REDACTED]"),
+]
+ORDINARY = [
+    "The password is changed weekly.",
+    "Token is valid until Friday",
+    "Basic authentication is enabled",
+    "max_tokens=4000 and a token budget: 5",
+    "The key: be kind. Note: call Ana at 5",
+    "see https://example.com/path?q=1 for the docs",
+    "Ana's secret is that she sings",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), EXAMPLES)
 def test_secrets_go_and_the_sentence_stays(text: str, expected: str) -> None:
     assert redact(text) == expected
     assert redact(expected) == expected, "idempotent"
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "The password is changed weekly.",
-        "Token is valid until Friday",
-        "Basic authentication is enabled",
-        "max_tokens=4000 and a token budget: 5",
-        "The key: be kind. Note: call Ana at 5",
-        "see https://example.com/path?q=1 for the docs",
-        "Ana's secret is that she sings",
-    ],
-)
+@pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert redact(text) == text
 
@@ -121,3 +144,215 @@ def test_can_be_disabled(tmp_path: Path) -> None:
 def test_plugin_class_default_options() -> None:
     plugin = SecretRedactor()
     assert plugin.transform_memory_text(f"use {OPENAI}", "flush") == "use [REDACTED]"
+
+
+# -- the same redaction as the former implementation ---------------------------------------
+#
+# redact() tries each rule only where a match can begin (see "where a rule can match" in
+# harnessmem/redaction.py). The oracle below is the implementation it replaced: every rule
+# run with pattern.sub over the whole text, one after another. Both must agree on every
+# text, secret or not.
+
+
+def _former_redact(text: str, replacement: str = REPLACEMENT) -> str:
+    """redact() as it was: six passes of pattern.sub over the whole text."""
+    text = _PRIVATE_KEY.sub(replacement, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m[1]}{replacement}{m[3]}", text)
+    text = _TOKENS.sub(replacement, text)
+    text = _AUTH_HEADER.sub(lambda m: f"{m[1]}{m[2]}{replacement}", text)
+
+    def assignment(match: re.Match[str]) -> str:
+        key, sep, value = match[1], match[2], match[3]
+        bare = value.strip("\"'")
+        if bare == replacement or not bare or not _SECRET_KEY.search(key):
+            return match[0]
+        is_password = re.search(_PASSWORD_KEYS, key, re.IGNORECASE) is not None
+        if not is_password and not _is_secret_like(bare):
+            return match[0]
+        quote = value[0] if value[0] in "\"'" else ""
+        return f"{key}{sep}{quote}{replacement}{quote}"
+
+    text = _ASSIGNMENT.sub(assignment, text)
+
+    def prose(match: re.Match[str]) -> str:
+        key, verb, quote, value = match[1], match[2], match[3], match[4]
+        if value == replacement or value.casefold() in _NOT_SECRETS:
+            return match[0]
+        is_password = re.fullmatch(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?", key) is not None
+        if not is_password and not _is_secret_like(value):
+            return match[0]
+        return f"{key}{verb}{quote}{replacement}{quote}"
+
+    return _PROSE.sub(prose, text)
+
+
+# One or more of each kind the rules recognise, and near misses that a rule starts on and
+# then rejects (or that a neighbouring match swallows).
+SECRETS = [
+    *(text for text, _ in EXAMPLES),
+    "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+    "postgres://admin:hunter2@db.internal:5432/app",
+    "git+ssh://u:p@h",
+    "https://:tok@example.com",
+    "a.b://x:y@",
+    OPENAI,
+    "sk-ant-api03-" + "Ab1_" * 6,
+    "sk-svcacct-" + "z" * 20,
+    "AKIAIOSFODNN7EXAMPLE",
+    "ASIA" + "Z9" * 8,
+    "ghp_" + "a1" * 18,
+    "gho_" + "B" * 30,
+    "github_pat_" + "x_" * 11,
+    "glpat-" + "q" * 20,
+    "xoxb-1234567890-abcdefghij",
+    "xoxp-1-2-3-4-5-6-7-8",
+    "AIza" + "B" * 35,
+    "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    "rk_test_" + "0" * 16,
+    "hf_" + "H" * 30,
+    "npm_" + "n" * 36,
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+    "Basic dXNlcjpwYXNzd29yZDEyMzQ1",
+    "Token 0123456789abcdef0123",
+    "DB_PASSWORD=s3cr3t-pass",
+    "MYSQL_PWD=hunter2",
+    "GPG_PASSPHRASE=correcthorse",
+    "door.passcode: 4711",
+    "client_secret: 'abcdefgh12345678'",
+    "passwd:\n  hunter2",
+    'PRIVATE-KEY"\t= "v a l u e"',
+    "x.secret_key='k'",
+    "refresh_token=abc12345",
+    "API KEY was abcdef12345678!",
+    "pin code: 1234)",
+    "Secret are 'zzzzzzzzzzzzzzzzzz'",
+    "Pa\u017f\u017fWORD is \u017fecret99",
+    "Tok\u0130n=0123456789abcdef",
+    "TOKEN\u212a = 0123456789abcdef",
+]
+NEAR_MISSES = [
+    *ORDINARY,
+    "drwxr-xr-x  2 agent agent 4096 Nov 30 12:00 some/build/output/path.o",
+    "task-force disk_usage work_dir ghost_ hf_x npm_i AKIA eyJ",
+    "x=password=abc",
+    "x =\n password=abc12345",
+    "x\n=password=abc12345",
+    "token is password is hunter2",
+    "a=b.password=xyz",
+    "key=",
+    "secret='unterminated",
+    'password""=x',
+    ":=\n\n=:",
+    "passwordpassword=1",
+    "api_key\n\n:\n\n1234567890abcdef",
+    "\u0131\u017f\u0130\u212a",
+]
+_TEXT = st.text(
+    alphabet="aAkeyptsordwn0123456789 \n\t:=\"',;.!?)-_/@+\\\u00e9\u0131\u017f\u0130\u212a",
+    max_size=30,
+)
+_FRAGMENT = st.one_of(st.sampled_from(SECRETS), st.sampled_from(NEAR_MISSES), _TEXT)
+_JOIN = st.sampled_from(["", " ", "\n", "=", ": ", "'", '"', ",", "\n\n  "])
+_REPLACEMENT = st.sampled_from([REPLACEMENT, "<secret>", "", "***", r"[\g<0>]"])
+
+
+@st.composite
+def _texts(draw: st.DrawFn) -> str:
+    """Secrets and near misses with random text between them: at the start, at the end,
+    adjacent (joined by nothing) and overlapping (cut mid-way or fused with the next)."""
+    parts = draw(st.lists(_FRAGMENT, max_size=8))
+    text = ""
+    for part in parts:
+        if draw(st.booleans()):  # cut a fragment: a prefix or suffix of a secret
+            cut = draw(st.integers(0, len(part)))
+            part = part[:cut] if draw(st.booleans()) else part[cut:]
+        text += draw(_JOIN) + part
+    return text
+
+
+@pytest.mark.parametrize("sparse", [1, None, 10**9], ids=["one-by-one", "default", "dense"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_texts(), replacement=_REPLACEMENT)
+def test_redacts_exactly_what_the_former_implementation_did(
+    sparse: int | None, text: str, replacement: str
+) -> None:
+    """One rule tried where it can begin redacts what six whole-text passes did.
+
+    ``sparse`` 1 makes redact() try every place one by one, 10**9 makes it fall back to a
+    whole-text pass for each rule (both must agree). When it fails: a rule of redaction.py
+    can now match where its finder (``_url_starts``, ``_token_starts``, ``_Words``,
+    ``_TOKEN_ANCHORS``, ``_KEY_ENDINGS``, ``_PROSE_OFFSETS``) does not look.
+    """
+    with mock.patch.object(redaction, "_SPARSE", sparse or redaction._SPARSE):
+        assert redact(text, replacement) == _former_redact(text, replacement)
+
+
+def test_the_generated_texts_hold_secrets() -> None:
+    """The property test is only as good as its texts: most must hold something to redact."""
+    changed = 0
+
+    @settings(max_examples=200, database=None)
+    @given(text=_texts())
+    def count(text: str) -> None:
+        nonlocal changed
+        changed += _former_redact(text) != text
+
+    count()
+    assert changed > 60
+
+
+def test_folding_finds_every_letter_that_ignorecase_matches() -> None:
+    """A keyword is looked for in the lowercased text; every character that a ``(?i)``
+    pattern takes for a-z must lower to it, and no character may change the length.
+
+    When it fails: a new Python release folds more characters; add them to ``_FOLD``.
+    """
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    folded = redaction._fold(every)
+    assert len(folded) == len(every)
+    for letter in string.ascii_lowercase:
+        for match in re.finditer(f"(?i){letter}", every):
+            assert folded[match.start()] == letter, hex(ord(match[0]))
+
+
+def _tool_outputs() -> Iterator[str]:
+    if not DATA.is_dir():
+        pytest.skip(f"shared data missing at {DATA}")
+    for path in sorted((DATA / "swe-agent").glob("*.traj")):
+        trajectory = json.loads(path.read_text(encoding="utf-8"))
+        for step in trajectory["trajectory"]:
+            yield step["observation"]
+        for message in trajectory["history"]:
+            if message.get("role") == "tool":
+                content = message["content"]
+                yield content if isinstance(content, str) else str(content)
+    for run in json.loads((DATA / "tau-bench" / "gpt-4o-airline-dev.json").read_text("utf-8")):
+        for message in run["traj"]:
+            if message.get("role") == "tool":
+                yield message["content"]
+
+
+def test_real_tool_outputs_are_redacted_as_before() -> None:
+    """Real swe-agent and tau-bench tool outputs, alone, all in one, and with secrets put in
+    at random places, redact as they did."""
+    outputs = list(_tool_outputs())
+    assert len(outputs) > 100
+    for output in outputs:
+        assert redact(output) == _former_redact(output)
+    whole = "\n".join(outputs)
+    assert redact(whole) == _former_redact(whole)
+    rng = random.Random(5)
+    for output in outputs[:: max(1, len(outputs) // 200)]:
+        spliced = output
+        for secret in rng.sample(SECRETS, 3):
+            at = rng.randrange(len(spliced) + 1)
+            spliced = spliced[:at] + secret + spliced[at:]
+        assert redact(spliced) == _former_redact(spliced)
+
+
+def test_a_template_replacement_is_read_as_before() -> None:
+    """``re.sub`` read the replacement as a template for keys and tokens; it still does."""
+    text = f"{OPENAI} and -----BEGIN EC PRIVATE KEY-----\nabc"
+    assert redact(text, r"<\g<0>>") == _former_redact(text, r"<\g<0>>")
+    with pytest.raises(re.error):
+        redact("nothing secret", r"\q")

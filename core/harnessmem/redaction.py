@@ -22,6 +22,9 @@ matches are replaced; ``replacement``, the text put in their place. Disable the 
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -70,9 +73,9 @@ _TOKEN_KEYS = (
 # key = value / "key": "value"; the key may carry a prefix such as DB_ or aws_. Any
 # identifier before ":" or "=" matches here (cheap: no keyword alternation at every
 # position); the replacement checks that it ends with a secret's keyword.
-_ASSIGNMENT = re.compile(
-    r"""\b([A-Za-z0-9_.-]+)(["']?\s*[:=]\s*)("[^"\n]+"|'[^'\n]+'|[^\s"',;]+)"""
-)
+_KEY = r"\b([A-Za-z0-9_.-]+)"
+_SEPARATOR = r"""["']?\s*[:=]"""
+_ASSIGNMENT = re.compile(rf"""{_KEY}({_SEPARATOR}\s*)("[^"\n]+"|'[^'\n]+'|[^\s"',;]+)""")
 _SECRET_KEY = re.compile(rf"(?i)(?:{_PASSWORD_KEYS}|{_TOKEN_KEYS})$")
 _PROSE = re.compile(
     rf"(?i)\b((?:{_PASSWORD_KEYS})|pin(?: code)?|api key|secret key|access key|access token"
@@ -95,36 +98,310 @@ def _is_secret_like(value: str) -> bool:
     return len(value) >= 16 or (len(value) >= 8 and any(ch.isdigit() for ch in value))
 
 
+# -- where a rule can match ----------------------------------------------------------------
+#
+# Running every rule over the whole text cost six passes of the regex engine over each
+# character, most of the time it takes to evict a 150,000-character tool output. Each rule
+# is now tried only where a match can begin, found by substring searches for what it must
+# contain (a token's prefix, a keyword, "://"), with ``pattern.match(text, start)`` on the
+# whole text, so ``\b`` and the look-arounds see the same characters as before. The rules
+# still run one after another, each on the previous one's output, so the result is the
+# same as ``pattern.sub`` for each in turn (tests/test_redaction.py checks it against the
+# former implementation). Where there are more places to try than about one in _SPARSE
+# characters, trying each costs more than a pass: the rule then runs over the whole text.
+
+# Trying one place costs about what a pass over this many characters does.
+_SPARSE = 50
+_SCHEME_CHARS = string.ascii_letters + string.digits + "+.-"
+_SCHEME_START = re.compile(r"\b[A-Za-z]")
+# _ASSIGNMENT up to its separator: searched for with an end bound, unlike the whole of it.
+_ASSIGNMENT_HEAD = re.compile(_KEY + _SEPARATOR)
+_AFTER_KEY = re.compile(_SEPARATOR)
+_PASSWORD_KEY = re.compile(_PASSWORD_KEYS, re.IGNORECASE)
+_PASSWORD_WORD = re.compile(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?")
+# Each token format holds one of these characters at a fixed distance from its start. A
+# pattern that begins with one literal character is scanned for fast; one that begins
+# with a set of several is not (about 20x slower), hence one pattern per character.
+_TOKEN_ANCHORS = (
+    (re.compile(r"-(?:(?<=sk-)|(?<=xox.-)|(?<=glpat-))"), (2, 4, 5)),
+    (re.compile(r"_(?:(?<=[rs]k_)|(?<=hf_)|(?<=gh._)|(?<=npm_)|(?<=github_))"), (2, 3, 6)),
+    (re.compile(r"A(?=KIA|SIA|GPA|IDA|ROA|NPA|Iza)"), (0,)),
+    (re.compile(r"J(?<=eyJ)"), (2,)),
+)
+# The words every key that _SECRET_KEY takes ends with, by the word searched for.
+_KEY_ENDINGS = {
+    "pass": ("passwd", "password", "passphrase", "passcode"),
+    "pwd": ("pwd",),
+    "secret": ("secret",),
+    "key": ("key",),
+    "token": ("token",),
+}
+# Where a keyword of _PROSE starts, before a word it contains ("api key": 4 before "key").
+_PROSE_OFFSETS = {
+    "pass": (0,),
+    "pwd": (0,),
+    "pin": (0,),
+    "secret": (0,),
+    "key": (4, 7),
+    "token": (0, 5, 7),
+}
+# The characters besides A-Z that case-insensitive patterns take for a-z and that
+# str.lower() does not lower to them (it does KELVIN SIGN; U+0130 it makes two characters).
+_FOLD_CHARS = "\u0130\u0131\u017f"
+_FOLD = str.maketrans(dict.fromkeys(_FOLD_CHARS[:2], "i") | {_FOLD_CHARS[2]: "s"})
+
+
+class _Dense(Exception):
+    """More places to try one by one than a pass over the whole text would cost."""
+
+
+def _limit(text: str) -> int:
+    return len(text) // _SPARSE + 8
+
+
+def _find_all(text: str, needle: str, limit: int) -> list[int]:
+    """Every index of ``needle`` in ``text``; :class:`_Dense` past ``limit`` of them."""
+    found: list[int] = []
+    at = text.find(needle)
+    while at >= 0:
+        if len(found) == limit:
+            raise _Dense
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _sorted(starts: Iterable[int], limit: int) -> list[int]:
+    found = sorted(set(starts))
+    if len(found) > limit:
+        raise _Dense
+    return found
+
+
+def _run_start(text: str, end: int, chars: str | None = None) -> int:
+    """Start of the run of ``chars`` (white space when None) that ends at ``end``."""
+    width = 64
+    while True:
+        low = max(0, end - width)
+        kept = len(text[low:end].rstrip(chars))
+        if kept or low == 0:
+            return low + kept
+        width *= 8
+
+
+def _run_end(text: str, start: int) -> int:
+    """End of the run of white space that starts at ``start``."""
+    width = 64
+    while True:
+        high = min(len(text), start + width)
+        left = len(text[start:high].lstrip())
+        if left or high == len(text):
+            return high - left
+        width *= 8
+
+
+def _fold(text: str) -> str:
+    """``text`` lowercased to the same length: a word found in it is where ``(?i)`` finds it."""
+    if text.isascii():
+        return text.lower()
+    if any(ch in text for ch in _FOLD_CHARS):
+        text = text.translate(_FOLD)
+    return text.lower()
+
+
+class _Words:
+    """Where the keywords of the header, assignment and prose rules occur in one text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.limit = _limit(text)
+        self._folded = _fold(text)
+        self._found: dict[str, list[int]] = {}
+
+    def __call__(self, word: str) -> list[int]:
+        """Indexes of ``word`` (lowercase), found case-insensitively as ``(?i)`` does."""
+        if (found := self._found.get(word)) is None:
+            found = self._found[word] = _find_all(self._folded, word, self.limit)
+        return found
+
+    def header_starts(self) -> list[int]:
+        """Where _AUTH_HEADER can match."""
+        text, limit = self.text, self.limit
+        found = (
+            *self("token"),
+            *_find_all(text, "Bearer", limit),
+            *_find_all(text, "Basic", limit),
+        )
+        return _sorted(found, limit)
+
+    def prose_starts(self) -> list[int]:
+        """Where _PROSE can match."""
+        return _sorted(
+            (
+                at - offset
+                for word, offsets in _PROSE_OFFSETS.items()
+                for at in self(word)
+                for offset in offsets
+                if at >= offset
+            ),
+            self.limit,
+        )
+
+    def secret_keys(self) -> Iterator[tuple[int, int]]:
+        """(start, end) of each word that ends a secret key (case-insensitively)."""
+        for word, endings in _KEY_ENDINGS.items():
+            for at in self(word):
+                for ending in endings:
+                    if self._folded.startswith(ending, at):
+                        yield at, at + len(ending)
+
+
+def _url_starts(text: str) -> list[int]:
+    """Where _URL_PASSWORD can match: where a scheme can start before each "://"."""
+    limit = _limit(text)
+    return _sorted(
+        (
+            m.start()
+            for colon in _find_all(text, "://", limit)
+            for m in _SCHEME_START.finditer(text, _run_start(text, colon, _SCHEME_CHARS), colon)
+        ),
+        limit,
+    )
+
+
+def _token_starts(text: str) -> list[int]:
+    """Where _TOKENS can match: at each offset before each anchor character."""
+    return _sorted(
+        (
+            hit.start() - offset
+            for anchor, offsets in _TOKEN_ANCHORS
+            for hit in anchor.finditer(text)
+            for offset in offsets
+            if hit.start() >= offset
+        ),
+        _limit(text),
+    )
+
+
+def _rule(
+    pattern: re.Pattern[str],
+    text: str,
+    starts: Callable[[], list[int]],
+    replace: Callable[[re.Match[str]], str],
+) -> str:
+    """``pattern.sub(replace, text)``, trying only the indexes ``starts()`` returns (every
+    one where a match can begin, ascending); over the whole text when it raises _Dense.
+
+    ``text`` itself when nothing changed.
+    """
+    try:
+        found = starts()
+    except _Dense:
+        return pattern.sub(replace, text)
+    pieces: list[str] = []
+    copied = consumed = 0
+    for start in found:
+        if start < consumed or (match := pattern.match(text, start)) is None:
+            continue
+        consumed = match.end()
+        if (new := replace(match)) != match[0]:
+            pieces += (text[copied:start], new)
+            copied = consumed
+    if not pieces:
+        return text
+    pieces.append(text[copied:])
+    return "".join(pieces)
+
+
+def _safe_start(text: str, before: int, low: int) -> int:
+    """An index in ``[low, before]`` that no _ASSIGNMENT match spans; ``low`` if none is near.
+
+    Just after a line break in a run of white space that touches no ":" or "=": a match
+    holds white space only around its separator and inside a quoted value, which cannot
+    span lines.
+    """
+    for _ in range(8):
+        if (index := text.rfind("\n", low, before)) < 0:
+            break
+        start, end = _run_start(text, index), _run_end(text, index)
+        if text[start - 1 : start] not in (":", "=") and text[end : end + 1] not in (":", "="):
+            return index + 1
+        before = start
+    return low
+
+
+def _assignment(match: re.Match[str], replacement: str) -> str:
+    key, sep, value = match[1], match[2], match[3]
+    bare = value.strip("\"'")
+    if bare == replacement or not bare or not _SECRET_KEY.search(key):
+        return match[0]
+    if not _PASSWORD_KEY.search(key) and not _is_secret_like(bare):
+        return match[0]
+    quote = value[0] if value[0] in "\"'" else ""
+    return f"{key}{sep}{quote}{replacement}{quote}"
+
+
+def _redact_assignments(text: str, words: _Words, replacement: str) -> str:
+    """``_ASSIGNMENT.sub`` with :func:`_assignment`, run only near secret keys.
+
+    Only a key that ends with a secret's keyword can change; the matches before it still
+    matter (one may swallow the key), so the engine runs from the last safe index before it
+    (see :func:`_safe_start`) up to its separator, and never on the stretches between.
+    """
+    targets: dict[int, int] = {}  # separator -> where the keyword before it starts
+    try:
+        for start, end in words.secret_keys():
+            if after := _AFTER_KEY.match(text, end):
+                separator = after.end() - 1
+                targets[separator] = min(start, targets.get(separator, start))
+    except _Dense:
+        return _ASSIGNMENT.sub(lambda m: _assignment(m, replacement), text)
+    pieces: list[str] = []
+    copied = consumed = done = 0
+    for separator in sorted(targets):
+        pos = max(consumed, _safe_start(text, targets[separator], done))
+        while head := _ASSIGNMENT_HEAD.search(text, pos, separator + 1):
+            if (match := _ASSIGNMENT.match(text, head.start())) is None:
+                pos = head.end(1)  # the same key from further in fails alike
+                continue
+            pos = consumed = match.end()
+            if (new := _assignment(match, replacement)) != match[0]:
+                pieces += (text[copied : match.start()], new)
+                copied = consumed
+        done = separator + 1
+    if not pieces:
+        return text
+    pieces.append(text[copied:])
+    return "".join(pieces)
+
+
+def _prose(match: re.Match[str], replacement: str) -> str:
+    key, verb, quote, value = match[1], match[2], match[3], match[4]
+    if value == replacement or value.casefold() in _NOT_SECRETS:
+        return match[0]
+    if not _PASSWORD_WORD.fullmatch(key) and not _is_secret_like(value):
+        return match[0]
+    return f"{key}{verb}{quote}{replacement}{quote}"
+
+
 def redact(text: str, replacement: str = REPLACEMENT) -> str:
     """``text`` with every secret the built-in rules recognise replaced by ``replacement``."""
     text = _PRIVATE_KEY.sub(replacement, text)
-    text = _URL_PASSWORD.sub(lambda m: f"{m[1]}{replacement}{m[3]}", text)
-    text = _TOKENS.sub(replacement, text)
-    text = _AUTH_HEADER.sub(lambda m: f"{m[1]}{m[2]}{replacement}", text)
-
-    def assignment(match: re.Match[str]) -> str:
-        key, sep, value = match[1], match[2], match[3]
-        bare = value.strip("\"'")
-        if bare == replacement or not bare or not _SECRET_KEY.search(key):
-            return match[0]
-        is_password = re.search(_PASSWORD_KEYS, key, re.IGNORECASE) is not None
-        if not is_password and not _is_secret_like(bare):
-            return match[0]
-        quote = value[0] if value[0] in "\"'" else ""
-        return f"{key}{sep}{quote}{replacement}{quote}"
-
-    text = _ASSIGNMENT.sub(assignment, text)
-
-    def prose(match: re.Match[str]) -> str:
-        key, verb, quote, value = match[1], match[2], match[3], match[4]
-        if value == replacement or value.casefold() in _NOT_SECRETS:
-            return match[0]
-        is_password = re.fullmatch(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?", key) is not None
-        if not is_password and not _is_secret_like(value):
-            return match[0]
-        return f"{key}{verb}{quote}{replacement}{quote}"
-
-    return _PROSE.sub(prose, text)
+    text = _rule(
+        _URL_PASSWORD, text, partial(_url_starts, text), lambda m: f"{m[1]}{replacement}{m[3]}"
+    )
+    if "\\" in replacement:  # re.sub reads it as a template (r"\g<0>"): keep that
+        text = _TOKENS.sub(replacement, text)
+    else:
+        text = _rule(_TOKENS, text, partial(_token_starts, text), lambda m: replacement)
+    words = _Words(text)
+    text = _rule(_AUTH_HEADER, text, words.header_starts, lambda m: f"{m[1]}{m[2]}{replacement}")
+    if text is not words.text:
+        words = _Words(text)
+    text = _redact_assignments(text, words, replacement)
+    if text is not words.text:
+        words = _Words(text)
+    return _rule(_PROSE, text, words.prose_starts, lambda m: _prose(m, replacement))
 
 
 class RedactionOptions(BaseModel):
