@@ -339,3 +339,32 @@ def test_plain_path_shortcut_agrees_with_the_full_check(parts: list[str], lead: 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(workspace_module, "_PLAIN", re.compile(r"(?!)"))
         assert outcome() == fast
+
+
+def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
+    tmp_path: Path,
+) -> None:
+    """However many files get appended to, .locks/files/ holds at most LOCK_STRIPES files;
+    two paths on one stripe still append whole lines from many threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harnessmem._stores import LOCK_STRIPES, lock_stripe
+
+    workspace = Workspace.open(tmp_path / "ws")
+    paths = [f"memory/f{n}.md" for n in range(LOCK_STRIPES * 3)]
+    for path in paths:
+        workspace.append_text(path, "x\n")
+    locks = list((tmp_path / "ws" / ".locks" / "files").iterdir())
+    assert len(locks) == len({lock_stripe(path) for path in paths}) <= LOCK_STRIPES
+    a = paths[0]
+    b = next(path for path in paths[1:] if lock_stripe(path) == lock_stripe(a))
+
+    def write(i: int) -> None:
+        workspace.append_text(a if i % 2 else b, f"line {i} " + "y" * 500 + "\n")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(write, range(200)))
+    for path in (a, b):
+        lines = workspace.read_text(path).splitlines()[1:]
+        assert len(lines) == 100
+        assert all(line.endswith("y" * 500) for line in lines)

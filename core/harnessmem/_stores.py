@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 LOCKS = ".locks"
 _TMP_SUFFIX = ".harnessmem-tmp"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 # memory:// lives in this process, so one process-wide lock makes its compare-and-swap atomic.
 _PROCESS_LOCK = threading.Lock()
 
@@ -286,6 +284,15 @@ class Store:
             return True
 
 
+#: Lock files of a local workspace's appends and compare-and-swaps (see LocalStore.file_lock).
+LOCK_STRIPES = 256
+
+
+def lock_stripe(rel: str) -> int:
+    """The lock file (0 to LOCK_STRIPES - 1) that serialises writes to workspace path ``rel``."""
+    return int(_content_hash(rel.encode())[:8], 16) % LOCK_STRIPES
+
+
 class LocalStore(Store):
     """The local filesystem through ``os``: temp + fsync + rename, filelocks, real renames."""
 
@@ -296,13 +303,17 @@ class LocalStore(Store):
 
     @contextmanager
     def file_lock(self, full: str) -> Iterator[None]:
-        """Exclusive across threads and processes, for appends and compare-and-swap."""
+        """Exclusive across threads and processes, for appends and compare-and-swap.
+
+        One of ``LOCK_STRIPES`` lock files, chosen by a hash of the path: their number
+        stays bounded however many files a workspace gets (a lock file cannot be deleted
+        safely while another process may be waiting on it). Two paths sharing a stripe
+        only wait for each other's short critical section; none is ever held while
+        waiting for another lock.
+        """
         from filelock import FileLock
 
-        rel = self.rel(full)
-        # Readable prefix for people looking at .locks/, hash so distinct paths never share.
-        name = f"{_UNSAFE.sub('_', rel)[:60]}-{_content_hash(rel.encode())[:16]}.lock"
-        path = os.path.join(self.root, LOCKS, "files", name)
+        path = os.path.join(self.root, LOCKS, "files", f"{lock_stripe(self.rel(full)):03d}.lock")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with FileLock(path, poll_interval=0.002):
             yield

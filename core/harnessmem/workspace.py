@@ -5,9 +5,9 @@ or any other fsspec URL. Paths are workspace-relative POSIX strings and never le
 workspace. Every write is all-or-nothing: locally a temp file, fsync and rename; on object
 stores one PUT. Appends are serialised across threads, processes and replicas:
 
-- local: an exclusive ``filelock`` on ``<root>/.locks/files/<path>-<hash>.lock``, then
-  ``O_APPEND`` + fsync. Lock files live under ``.locks/`` (never listed) so that they do
-  not clutter the memory folders; they are small and left in place.
+- local: an exclusive ``filelock`` on one of 256 files ``<root>/.locks/files/NNN.lock``
+  (picked by a hash of the path, so their number stays bounded), then ``O_APPEND`` +
+  fsync. Lock files live under ``.locks/`` (never listed) and stay in place.
 - S3: read-modify-write with a conditional PUT (``If-Match`` the ETag read, or
   ``If-None-Match: *`` for a new object), retried with jittered backoff. Every S3 request
   is one API call, retried on throttling, 5xx, dropped connections and timeouts (see
