@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,62 @@ def test_async_twins_await_async_plugins(tmp_path: Path) -> None:
         asyncio.run(run())
         # sync methods run async plugins to completion when no loop is running
         assert session.before_reasoning([USER])[-1]["content"] == "async"
+
+
+class Blocking:
+    """Sync hooks that wait until the event loop itself releases them."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.loop_ran: list[str] = []
+
+    def _wait(self, hook: str) -> None:
+        # A hook run on the loop's thread would wait here in vain: the loop could not run.
+        if not self.release.wait(timeout=10):
+            raise AssertionError(f"{hook} blocked the event loop")
+
+    @hookimpl
+    def pre_reasoning(self) -> None:
+        self._wait("pre_reasoning")
+
+    @hookimpl
+    def post_acting(self) -> None:
+        self._wait("post_acting")
+
+    @hookimpl
+    def post_call(self) -> None:
+        self._wait("post_call")
+
+    @hookimpl
+    def on_context_overflow(self) -> list[dict[str, Any]]:
+        self._wait("on_context_overflow")
+        return []
+
+
+def test_async_twins_keep_the_event_loop_free_while_sync_hooks_work(tmp_path: Path) -> None:
+    """A sync hook (the compactor's summary call, a flush to S3) runs off the loop's thread."""
+    blocking = Blocking()
+    with MemoryHarness.open(
+        tmp_path / "ws", plugins=[blocking], maintenance={"enabled": False}
+    ) as harness:
+        session = harness.session("a")
+
+        async def alongside(call: Any) -> None:
+            task = asyncio.ensure_future(call)
+            await asyncio.sleep(0)  # let the call start and reach its hook
+            blocking.loop_ran.append("loop")
+            blocking.release.set()
+            await task
+            blocking.release.clear()
+
+        async def run() -> None:
+            await alongside(session.abefore_reasoning([USER]))
+            await alongside(session.aafter_tool(CALL, "abc"))
+            await alongside(session.aafter_call([USER]))
+            await alongside(session.arecover_overflow([USER], ValueError()))
+
+        asyncio.run(run())
+    assert blocking.loop_ran == ["loop"] * 4
 
 
 def test_get_reads_memory_files_only(harness: MemoryHarness) -> None:

@@ -335,20 +335,23 @@ class HookFacade:
         value = self._hook.on_context_overflow(ctx=ctx, error=error)
         return cast("list[dict[str, Any]] | None", _run_sync(value, "on_context_overflow"))
 
-    # lifecycle, async
+    # lifecycle, async: the implementations are called in a worker thread, so that a sync
+    # one (the built-in compactor asking a model for a summary, a flush writing to S3) never
+    # blocks the caller's event loop; the awaitables async ones return are awaited here.
     async def apre_reasoning(self, ctx: TurnContext) -> None:
-        await _await_all(self._hook.pre_reasoning(ctx=ctx))
+        await _await_all(await asyncio.to_thread(self._hook.pre_reasoning, ctx=ctx))
 
     async def apost_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
-        await _await_all(self._hook.post_acting(ctx=ctx, call=call, result=result))
+        called = asyncio.to_thread(self._hook.post_acting, ctx=ctx, call=call, result=result)
+        await _await_all(await called)
 
     async def apost_call(self, ctx: TurnContext) -> None:
-        await _await_all(self._hook.post_call(ctx=ctx))
+        await _await_all(await asyncio.to_thread(self._hook.post_call, ctx=ctx))
 
     async def aon_context_overflow(
         self, ctx: TurnContext, error: BaseException
     ) -> list[dict[str, Any]] | None:
-        value = self._hook.on_context_overflow(ctx=ctx, error=error)
+        value = await asyncio.to_thread(self._hook.on_context_overflow, ctx=ctx, error=error)
         if inspect.isawaitable(value):
             value = await value
         return cast("list[dict[str, Any]] | None", value)
