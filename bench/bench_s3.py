@@ -12,17 +12,26 @@ the fewest requests that give the same durability:
   mark and MEMORY.md, and the index sweeps once).
 - *memory_save*: GET + conditional PUT of MEMORY.md: 2.
 - *consolidation*: read MEMORY.md and the new log, write MEMORY.md and the watermark: 4
-  (harnessmem also takes a lease, reads the watermark, lists the logs and keeps the
-  previous MEMORY.md in ``memory/.history/``).
+  (harnessmem also takes and releases a lease, reads the watermark, lists the logs and
+  the archive, keeps the previous MEMORY.md in ``memory/.history/`` and writes the
+  watermark twice, "pending" before the replace and committed after it; the first run
+  in a workspace also lists ``memory/.history/``, later ones find it in the watermark).
 - *search*: between sweeps nothing (baseline 0, no ratio); a sweep lists ``memory/`` and
   heads MEMORY.md, against one LIST; a changed file adds its GET to both sides.
 - *eviction*: one create-if-absent PUT of the file.
 - *compaction*: the offload of 20 messages to the session log: GET + PUT of the log and
-  a PUT of its offload mark: 3.
+  a PUT of its offload mark: 3. harnessmem adds the session's lease (PUT + DELETE) and,
+  for a session this process has not offloaded yet, a GET of the mark; this session never
+  flushed either, so the flush before compaction costs a first flush.
 - *maintenance tick*: a lease (PUT + DELETE), one LIST per folder (memory/, sessions/,
-  the evictions folder) and the state (PUT): 6.
+  the evictions folder) and the state (PUT): 6. This tick also consolidates one log,
+  deletes one evicted result and lets the index sweep; a second tick has nothing to do.
 - *flush under contention*: 4 replicas flushing into one daily log at once; conflicting
   conditional PUTs are read again and retried, so a flush may cost more than 3.
+
+Model calls are recorded in the usage ledger (``usage/<day>.jsonl``) in batches, a GET +
+conditional PUT at most every ``UsageLedger.flush_interval``; the batch is written before
+each measured operation, so that it is not counted in whichever operation it falls on.
 """
 
 from __future__ import annotations
@@ -133,7 +142,11 @@ def _measure(server: Any, rounds: int) -> list[Row]:
             **sections,
         )
 
+    settle: list[Callable[[], object]] = []
+
     def count(operation: Callable[[], object]) -> int:
+        for pending in settle:
+            pending()  # the usage ledger's batch (see the module doc)
         with server.record() as requests:
             operation()
         return len(requests)
@@ -143,6 +156,7 @@ def _measure(server: Any, rounds: int) -> list[Row]:
 
     rows: list[Row] = []
     with harness(compaction={"trigger_messages": 30, "keep_messages": 10}) as h:
+        settle.append(lambda: h.usage(days=1))
         messages: list[dict[str, Any]] = []
 
         def turn(session: str) -> Callable[[], object]:
@@ -196,6 +210,15 @@ def _measure(server: Any, rounds: int) -> list[Row]:
                 "flush before compaction included",
             )
         )
+        rows.append(
+            _row(
+                "compaction, steady",
+                _steady_compaction(h, count),
+                "GET + PUT log, PUT mark",
+                3,
+                "a session flushed after every call; its second compaction",
+            )
+        )
         clock.advance(3600)
         rows.append(
             _row(
@@ -203,11 +226,44 @@ def _measure(server: Any, rounds: int) -> list[Row]:
                 count(lambda: h.maintain(force=True)),
                 "lease PUT + DELETE, 3 LIST, state PUT",
                 6,
-                "nothing to archive or prune",
+                "consolidates 1 log, deletes 1 evicted result; index sweep included",
             )
         )
+        rows.append(
+            _row(
+                "maintenance tick, nothing to do",
+                count(lambda: (clock.advance(3600), h.maintain(force=True))),
+                "lease PUT + DELETE, 3 LIST, state PUT",
+                6,
+                "index sweep included",
+            )
+        )
+    settle.clear()
     rows.append(_contention(harness, server, rounds))
     return rows
+
+
+def _steady_compaction(h: Any, count: Callable[[Callable[[], object]], int]) -> int:
+    """Requests of a session's second compaction, the session flushed after every call
+    (the flush before compaction then has nothing new)."""
+    session = h.session("steady-compaction")
+    chat: list[dict[str, Any]] = [{"role": "system", "content": "You are a travel agent."}]
+    compactions: list[int] = []
+    turn = 0
+
+    def reason() -> None:
+        chat[:] = session.before_reasoning(chat)
+
+    while len(compactions) < 2:
+        chat.append({"role": "user", "content": f"turn {turn} about the trip"})
+        if len(chat) >= 30:  # the trigger: this call compacts
+            compactions.append(count(reason))
+        else:
+            reason()
+        chat.append({"role": "assistant", "content": f"answer {turn}"})
+        session.after_call(chat)
+        turn += 1
+    return compactions[-1]
 
 
 def _contention(harness: Callable[..., Any], server: Any, rounds: int) -> Row:

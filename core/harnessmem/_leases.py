@@ -2,11 +2,12 @@
 
 A lease is one small JSON object ``{name, owner, token, acquired, expires}``. Taking it is
 a create-if-absent; taking over an expired one, renewing and releasing are compare-and-swap
-operations against the version (ETag or content hash) that was read, so two holders can
-never both believe they won. A conditional write that "lost" to exactly the record we
-sent lost to itself (an earlier attempt of it landed) and counts as won. Expiry is judged
-by the workspace's injected clock; waiting for a held lease uses real time, because a fake
-clock may never move.
+operations against the version (ETag or content hash) last written or read, so two holders
+can never both believe they won. The holder remembers the version of its own record, so a
+renewal is one conditional PUT and a release one conditional DELETE, with no read first.
+A conditional write that "lost" to exactly the record we sent lost to itself (an earlier
+attempt of it landed) and counts as won. Expiry is judged by the workspace's injected
+clock; waiting for a held lease uses real time, because a fake clock may never move.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class Lease:
         path: str,
         record: _Record,
         clock: Callable[[], float],
+        version: str,
     ) -> None:
         self.name = name
         self.path = path
@@ -101,6 +103,10 @@ class Lease:
         self._record = record
         self._clock = clock
         self._released = False
+        # The version our record was written at: while the stored lease has it, the
+        # lease is ours (every record carries a fresh token), so renewing and releasing
+        # are one conditional request each, with no read first.
+        self._version = version
 
     @property
     def owner(self) -> str:
@@ -133,6 +139,17 @@ class Lease:
         ttl = self.ttl if ttl is None else ttl
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, got {ttl!r}")
+        record = _Record(self.owner, self.token, self._record.acquired, self._clock() + ttl)
+        data = record.dumps(self.name)
+        version = self._store.put_if(self.path, data, self._version)
+        if version is None:
+            version = self._renew_from_store(data)
+        self._record = record
+        self._version = version
+
+    def _renew_from_store(self, data: bytes) -> str:
+        """Renew when the stored version is not the one we wrote: maybe a renewal whose
+        answer was lost did land (our token, another expiry), maybe someone took over."""
         current = self._store.read_versioned(self.path)
         holder = _Record.loads(current[0]) if current else None
         if current is None or holder is None or holder.token != self.token:
@@ -142,25 +159,33 @@ class Lease:
                 f"workspace lease {self.name!r} in {self._store.url} was lost: {who}",
                 hint="its ttl was too short for the work; renew more often or raise the ttl",
             )
-        record = _Record(self.owner, self.token, self._record.acquired, self._clock() + ttl)
-        data = record.dumps(self.name)
-        if not self._store.put_if(self.path, data, current[1]):
+        if current[0] == data:
+            return current[1]  # a repeat of this very write lost to it
+        version = self._store.put_if(self.path, data, current[1])
+        if version is None:
             now = self._store.read_versioned(self.path)
             if now is None or now[0] != data:  # (equal: a repeat of our write lost to it)
                 self._released = True
                 raise LeaseError(
                     f"workspace lease {self.name!r} in {self._store.url} was lost while renewing"
                 )
-        self._record = record
+            version = now[1]
+        return version
 
     def release(self) -> bool:
         """Delete the stored lease if it is still ours; True when it was deleted.
 
-        Idempotent; never deletes a lease that someone else has taken over.
+        Idempotent; never deletes a lease that someone else has taken over. (On S3 a
+        lease that is gone already also gives True: a conditional DELETE cannot tell
+        that from an earlier attempt of itself that landed.)
         """
         if self._released:
             return False
         self._released = True
+        # One conditional DELETE of the version we wrote: it holds our token.
+        if self._store.delete_if(self.path, self._version):
+            return True
+        # Another version: someone else's lease, or ours from a renewal whose answer was lost.
         current = self._store.read_versioned(self.path)
         if current is None or _Record.loads(current[0]).token != self.token:
             return False
@@ -190,19 +215,21 @@ def _try_once(
     for _ in range(8):  # loops only when the lease changes between our read and our write
         now = clock()
         mine = _Record(_default_owner(), uuid.uuid4().hex, now, now + ttl)
-        if store.put_if(path, mine.dumps(name), None):
-            return Lease(store, name, path, mine, clock)
+        version = store.put_if(path, mine.dumps(name), None)
+        if version is not None:
+            return Lease(store, name, path, mine, clock, version)
         current = store.read_versioned(path)
         if current is None:
             continue  # released between our create and our read: create again
         holder = _Record.loads(current[0])
         if holder.token == mine.token:
             # Our create landed and a repeat of it (after a dropped connection) lost to it.
-            return Lease(store, name, path, mine, clock)
+            return Lease(store, name, path, mine, clock, current[1])
         if holder.expires >= now:
             return holder
-        if store.put_if(path, mine.dumps(name), current[1]):
-            return Lease(store, name, path, mine, clock)
+        version = store.put_if(path, mine.dumps(name), current[1])
+        if version is not None:
+            return Lease(store, name, path, mine, clock, version)
     return holder
 
 

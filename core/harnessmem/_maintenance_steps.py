@@ -67,12 +67,16 @@ class StepDone:
 
     ``errors`` lists per-item failures of a step that carried on past them (one daily log
     that could not move does not keep the others in place); any makes the step ``failed``.
+    ``idle`` says the step found nothing to do and changed nothing: the scheduler may then
+    record it with the tick's next state write instead of one of its own (after a crash
+    in between it runs once more, which repeats only its look).
     """
 
     detail: str = ""
     counts: Mapping[str, int] = field(default_factory=dict)
     result: Any = None
     errors: tuple[str, ...] = ()
+    idle: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,12 @@ def archive_daily_logs(harness: MemoryHarness, now: float) -> StepDone:
         if total
         else f"no daily log dated before {cutoff.isoformat()}"
     )
-    return StepDone(detail, {"archived": moved, "merged": merged}, errors=tuple(errors))
+    return StepDone(
+        detail,
+        {"archived": moved, "merged": merged},
+        errors=tuple(errors),
+        idle=not (total or errors),
+    )
 
 
 def consolidate_memory(harness: MemoryHarness, now: float) -> StepDone:
@@ -140,7 +149,8 @@ def consolidate_memory(harness: MemoryHarness, now: float) -> StepDone:
     # Typed loosely: the consolidation work (issue 5) decides what its result object is.
     consolidate: Callable[[], Any] = harness.consolidate
     result = consolidate()
-    return StepDone(_describe(result), result=result)
+    idle = getattr(result, "status", None) in ("nothing_new", "busy", "disabled")
+    return StepDone(_describe(result), result=result, idle=idle)
 
 
 @dataclass
@@ -285,7 +295,8 @@ def prune_session_logs(harness: MemoryHarness, now: float) -> StepDone:
         detail += f"; deleted {_plural(tally.extra['marks_deleted'], 'offload mark')}"
     if tally.extra["busy"]:
         detail += f"; {tally.extra['busy']} in use by an offload, left for the next tick"
-    return StepDone(detail, tally.counts(), errors=tuple(tally.errors))
+    idle = not (tally.deleted or tally.extra["marks_deleted"] or tally.errors)
+    return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
 def prune_usage_ledger(harness: MemoryHarness, now: float) -> StepDone:
@@ -317,7 +328,10 @@ def prune_usage_ledger(harness: MemoryHarness, now: float) -> StepDone:
         f"{cutoff.isoformat()}, kept {tally.kept}"
     )
     return StepDone(
-        detail, {"deleted": tally.deleted, "kept": tally.kept}, errors=tuple(tally.errors)
+        detail,
+        {"deleted": tally.deleted, "kept": tally.kept},
+        errors=tuple(tally.errors),
+        idle=not (tally.deleted or tally.errors),
     )
 
 
@@ -327,10 +341,13 @@ def prune_session_records(harness: MemoryHarness, now: float) -> StepDone:
     and shown when the workspace has a ledger."""
     logs = prune_session_logs(harness, now)
     usage = prune_usage_ledger(harness, now)
+    idle = logs.idle and usage.idle
     if not any(usage.counts.values()) and not usage.errors:
         return logs
     counts = {**logs.counts, **{f"usage_{key}": n for key, n in usage.counts.items()}}
-    return StepDone(f"{logs.detail}; {usage.detail}", counts, errors=logs.errors + usage.errors)
+    return StepDone(
+        f"{logs.detail}; {usage.detail}", counts, errors=logs.errors + usage.errors, idle=idle
+    )
 
 
 def prune_evicted_results(harness: MemoryHarness, now: float) -> StepDone:
@@ -348,7 +365,8 @@ def prune_evicted_results(harness: MemoryHarness, now: float) -> StepDone:
     files = [info for info in harness.workspace.scan(folder) if info.path.endswith(".txt")]
     _prune(files, now - days * _DAY, remove, tally)
     detail = _pruned_detail(tally, "evicted result", days)
-    return StepDone(detail, tally.counts(), errors=tuple(tally.errors))
+    idle = not (tally.deleted or tally.errors)
+    return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
 def reindex_workspace(harness: MemoryHarness, now: float) -> StepDone:
@@ -357,7 +375,8 @@ def reindex_workspace(harness: MemoryHarness, now: float) -> StepDone:
     if reindex is None:
         raise NotImplementedError("this harness has no reindex()")
     result = reindex()
-    return StepDone(_describe(result), result=result)
+    idle = not any(getattr(result, name, 1) for name in ("indexed", "removed"))
+    return StepDone(_describe(result), result=result, idle=idle)
 
 
 def _describe(result: Any) -> str:

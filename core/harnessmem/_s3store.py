@@ -52,6 +52,16 @@ _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 _WRITE_ID = "harnessmem-write"
 
 
+def _unquoted(etag: object) -> str:
+    """An ETag as versions are compared here: without the quotes S3 sends."""
+    return str(etag).strip('"')
+
+
+def _quoted(version: str) -> str:
+    """A version as ``If-Match`` sends it: the quoted ETag (RFC 9110's entity-tag)."""
+    return version if version.startswith('"') else f'"{version}"'
+
+
 def _pause(attempt: int) -> float:
     """Full jitter: uniform in [0, min(cap, first * 2**attempt)]."""
     return random.uniform(0, min(_MAX_PAUSE, _FIRST_PAUSE * 2**attempt))
@@ -118,7 +128,7 @@ class S3Store(Store):
                 response = self._request("get_object", full)
         except FileNotFoundError:
             return None
-        return bytes(response["Body"]), str(response["ETag"])
+        return bytes(response["Body"]), _unquoted(response["ETag"])
 
     def write(self, full: str, data: bytes) -> None:
         with self.op("write", full):
@@ -134,7 +144,7 @@ class S3Store(Store):
     def info(self, full: str) -> tuple[int, float | None, str]:
         with self.op("info", full):
             head = self._request("head_object", full)
-            etag = str(head["ETag"]).strip('"')
+            etag = _unquoted(head["ETag"])
             return int(head["ContentLength"]), head["LastModified"].timestamp(), etag
 
     def delete(self, full: str, *, missing_ok: bool = False) -> None:
@@ -172,7 +182,7 @@ class S3Store(Store):
                         self.rel(f"{bucket}/{name}"),
                         int(item["Size"]),
                         item["LastModified"].timestamp(),
-                        str(item["ETag"]).strip('"'),
+                        _unquoted(item["ETag"]),
                     )
                 token = page.get("NextContinuationToken")
                 if not page.get("IsTruncated") or not token:
@@ -187,7 +197,7 @@ class S3Store(Store):
     def put_if(
         self, full: str, data: bytes, version: str | None, *, append: bool = False
     ) -> str | None:
-        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": _quoted(version)}
         write_id = uuid.uuid4().hex
         with self.op("conditional write", full):
             try:
@@ -205,14 +215,14 @@ class S3Store(Store):
                 except FileNotFoundError:
                     return None
                 if head.get("Metadata", {}).get(_WRITE_ID) == write_id:
-                    return str(head["ETag"]).strip('"')
+                    return _unquoted(head["ETag"])
                 return None
-        return str(response["ETag"]).strip('"')
+        return _unquoted(response["ETag"])
 
     def delete_if(self, full: str, version: str) -> bool:
         with self.op("conditional delete", full):
             try:
-                self._request("delete_object", full, IfMatch=version)
+                self._request("delete_object", full, IfMatch=_quoted(version))
             except OSError as exc:
                 code = _error_code(exc)
                 if code in _LOST_RACE:

@@ -1,9 +1,10 @@
 """The consolidation watermark ``memory/.consolidation_state`` (private).
 
 JSON: for each daily log (by file name, so an archived log keeps its record), how many bytes
-were consolidated and the hash of that prefix; the hash of the MEMORY.md it produced; and,
-between "about to replace MEMORY.md" and the commit, the new state as ``pending``. The seed's
-format, a bare ISO-8601 instant, is read as "logs modified before it are consolidated".
+were consolidated and the hash of that prefix; the hash of the MEMORY.md it produced; the
+previous versions kept in ``memory/.history/`` (so that keeping one more needs no listing);
+and, between "about to replace MEMORY.md" and the commit, the new state as ``pending``. The
+seed's format, a bare ISO-8601 instant, is read as "logs modified before it are consolidated".
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Watermark:
     legacy_since: float | None = None
     input_limit: int | None = None
     pending: dict[str, Any] | None = None
+    #: Paths of the previous MEMORY.md versions in ``memory/.history/``, oldest first;
+    #: None when unknown (never recorded, or a run stopped between its writes): list them.
+    history: list[str] | None = None
     #: Log names found by this run's listing (not stored).
     live: set[str] | None = None
 
@@ -52,6 +56,8 @@ class Watermark:
             data["legacy_since"] = self.legacy_since
         if self.pending is not None:
             data["pending"] = self.pending
+        if self.history is not None:
+            data["history"] = self.history
         return json.dumps(data, indent=1, sort_keys=True)
 
     @classmethod
@@ -67,10 +73,11 @@ class Watermark:
         if not isinstance(data, Mapping):
             return cls._legacy(raw, where)
         files, memory_hash = data.get("files"), data.get("memory_hash")
-        limit, since, pending = (
+        limit, since, pending, history = (
             data.get("input_limit"),
             data.get("legacy_since"),
             data.get("pending"),
+            data.get("history"),
         )
         return cls(
             files=dict(files) if isinstance(files, Mapping) else {},
@@ -78,6 +85,9 @@ class Watermark:
             input_limit=limit if isinstance(limit, int) and limit > 0 else None,
             legacy_since=float(since) if isinstance(since, int | float) else None,
             pending=dict(pending) if isinstance(pending, Mapping) else None,
+            history=(
+                [p for p in history if isinstance(p, str)] if isinstance(history, list) else None
+            ),
         )
 
     @classmethod

@@ -24,7 +24,11 @@ A consolidation run:
    advances the watermark.
 
 The watermark is written twice around the replace ("pending", then committed), so that
-after a crash at any point it agrees with the MEMORY.md on disk.
+after a crash at any point it agrees with the MEMORY.md on disk. It also records the
+versions in ``memory/.history/``; the pending write, which names the new one, comes before
+the copy, so a run that stops in between leaves ``pending`` behind and the next run lists
+the folder again. MEMORY.md is read once per run: the read that resolves a pending
+watermark is the version the run rewrites.
 """
 
 from __future__ import annotations
@@ -215,8 +219,15 @@ class MemoryConsolidator:
         harness = self.harness
         settings = harness.settings.consolidation
         budget = settings.max_memory_tokens
-        watermark = self._load_watermark()
+        watermark = Watermark.parse(self._read(STATE_PATH), where=STATE_PATH)
         snapshot = self.workspace.read_snapshot(mf.MEMORY_FILE)
+        if watermark.pending is not None:
+            # The last run wrote its new state as pending just before replacing MEMORY.md;
+            # the file decides whether the new version made it (a crash may have come in
+            # between, also between its writes of memory/.history/: list that again).
+            watermark.resolve(snapshot.text.encode())
+            watermark.history = None
+            self._write_watermark(watermark)
         prior = snapshot.text
         if watermark.memory_hash and watermark.files and not prior.strip():
             # MEMORY.md was lost or emptied while the watermark survived: without a reset
@@ -226,7 +237,7 @@ class MemoryConsolidator:
                 "consolidating every daily log again (previous versions: %s/)",
                 HISTORY_DIR,
             )
-            watermark = Watermark(input_limit=watermark.input_limit)
+            watermark = Watermark(input_limit=watermark.input_limit, history=watermark.history)
         segments, pending = self._collect(watermark)
         tokens_before = self.tokens(prior)
         text_segments = [s for s in segments if s.text.strip()]
@@ -295,7 +306,7 @@ class MemoryConsolidator:
     ) -> ConsolidationResult:
         workspace = self.workspace
         prior = snapshot.text
-        history = self._keep_history(prior)
+        history, dropped = self._plan_history(watermark, prior)
         head = candidate.strip("\n") + "\n"
         # Pending names the new text without the appends it keeps: memory_save may append
         # between this write and the replace, and MEMORY.md starting with ``head`` is what
@@ -305,7 +316,13 @@ class MemoryConsolidator:
             "memory_hash": content_hash(head.encode()),
             "files": self._advanced_files(watermark, segments),
         }
+        # Written before the history file, which it names: a run that stops after this
+        # leaves ``pending`` behind, and the next run lists memory/.history/ again.
         self._write_watermark(watermark)
+        if history is not None:
+            workspace.write_text(history, prior)
+            for old in dropped:
+                workspace.delete(old)
         appended = ""
 
         def rewrite(current: str) -> str | None:
@@ -446,25 +463,31 @@ class MemoryConsolidator:
         except FileNotFoundError:
             return ""
 
-    def _keep_history(self, current: str) -> str | None:
+    def _plan_history(self, watermark: Watermark, current: str) -> tuple[str | None, list[str]]:
+        """Where the previous version ``current`` goes in memory/.history/ (None: not kept)
+        and the versions to delete for it; ``watermark.history`` becomes what is kept.
+
+        The versions come from the watermark, which records them; memory/.history/ is
+        listed only when it does not (see :attr:`Watermark.history`).
+        """
         keep = self.harness.settings.consolidation.history_keep
         if not keep or not current.strip():
-            return None
+            return None, []
+        existing = watermark.history
+        if existing is None:
+            existing = self.workspace.list(HISTORY_DIR, recursive=False)
         stamp = mf.utc_now_compact(self.harness.clock())
-        existing = self.workspace.list(HISTORY_DIR, recursive=False)
         path = f"{HISTORY_DIR}/MEMORY-{stamp}.md"
         counter = 1
         while path in existing:
             path = f"{HISTORY_DIR}/MEMORY-{stamp}-{counter}.md"
             counter += 1
-        self.workspace.write_text(path, current)
         versions = sorted(
             (p for p in [*existing, path] if _HISTORY.match(p)),
             key=_history_order,
         )
-        for old in versions[:-keep]:
-            self.workspace.delete(old)
-        return path
+        watermark.history = versions[-keep:]
+        return path, versions[:-keep]
 
     def _advanced_files(
         self, watermark: Watermark, segments: list[Segment]
@@ -482,21 +505,12 @@ class MemoryConsolidator:
             files=self._advanced_files(watermark, segments),
             live=watermark.live,
             memory_hash=content_hash(memory.encode()) if memory.strip() else None,
+            history=watermark.history,
         )
         self._write_watermark(committed)
 
     def _write_watermark(self, watermark: Watermark) -> None:
         self.workspace.write_text(STATE_PATH, watermark.dumps(self.harness.clock()))
-
-    def _load_watermark(self) -> Watermark:
-        watermark = Watermark.parse(self._read(STATE_PATH), where=STATE_PATH)
-        if watermark.pending is not None:
-            # The last run wrote its new state as pending just before replacing MEMORY.md;
-            # the file decides whether the new version made it (a crash may have come
-            # in between).
-            watermark.resolve(self._read(mf.MEMORY_FILE).encode())
-            self._write_watermark(watermark)
-        return watermark
 
     def _emit(self, result: ConsolidationResult, status: str | None = None) -> None:
         self.harness.hooks.memory_consolidated(

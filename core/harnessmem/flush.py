@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from harnessmem._flush_queue import BackgroundFlushes
     from harnessmem.events import TurnContext
     from harnessmem.harness import MemoryHarness
+    from harnessmem.workspace import Snapshot
 
 __all__ = ["FlushResult", "MemoryFlushPlugin", "MemoryFlusher", "render_transcript"]
 
@@ -217,6 +218,11 @@ class _Mark:
             else:
                 known = set(self.seen)
                 new = [m for m, f in zip(messages, fps, strict=True) if f not in known]
+                if not new:
+                    # A part of what was flushed (compaction flushing the prefix it
+                    # drops): this mark still finds the place of the list that goes on,
+                    # one moved to this part would not. Nothing to write, either.
+                    return [], self
         added = [_fp(m) for m in new]
         seen = list(dict.fromkeys([*self.seen, *added]))[-_SEEN_LIMIT:]
         last = (fps[-1] if fps else _fp(messages[-1])) if size else self.last
@@ -330,7 +336,7 @@ class MemoryFlusher:
         self, messages: list[Message], session_id: str, state_path: str
     ) -> FlushResult:
         harness = self.harness
-        state = self._load_state(state_path)
+        state, logs = self._load_state(state_path)
         new, mark = state.mark.split(messages)
         transcript = render_transcript(new)
         if not transcript.strip():
@@ -342,7 +348,7 @@ class MemoryFlusher:
         now = harness.clock()
         path = mf.daily_path(now, harness.settings.workspace.timezone)
         memory_text = self._read(mf.MEMORY_FILE, max_age=self._reference_age())
-        log = harness.workspace.read_snapshot(path)
+        log = logs.get(path) or harness.workspace.read_snapshot(path)
         prompt = self._prompt(transcript, memory_text, log.text, path, now)
         model = harness.model_for("flush")
         completion = model.complete(prompt, purpose="flush")
@@ -496,34 +502,38 @@ class MemoryFlusher:
             return 0.0
         return self.harness._refresh_interval()
 
-    def _load_state(self, path: str) -> _State:
+    def _load_state(self, path: str) -> tuple[_State, dict[str, Snapshot]]:
+        """The session's state; and the daily log it had to read, by path (the flush
+        that follows needs no second read of it when it is today's)."""
         with self._locks_guard:
             cached = self._states.get(path)
             if cached is not None:
                 self._states.move_to_end(path)
         if cached is not None:
-            return cached
+            return cached, {}
         raw = self._read(path)
         if not raw.strip():
-            return _State(_Mark())
+            return _State(_Mark()), {}
         try:
             data = json.loads(raw)
         except ValueError:
             # Writes are atomic, so this is not a torn write but a damaged file: start over
             # (at worst facts are extracted again, and write-time dedup drops the repeats).
             logger.warning("flush state %s is not JSON; starting a new high-water mark", path)
-            return _State(_Mark())
+            return _State(_Mark()), {}
         state = _State(_Mark.from_json(data.get("mark")), data.get("pending"))
         pending = state.pending
+        logs: dict[str, Snapshot] = {}
         if isinstance(pending, Mapping) and isinstance(pending.get("entry"), str):
             # The last flush wrote its new mark as pending; the log says whether its entry
             # made it (a crash may have come between the two writes).
-            log = self._read(str(pending.get("path") or ""))
-            if pending["entry"] in log:
+            log_path = str(pending.get("path") or "")
+            logs[log_path] = self.harness.workspace.read_snapshot(log_path)
+            if pending["entry"] in logs[log_path].text:
                 state = _State(_Mark.from_json(pending.get("mark")))
             else:
                 state = _State(state.mark)
-        return state
+        return state, logs
 
     def _save_state(self, path: str, session_id: str, state: _State) -> None:
         data: dict[str, Any] = {"version": 1, "session": session_id, "mark": state.mark.to_json()}

@@ -20,8 +20,9 @@ One tick at a time across every process and replica: a tick holds the workspace 
 ``maintenance`` (``maintenance.lease_ttl``, renewed between steps; a crashed holder's lease
 expires) and skips everything when another holder has it. Once per window: the lease holder
 records when each step ran in ``memory/.maintenance_state`` (JSON, written atomically after
-every step), and a step that ran less than ``maintenance.min_gap`` ago is skipped, so four
-processes calling ``maintain()`` together run each step once. ``force=True`` ignores the
+every step that changed something, and at the end of the tick for the steps that found
+nothing to do), and a step that ran less than ``maintenance.min_gap`` ago is skipped, so
+four processes calling ``maintain()`` together run each step once. ``force=True`` ignores the
 window (never the lease).
 
 :class:`MaintenanceScheduler` owns the daemon thread: a tick every ``maintenance.interval``
@@ -345,6 +346,7 @@ class MaintenanceScheduler:
         window = self.settings.min_gap
         outcomes: list[StepOutcome] = []
         lost: str | None = None
+        unsaved = False  # steps recorded in ``state`` but not on file yet
         for step in chosen:
             if lost is not None:
                 outcomes.append(StepOutcome(step.name, "skipped", lost))
@@ -362,7 +364,7 @@ class MaintenanceScheduler:
                     )
                 )
                 continue
-            outcome = _run_step(step, harness, now)
+            outcome, idle = _run_step(step, harness, now)
             outcomes.append(outcome)
             lost = self._keep(lease)
             if lost is not None:
@@ -371,8 +373,14 @@ class MaintenanceScheduler:
                 logger.warning("maintenance stopped after step %s: %s", step.name, lost)
                 continue
             state.steps[step.name] = {"at": now, "outcome": outcome.outcome[:_DETAIL_CHARS]}
-            # Saved with every step, so a tick cut short by a crash resumes where it stopped.
             state.last_tick = {"started": started, "finished": self.clock(), "trigger": trigger}
+            # Saved after every step that changed something, so a tick cut short by a crash
+            # resumes where it stopped; a step that found nothing to do is saved with the
+            # next write (at the latest the tick's last, before the lease is released).
+            unsaved = idle
+            if not idle:
+                self._save(state, harness)
+        if unsaved and lost is None:
             self._save(state, harness)
         return tuple(outcomes)
 
@@ -549,8 +557,13 @@ class MaintenanceScheduler:
         return max(last + self.settings.interval, now + self.settings.min_gap)
 
 
-def _run_step(step: MaintenanceStep, harness: MemoryHarness, now: float) -> StepOutcome:
-    """Run one step; never raises (that is what keeps a failing step from stopping the rest)."""
+def _run_step(
+    step: MaintenanceStep, harness: MemoryHarness, now: float
+) -> tuple[StepOutcome, bool]:
+    """Run one step; its outcome, and whether it changed nothing (see ``StepDone.idle``).
+
+    Never raises (that is what keeps a failing step from stopping the rest).
+    """
     begun = time.perf_counter()
 
     def outcome(status: str, detail: str, done: StepDone | None = None) -> StepOutcome:
@@ -567,15 +580,16 @@ def _run_step(step: MaintenanceStep, harness: MemoryHarness, now: float) -> Step
     try:
         done = step.run(harness, now)
     except StepSkipped as exc:
-        return outcome("skipped", str(exc))
+        return outcome("skipped", str(exc)), True
     except NotImplementedError as exc:
         logger.info("maintenance step %s unavailable: %s", step.name, exc)
-        return outcome("unavailable", str(exc) or "not implemented")
+        return outcome("unavailable", str(exc) or "not implemented"), True
     except Exception as exc:
         logger.warning("maintenance step %s failed", step.name, exc_info=True)
         # One line: the report and the CLI list one step per line (hints follow "; ").
-        return outcome("failed", f"{type(exc).__name__}: {exc}".replace("\n", "; "))
+        return outcome("failed", f"{type(exc).__name__}: {exc}".replace("\n", "; ")), False
     if done.errors:
         errors = "; ".join(done.errors[:3]) + (" ..." if len(done.errors) > 3 else "")
-        return outcome("failed", f"{done.detail}; {len(done.errors)} failed: {errors}", done)
-    return outcome("done", done.detail, done)
+        failed = outcome("failed", f"{done.detail}; {len(done.errors)} failed: {errors}", done)
+        return failed, False
+    return outcome("done", done.detail, done), done.idle

@@ -44,7 +44,7 @@ from harnessmem.messages import fingerprint
 from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
-    from harnessmem.workspace import Workspace
+    from harnessmem.workspace import Snapshot, Workspace
 
 __all__ = [
     "OffloadMark",
@@ -164,6 +164,15 @@ class OffloadMark:
 
 
 @dataclass(frozen=True)
+class _Log:
+    """A session log as read before an append: the snapshot (text and version) and its
+    bytes."""
+
+    snapshot: Snapshot
+    data: bytes
+
+
+@dataclass(frozen=True)
 class OffloadResult:
     """What one offload did.
 
@@ -251,6 +260,11 @@ class SessionTranscript:
         self.clock = clock
         self.transform = transform
         self.lease_timeout = lease_timeout
+        # The mark this object wrote last and the version of the log it described. While
+        # the log still has that version, the stored mark is that one (every offload
+        # changes the log and writes the mark after it, and nobody writes a mark without
+        # a log that disagrees with it), so the next offload need not read the mark.
+        self._known: tuple[OffloadMark, str | None] | None = None
 
     # reading --------------------------------------------------------------------------------
 
@@ -266,9 +280,14 @@ class SessionTranscript:
         """The offload mark, repaired from the log when a crash left it behind."""
         return self._load_mark()[0]
 
-    def _load_mark(self) -> tuple[OffloadMark, bool, bool]:
-        """The mark; whether it was repaired (so it must be written back); and whether the
-        log ends in a partial line (a crash mid-append) that the next append must close."""
+    def _load_mark(self, *, with_log: bool = False) -> tuple[OffloadMark, bool, bool, _Log | None]:
+        """The mark; whether it was repaired (so it must be written back); whether the log
+        ends in a partial line (a crash mid-append) that the next append must close; and,
+        ``with_log`` on a remote store, the log as read (see :meth:`_read_log`).
+
+        The log is read after the mark, so that a mark behind the log (lines appended
+        after it was written) is repaired from the tail, never taken for a shrunk log.
+        """
         try:
             mark = OffloadMark.from_json(self.workspace.read_text(self.mark_path))
         except FileNotFoundError:
@@ -278,20 +297,25 @@ class SessionTranscript:
                 "offload mark %s unreadable (%s); rebuilt from the log", self.mark_path, exc
             )
             mark = OffloadMark(size=-1)
-        try:
-            size = self.workspace.info(self.path).size
-        except FileNotFoundError:
-            size = 0
+        log = self._read_log() if with_log else None
+        if log is not None:
+            size = len(log.data)  # read anyway for the append: no HEAD
+        else:
+            try:
+                size = self.workspace.info(self.path).size
+            except FileNotFoundError:
+                size = 0
         if size == mark.size:
-            return mark, False, False
-        return (*self._repaired(mark), True)
+            return mark, False, False, log
+        return (*self._repaired(mark, log.data if log is not None else None), True, log)
 
-    def _repaired(self, mark: OffloadMark) -> tuple[OffloadMark, bool]:
-        """The mark brought in line with the log file as it is."""
-        try:
-            data = self.workspace.read_bytes(self.path)
-        except FileNotFoundError:
-            data = b""
+    def _repaired(self, mark: OffloadMark, data: bytes | None = None) -> tuple[OffloadMark, bool]:
+        """The mark brought in line with the log file as it is (``data``, when read)."""
+        if data is None:
+            try:
+                data = self.workspace.read_bytes(self.path)
+            except FileNotFoundError:
+                data = b""
         if 0 <= mark.size <= len(data):
             # Lines appended after the mark was written: a crash between the two.
             start, repaired = mark.size, mark
@@ -311,11 +335,36 @@ class SessionTranscript:
         partial = bool(data) and not data.endswith(b"\n")
         return replace(repaired, lines=lines, size=len(data)), partial
 
-    def _stream_fingerprints(self, stream: int) -> dict[int, str]:
-        return {r.pos: r.fp for r in self.records() if r.stream == stream and r.pos is not None}
+    def _read_log(self) -> _Log | None:
+        """The log with its version, on a remote store (where an append reads it anyway);
+        None locally (appends grow the file in place, the size is a ``stat``) and for a
+        log that is not UTF-8 (then appended to as bytes)."""
+        if self.workspace.is_local:
+            return None
+        try:
+            snapshot = self.workspace.read_snapshot(self.path)
+        except UnicodeDecodeError:
+            return None
+        return _Log(snapshot, snapshot.text.encode("utf-8"))
 
-    def _matches(self, mark: OffloadMark, fps: Sequence[str]) -> bool:
-        """Whether conversation positions ``1..len(fps)`` agree with the logged stream."""
+    def _load(self) -> tuple[OffloadMark, bool, bool, _Log | None]:
+        """:meth:`_load_mark` for an offload, sparing the mark's read when this object
+        wrote the current one (the log is still at the version it described)."""
+        known = self._known
+        if known is not None and not self.workspace.is_local:
+            log = self._read_log()
+            if log is not None and log.snapshot.version == known[1]:
+                return known[0], False, False, log
+            # Someone else wrote since: read both again, the mark first.
+        return self._load_mark(with_log=True)
+
+    def _stream_fingerprints(self, stream: int, data: bytes | None) -> dict[int, str]:
+        records = self.records() if data is None else _parse_lines(data, 1)
+        return {r.pos: r.fp for r in records if r.stream == stream and r.pos is not None}
+
+    def _matches(self, mark: OffloadMark, fps: Sequence[str], data: bytes | None) -> bool:
+        """Whether conversation positions ``1..len(fps)`` agree with the logged stream
+        (``data``: the log, when it was read already)."""
         if mark.logged == 0:
             return True
         if mark.chain and len(fps) >= mark.logged:
@@ -324,10 +373,39 @@ class SessionTranscript:
                 chain = _chain(chain, fp)
             return chain == mark.chain
         # Shorter than what was logged, or a gap: compare line by line.
-        logged = self._stream_fingerprints(mark.stream)
+        logged = self._stream_fingerprints(mark.stream, data)
         return all(logged.get(pos, fp) == fp for pos, fp in enumerate(fps, start=1))
 
     # writing --------------------------------------------------------------------------------
+
+    def _write(self, mark: OffloadMark, text: str, log: _Log | None) -> None:
+        """Append ``text`` to the log (when any), then write ``mark``; the caller holds the
+        lease. With the log as read (remote stores), the append is one conditional PUT
+        from that version instead of a read and a PUT."""
+        self._known = None  # unknown until both writes are through
+        version = log.snapshot.version if log is not None else None
+        exact = log is not None
+        if text and log is not None:
+            bases: list[str] = []
+
+            def append(current: str) -> str:
+                bases.append(current)
+                return current + text
+
+            written = self.workspace.update_text(
+                self.path, append, current=log.snapshot, append=True
+            )
+            # Kept for the index otherwise; a session log may be large, and the index
+            # picks it up from its listing.
+            self.workspace.take_written(self.path)
+            version = written.version if written is not None else None
+            # The mark describes the log only if the append landed on the version read.
+            exact = len(bases) == 1
+        elif text:
+            self.workspace.append_text(self.path, text)
+        self.workspace.write_text(self.mark_path, mark.to_json())
+        if exact:
+            self._known = (mark, version)
 
     def offload(self, entries: Sequence[Entry], *, verify: bool = False) -> OffloadResult:
         """Append the entries not logged yet; return where each one is.
@@ -343,12 +421,12 @@ class SessionTranscript:
         with self.workspace.lock(
             f"offload:{safe_id(self.session_id)}", ttl=_LEASE_TTL, timeout=self.lease_timeout
         ):
-            mark, dirty, partial = self._load_mark()
+            mark, dirty, partial, log = self._load()
             fps = [fingerprint(message) for _, message in entries]
             restarted = False
             if verify:
                 ordered = [fp for (pos, _), fp in zip(entries, fps, strict=True) if pos is not None]
-                if not self._matches(mark, ordered):
+                if not self._matches(mark, ordered, log.data if log is not None else None):
                     mark = OffloadMark(lines=mark.lines, size=mark.size, stream=mark.stream + 1)
                     restarted = True
             stamp = _iso(self.clock())
@@ -376,11 +454,8 @@ class SessionTranscript:
                 new_mark = new_mark._advance(pos, fp, line, size)
                 lines.append(line)
                 written += 1
-            if written:
-                self.workspace.append_text(self.path, "".join(chunks))
-                self.workspace.write_text(self.mark_path, new_mark.to_json())
-            elif restarted or dirty:
-                self.workspace.write_text(self.mark_path, new_mark.to_json())
+            if written or restarted or dirty:
+                self._write(new_mark, "".join(chunks) if written else "", log)
         return OffloadResult(
             path=self.path,
             appended=written,
