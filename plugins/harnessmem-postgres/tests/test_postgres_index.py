@@ -202,7 +202,10 @@ def test_a_later_migration_is_applied_once(
     first = PostgresIndex.create(options)
     sync_text(first, "MEMORY.md", MEMORY)
     first.close()
-    step = _schema.Migration(2, "a test column", ("ALTER TABLE {s}.files ADD COLUMN note text",))
+    latest = _schema.LATEST_VERSION
+    step = _schema.Migration(
+        latest + 1, "a test column", ("ALTER TABLE {s}.files ADD COLUMN note text",)
+    )
     monkeypatch.setattr(_schema, "MIGRATIONS", (*_schema.MIGRATIONS, step))
     opened: list[PostgresIndex] = []
     errors: list[BaseException] = []
@@ -221,7 +224,7 @@ def test_a_later_migration_is_applied_once(
     try:
         assert errors == []
         versions = pg_sql(f'SELECT version FROM "{fresh_schema}".schema_version ORDER BY 1')
-        assert [v[0] for v in versions] == [1, 2]
+        assert [v[0] for v in versions] == [*range(1, latest + 1), latest + 1]
         assert opened[0].search("Alice"), "data survives a migration"
     finally:
         for backend in opened:
@@ -235,7 +238,8 @@ def test_a_newer_schema_is_refused_not_touched(pg_url: str, fresh_schema: str, p
     with pytest.raises(HarnessMemError, match="version 99, newer") as caught:
         PostgresIndex.create(options)
     assert "upgrade harnessmem-postgres" in str(caught.value)
-    assert pg_sql(f'SELECT count(*) FROM "{fresh_schema}".schema_version')[0][0] == 2
+    count = pg_sql(f'SELECT count(*) FROM "{fresh_schema}".schema_version')[0][0]
+    assert count == len(_schema.MIGRATIONS) + 1
 
 
 def test_dropped_tables_are_rebuilt(
@@ -451,5 +455,5 @@ def test_a_harness_searches_through_postgres(pg_options: dict[str, Any], tmp_pat
         assert stats.files == 1
         assert stats.details["workspace_id"] == pg_options["workspace_id"]
         assert "***" not in stats.details["url"]
-        assert stats.details["schema_version"] == 1
+        assert stats.details["schema_version"] == _schema.LATEST_VERSION == 2
         assert content_hash(b"") != harness.index.files()["memory/2026-04-04.md"].content_hash

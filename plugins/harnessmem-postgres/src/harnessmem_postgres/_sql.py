@@ -3,7 +3,8 @@
 Every value is a bind parameter; the only text formatted in is the quoted schema name
 (validated as an identifier by the options model). Arrays travel as one parameter each
 and are opened with ``unnest``, so a batch of files costs a fixed number of statements
-whatever its size.
+whatever its size. Large inserts travel by binary ``COPY`` into a temporary table
+(:data:`STAGING`) instead: a fraction of the cost of building and parsing the arrays.
 """
 
 from __future__ import annotations
@@ -11,7 +12,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Statements"]
+__all__ = ["STAGING", "STAGING_COLUMNS", "Statements"]
+
+#: The session's staging table of entry rows, and its columns in COPY order. Every insert
+#: from it consumes the rows it reads (DELETE ... RETURNING), so it is empty between
+#: statements; ON COMMIT DELETE ROWS and rollbacks keep it so across transactions.
+STAGING = "pg_temp.harnessmem_entries_in"
+STAGING_COLUMNS = (
+    ("path", "text"),
+    ("source", "text"),
+    ("seq", "integer"),
+    ("section", "integer"),
+    ("first", "integer"),
+    ("last", "integer"),
+    ("content", "text"),
+    ("context", "text"),
+    ("day", "text"),
+    ("doc", "text"),
+    ("ctx", "text"),
+    ("n", "integer"),
+)
+
+# The entry rows of ``r`` (the columns above) with their tsvector: content (weight A),
+# headings (weight B, one to_tsvector per distinct heading, not per row), in ``n`` order
+# so that ids follow the files' order as before.
+_INSERT = """
+WITH r AS ({rows}), c AS (
+    SELECT r.ctx, setweight(to_tsvector(CAST(:cfg AS regconfig), r.ctx), 'B') AS tsv
+    FROM r GROUP BY r.ctx
+)
+INSERT INTO {s}.entries (workspace_no, path, source, seq, section, start_line, end_line,
+    content, context, date, tsv)
+SELECT :ws, r.path, r.source, r.seq, r.section, r.first, r.last, r.content, r.context, r.day,
+    setweight(to_tsvector(CAST(:cfg AS regconfig), r.doc), 'A') || c.tsv
+FROM r JOIN c ON c.ctx = r.ctx
+ORDER BY r.n
+"""
+_UNNEST = (
+    "SELECT * FROM unnest(CAST(:paths AS text[]), CAST(:sources AS text[]), "
+    "CAST(:seqs AS integer[]), CAST(:sections AS integer[]), CAST(:firsts AS integer[]), "
+    "CAST(:lasts AS integer[]), CAST(:contents AS text[]), CAST(:contexts AS text[]), "
+    "CAST(:dates AS text[]), CAST(:docs AS text[]), CAST(:ctxs AS text[])) WITH ORDINALITY "
+    "AS u(" + ", ".join(name for name, _ in STAGING_COLUMNS) + ")"
+)
+_STAGED = f"DELETE FROM {STAGING} WHERE n <= :upto RETURNING *"
 
 _SEARCH = """
 WITH n AS MATERIALIZED (
@@ -71,6 +115,10 @@ class Statements:
     delete_entries: Any
     move_entries: Any
     insert_entries: Any
+    insert_staged: Any
+    create_staging: str
+    copy_staging: str
+    pending_limit: Any
     remove_file: Any
     clear: Any
     bump_generation: Any
@@ -95,9 +143,11 @@ class Statements:
             ),
             # The first statement of every write transaction: set_config first, so the lock
             # waits are bounded by lock_timeout, and writes by no search's statement_timeout.
+            # Writers also bound the GIN pending list (see ``_writes``).
             lock_workspace_shared=sql(
                 "SELECT set_config('statement_timeout', '0', true), "
                 "set_config('lock_timeout', :lock_timeout, true), "
+                "set_config('gin_pending_list_limit', :pending, true), "
                 "pg_advisory_xact_lock_shared(:key)"
             ),
             lock_workspace=sql(
@@ -144,20 +194,19 @@ class Statements:
                 "CAST(:lasts AS integer[]), CAST(:dates AS text[])) "
                 "AS u(id, seq, section, first, last, day) WHERE e.id = u.id"
             ),
-            insert_entries=sql(
-                "INSERT INTO {s}.entries (workspace_no, path, source, seq, section, start_line, "
-                "end_line, content, context, date, tsv) "
-                "SELECT :ws, u.path, u.source, u.seq, u.section, u.first, u.last, u.content, "
-                "u.context, u.day, "
-                "setweight(to_tsvector(CAST(:cfg AS regconfig), u.doc), 'A') || "
-                "setweight(to_tsvector(CAST(:cfg AS regconfig), u.ctx), 'B') "
-                "FROM unnest(CAST(:paths AS text[]), CAST(:sources AS text[]), "
-                "CAST(:seqs AS integer[]), CAST(:sections AS integer[]), "
-                "CAST(:firsts AS integer[]), CAST(:lasts AS integer[]), "
-                "CAST(:contents AS text[]), CAST(:contexts AS text[]), CAST(:dates AS text[]), "
-                "CAST(:docs AS text[]), CAST(:ctxs AS text[])) "
-                "AS u(path, source, seq, section, first, last, content, context, day, doc, ctx)"
+            insert_entries=sql(_INSERT, rows=_UNNEST),
+            insert_staged=sql(_INSERT, rows=_STAGED),
+            create_staging=(
+                f"CREATE TEMP TABLE IF NOT EXISTS {STAGING.removeprefix('pg_temp.')} ("
+                + ", ".join(f"{name} {kind}" for name, kind in STAGING_COLUMNS)
+                + ") ON COMMIT DELETE ROWS"
             ),
+            copy_staging=(
+                f"COPY {STAGING} ("
+                + ", ".join(name for name, _ in STAGING_COLUMNS)
+                + ") FROM STDIN (FORMAT BINARY)"
+            ),
+            pending_limit=sql("SELECT set_config('gin_pending_list_limit', :pending, true)"),
             remove_file=sql(
                 "DELETE FROM {s}.files WHERE workspace_no = :ws AND path = :path RETURNING 1"
             ),
