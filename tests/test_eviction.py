@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,7 +18,14 @@ from hypothesis import strategies as st
 
 from harnessmem import ConfigError, MemoryHarness, hookimpl
 from harnessmem.errors import WorkspaceError
-from harnessmem.eviction import MARKER, EvictedResult, eviction_path, placeholder
+from harnessmem.events import TurnContext
+from harnessmem.eviction import (
+    MARKER,
+    EvictedResult,
+    ToolResultEvictor,
+    eviction_path,
+    placeholder,
+)
 from harnessmem.plugins import installed_plugins
 from harnessmem.settings import PluginSettings
 from harnessmem.testing.workspace_suite import FakeClock
@@ -196,6 +204,33 @@ def test_sweep_handles_text_parts_and_result_names(harness: MemoryHarness) -> No
     assert sent[1]["content"] == text
     [path] = _evicted_files(harness)
     assert harness.get(path) == text
+
+
+def test_sweep_checks_mappings_that_are_not_dicts_and_skips_other_objects(
+    harness: MemoryHarness,
+) -> None:
+    """The sweep's dict fast path must not lose read-only mappings or trip on odd items.
+
+    If this fails, the length check in ``pre_reasoning`` only looks at ``dict`` messages
+    (or assumes every item has ``.get``).
+    """
+    text = _output(120_000)
+    proxy = MappingProxyType(
+        {"role": "tool", "tool_call_id": "p", "name": "shell", "content": text}
+    )
+    parts = {"role": "tool", "tool_call_id": "q", "name": "shell", "content": [{"text": text}]}
+    ctx = TurnContext(session=harness.session("s"), messages=[proxy, parts])  # type: ignore[list-item]
+    ToolResultEvictor().pre_reasoning(ctx)
+    assert MARKER in ctx.messages[0]["content"]
+    assert MARKER in ctx.messages[1]["content"][0]["text"]
+    assert proxy["content"] == text, "the caller's mapping was changed"
+    assert [r.call_id for r in ctx.outcomes["eviction"]] == ["p", "q"]
+
+    odd: list[Any] = [None, "a plain string", {"role": "tool", "content": "short"}]
+    ctx = TurnContext(session=harness.session("s"), messages=list(odd))
+    ToolResultEvictor().pre_reasoning(ctx)
+    assert ctx.messages == odd
+    assert "eviction" not in ctx.outcomes
 
 
 def test_sweep_and_after_tool_share_the_file(harness: MemoryHarness, events: EventLog) -> None:

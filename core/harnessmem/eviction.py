@@ -211,14 +211,21 @@ class ToolResultEvictor:
         if not settings.enabled:
             return
         messages = ctx.messages
+        limit = settings.max_result_chars
         # One length check per message; the pairing is built only when something is too long.
+        # This runs before every model call over the whole conversation, so the common case
+        # (a dict with string content) is tested first: isinstance against the Mapping ABC
+        # alone costs several times the length check itself.
         candidates = [
             i
             for i, m in enumerate(messages)
-            if isinstance(m, Mapping)
+            if (isinstance(m, dict) or isinstance(m, Mapping))  # noqa: SIM101 - a tuple is slower
             and m.get("role") == "tool"
-            and (text := _content_text(m.get("content"))) is not None
-            and len(text) > settings.max_result_chars
+            and (
+                len(body) > limit
+                if isinstance(body := m.get("content"), str)
+                else len(_content_text(body) or "") > limit
+            )
         ]
         if not candidates:
             return
