@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Iterator
@@ -326,6 +327,11 @@ class LocalStore(Store):
         return self._prefix + (rel if os.sep == "/" else rel.replace("/", os.sep))
 
     def rel(self, full: str) -> str:
+        # A slice for paths under the root (every listed file): relpath costs more than
+        # the stat of the file, and a listing calls this once per file.
+        if full.startswith(self._prefix):
+            rel = full[len(self._prefix) :]
+            return rel if os.sep == "/" else rel.replace(os.sep, "/")
         return os.path.relpath(full, self.root).replace(os.sep, "/")
 
     def read(self, full: str) -> bytes:
@@ -371,7 +377,7 @@ class LocalStore(Store):
     def info(self, full: str) -> tuple[int, float | None, str]:
         with self.op("info", full):
             st = os.stat(full)
-            if not os.path.isfile(full):
+            if not stat.S_ISREG(st.st_mode):
                 raise FileNotFoundError(full)
             return st.st_size, st.st_mtime, f"{st.st_mtime_ns}-{st.st_size}-{st.st_ino}"
 
