@@ -368,3 +368,42 @@ def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
         lines = workspace.read_text(path).splitlines()[1:]
         assert len(lines) == 100
         assert all(line.endswith("y" * 500) for line in lines)
+
+
+@pytest.mark.parametrize("recursive", [True, False])
+def test_local_scan_agrees_with_find_and_info(tmp_path: Path, recursive: bool) -> None:
+    """The scandir-based scan lists what find lists, with what info says of each file."""
+    from harnessmem._stores import _TMP_SUFFIX
+
+    workspace = Workspace.open(tmp_path / "ws")
+    root = tmp_path / "ws"
+    for path in ("MEMORY.md", "memory/2026-01-01.md", "memory/deep/x.md", "sessions/a.log.jsonl"):
+        workspace.write_text(path, "text\n")
+    workspace.append_text("memory/2026-01-01.md", "more\n")  # makes .locks/files/
+    (root / "memory" / f".f.md.abc{_TMP_SUFFIX}").write_text("half")  # a write in progress
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "secret.md").write_text("s")
+    (outside / "dir" / "inner.md").write_text("i")
+    try:
+        (root / "memory" / "in-link.md").symlink_to(root / "MEMORY.md")
+        (root / "memory" / "out-link.md").symlink_to(outside / "secret.md")
+        (root / "memory" / "linked-dir").symlink_to(outside / "dir", target_is_directory=True)
+        (root / "memory" / "broken.md").symlink_to(root / "nowhere.md")
+    except OSError as exc:
+        pytest.skip(f"cannot create symlinks here: {exc}")
+    store = workspace._store
+    for folder in ("", "memory"):
+        full = store.join(folder)
+        scanned = list(store.scan(full, recursive))
+        assert [path for path, *_ in scanned] == sorted(
+            p for p in store.find(full, recursive) if p != "memory/broken.md"
+        )
+        for path, *fields in scanned:
+            assert tuple(fields) == store.info(store.join(path))
+    paths = [path for path, *_ in store.scan(store.join(""), True)]
+    assert "memory/in-link.md" in paths
+    assert "memory/out-link.md" not in paths
+    assert not any(
+        p.startswith((".locks", "memory/linked-dir")) or p.endswith(_TMP_SUFFIX) for p in paths
+    )
