@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harnessmem._validation import problem_lines
 from harnessmem.errors import ConfigError, HarnessMemError
@@ -35,6 +35,7 @@ __all__ = [
     "IndexStats",
     "IndexedFile",
     "ModelBackend",
+    "RankingOptions",
     "SearchHit",
     "SearchMode",
     "SearchTimeout",
@@ -45,6 +46,24 @@ class BackendOptions(BaseModel):
     """Base of a backend's options model: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RankingOptions(BackendOptions):
+    """Options of the query-and-rank scheme both shipped index backends use
+    (rarest-terms cap, bm25 candidates re-ranked with their section neighbours)."""
+
+    max_terms: int = Field(
+        24, ge=1, le=256, description="Most query terms searched; the rarest are kept."
+    )
+    neighbor_weight: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Share of a candidate's score lent to its neighbours in 'any' searches.",
+    )
+    candidates: int = Field(
+        50, ge=1, le=1_000, description="Candidates ranked before neighbour scoring."
+    )
 
 
 class _Backend:

@@ -62,6 +62,7 @@ from harnessmem.backends.base import (
     IndexedFile,
     IndexEntry,
     IndexStats,
+    RankingOptions,
     SearchHit,
     SearchMode,
 )
@@ -75,23 +76,11 @@ _BATCH_ENTRIES = 32_768  # entries per write transaction of sync_files
 _T = TypeVar("_T")
 
 
-class SQLiteIndexOptions(BackendOptions):
+class SQLiteIndexOptions(RankingOptions):
     """Options of the ``sqlite`` index backend (``[index.options]``)."""
 
     busy_timeout: float = Field(
         10.0, ge=0, description="Seconds a write waits for another writer's lock."
-    )
-    max_terms: int = Field(
-        24, ge=1, le=256, description="Most query terms searched; the rarest are kept."
-    )
-    neighbor_weight: float = Field(
-        0.3,
-        ge=0,
-        le=1,
-        description="Share of a candidate's score lent to its neighbours in 'any' searches.",
-    )
-    candidates: int = Field(
-        50, ge=1, le=1_000, description="Candidates ranked before neighbour scoring."
     )
     wal: bool = Field(
         True, description="WAL journal (set false only for filesystems without shared memory)."

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ConfigDict, Field, field_validator
 
-from harnessmem.backends import BackendOptions
+from harnessmem.backends import RankingOptions
 
 __all__ = [
     "DEFAULT_URL",
@@ -24,7 +24,7 @@ _DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _PASSWORD_IN_URL = re.compile(r"(://[^:/?#@\s]*:)[^@/?#\s]*@")
 
 
-class PostgresIndexOptions(BackendOptions):
+class PostgresIndexOptions(RankingOptions):
     """Options of the ``postgres`` index backend; see the plugin's README for examples."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -62,18 +62,6 @@ class PostgresIndexOptions(BackendOptions):
             "Text search configuration: 'english' stems English; 'simple' only lowercases "
             "(for other or mixed languages); any configuration of the database works."
         ),
-    )
-    max_terms: int = Field(
-        24, ge=1, le=256, description="Most query terms searched; the rarest are kept."
-    )
-    neighbor_weight: float = Field(
-        0.3,
-        ge=0,
-        le=1,
-        description="Share of a candidate's score lent to its neighbours in 'any' searches.",
-    )
-    candidates: int = Field(
-        50, ge=1, le=1_000, description="Candidates ranked before neighbour scoring."
     )
     pool_size: int = Field(5, ge=1, le=1_000, description="Connections kept open.")
     max_overflow: int = Field(
