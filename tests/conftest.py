@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from harnessmem import HarnessSettings, MemoryHarness, hookimpl
-from harnessmem.testing import FakeClock
+from harnessmem.testing import FakeClock, FakeOpenAIServer
 from harnessmem.testing.s3_server import S3TestServer
 
 if TYPE_CHECKING:
@@ -356,3 +356,21 @@ def run_together() -> Iterator[RunTogether]:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+# -- model endpoints ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def servers() -> Iterator[Callable[[Any], FakeOpenAIServer]]:
+    """Start FakeOpenAIServers for the test; all are closed at its end."""
+    started: list[FakeOpenAIServer] = []
+
+    def start(replies: Any) -> FakeOpenAIServer:
+        server = FakeOpenAIServer(replies)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()

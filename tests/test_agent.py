@@ -27,20 +27,6 @@ MODEL = "openai/gpt-4o-mini"
 
 
 @pytest.fixture
-def servers() -> Iterator[Callable[[Any], FakeOpenAIServer]]:
-    started: list[FakeOpenAIServer] = []
-
-    def start(replies: Any) -> FakeOpenAIServer:
-        server = FakeOpenAIServer(replies)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
-
-
-@pytest.fixture
 def harness(tmp_path: Path, events: EventLog) -> Iterator[MemoryHarness]:
     with MemoryHarness.open(
         tmp_path / "ws", plugins=[events], maintenance={"enabled": False}

@@ -10,7 +10,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +46,6 @@ class Sleeps(list[float]):
 
     async def asleep(self, seconds: float) -> None:
         self.append(seconds)
-
-
-@pytest.fixture
-def servers() -> Iterator[Callable[[Any], FakeOpenAIServer]]:
-    """Start FakeOpenAIServers for the test; all are closed at its end."""
-    started: list[FakeOpenAIServer] = []
-
-    def start(replies: Any) -> FakeOpenAIServer:
-        server = FakeOpenAIServer(replies)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
 
 
 def make_backend(server: FakeOpenAIServer, sleeps: Sleeps, **options: Any) -> LiteLLMBackend:
