@@ -277,7 +277,37 @@ def test_model_failure_never_breaks_the_agent_loop(
     assert "memory flush of session 's' failed" in caplog.text
     with pytest.raises(ModelUnavailableError, match="down"):
         harness.flush(messages, session_id="s")  # a direct call raises
+    # Two failures in a row: the next two automatic flushes do not ask the model.
+    for _ in range(2):
+        deferred = session.after_call(messages).outcomes["flush"]
+        assert (deferred.status, deferred.ok) == ("deferred", False)
+        assert "backed off after 2 failure(s)" in (deferred.error or "")
+    assert len(model.calls) == 2
     assert session.after_call(messages).outcomes["flush"].entries == ("x1",)
+
+
+def test_a_backed_off_flush_skips_no_message(open_harness: HarnessFactory) -> None:
+    """While the flush model is backed off the mark stays: the next flush that asks it
+    gets every message the deferred ones did not send."""
+    answers = iter([ModelUnavailableError("down"), "- Ana likes tea\n- Bo likes rain"])
+
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str | BaseException:
+        return next(answers)
+
+    model = ScriptedModel(reply)
+    harness = open_harness(model)
+    session = harness.session("b")
+    messages = conversation("Ana likes tea")
+    assert session.after_call(messages).outcomes["flush"].status == "failed"
+    messages += [{"role": "user", "content": "Bo likes rain"}]
+    assert session.after_call(messages).outcomes["flush"].status == "deferred"
+    messages += [{"role": "assistant", "content": "Noted."}]
+    written = session.after_call(messages).outcomes["flush"]
+    assert written.entries == ("Ana likes tea", "Bo likes rain")
+    sent = model.calls[-1].messages[-1]["content"]
+    for said in ("Ana likes tea", "Bo likes rain", "Noted."):
+        assert said in sent
+    assert harness._memory_flusher().backoff_state("b").failures == 0
 
 
 def test_any_model_crash_is_reported_not_raised(open_harness: HarnessFactory) -> None:

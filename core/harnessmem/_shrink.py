@@ -1,12 +1,9 @@
-"""Making kept messages smaller without losing them: shrink into files, mask with pointers.
+"""Making kept messages smaller without losing them: shrink them into files.
 
-Compaction uses these when dropping messages is not enough (a kept message that alone is
-too large) or not possible (the summariser failed). Nothing is lost either way:
-
-- *shrink* moves a message's text to a file under ``eviction.path`` with the eviction
-  plugin's path scheme and placeholder (head + tail + where the rest is), the same kind
-  of file an evicted tool result becomes;
-- *mask* replaces a long tool output by a pointer to its line in the session log.
+Compaction uses this when dropping messages is not enough (a kept message that alone is
+too large): *shrink* moves a message's text to a file under ``eviction.path`` with the
+eviction plugin's path scheme and placeholder (head + tail + where the rest is), the same
+kind of file an evicted tool result becomes, so nothing is lost.
 
 Every copy sent in place of a message is recorded in :class:`Originals`, so the session
 log, the flush and the summariser later get the full original, not the copy.
@@ -28,7 +25,7 @@ __all__ = ["MASK_MIN_CHARS", "MessageShrinker", "Originals", "text_of"]
 
 Message = dict[str, Any]
 
-#: Tool outputs up to this long are not worth masking or shrinking.
+#: Tool outputs up to this long are not worth shrinking.
 MASK_MIN_CHARS: Final = 200
 
 
@@ -76,7 +73,7 @@ class Originals:
 
 
 class MessageShrinker:
-    """Shrinks and masks the messages of one session (see the module docstring)."""
+    """Shrinks the messages of one session (see the module docstring)."""
 
     def __init__(
         self,
@@ -91,31 +88,6 @@ class MessageShrinker:
         self.counter = counter
         self.originals = originals
         self.log_path = log_path
-
-    def mask(self, sent: Message, line: int | None) -> Message:
-        """``sent`` with a long tool output replaced by a pointer to its full text.
-
-        The pointer names the session-log line; without one (no log) the output goes to
-        an eviction file instead and the pointer names that.
-        """
-        original = self.originals.original(sent)
-        text = text_of(original)
-        if sent.get("role") != "tool" or text is None or len(text) <= MASK_MIN_CHARS:
-            return sent
-        if line is None:
-            shrunk = self.shrink(sent, len(text), preview=0)
-            return sent if shrunk is None else shrunk[0]
-        path = self.log_path
-        copy = {
-            **sent,
-            "content": (
-                f"[harnessmem: this tool output ({len(text):,} characters) is in the session "
-                f"log {path}, line {line}; read it with memory_get (path {path!r}, "
-                f"start_line {line}, lines 1).]"
-            ),
-        }
-        self.originals.remember(copy, original)
-        return copy
 
     def fit(
         self, messages: list[Message], first: int, limit: int

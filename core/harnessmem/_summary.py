@@ -168,27 +168,132 @@ def build_anchor(
     return {"role": "user", "name": SUMMARY_NAME, "content": "\n".join(lines)}
 
 
-def normalise_summary(text: str) -> tuple[str | None, str]:
-    """The summary with canonical ``## SECTION`` headings, or None and what is wrong.
+# A line that opens a section: the label as a Markdown heading, a bold or numbered label,
+# or a plain label, alone on its line or followed by its text after ":" or a dash
+# ("SESSION INTENT: ...", "**Summary:** ...", "1. Next steps — ...").
+_LABEL = re.compile(
+    r"^[ \t]*(?P<list>(?:\d{1,2}[.)]|[-*+\u2022])[ \t]+)?(?P<hash>#{1,6}[ \t]*)?"
+    r"(?:\d{1,2}[.)][ \t]*)?(?P<open>\*\*|__|\*|_)?[ \t]*"
+    r"(?P<label>SESSION[ \t_-]*INTENTS?|(?:USER[ \t]+)?INTENT|SUMMARY|"
+    r"ARTIFACTS?|ARTEFACTS?|NEXT[ \t_-]*STEPS?)"
+    r"[ \t]*(?:\*\*|__|\*|_)?[ \t]*(?P<sep>:|[-\u2013\u2014=]+(?=[ \t]|$))?"
+    r"[ \t]*(?:\*\*|__|\*|_)?(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_CANONICAL: Final = {
+    "SESSIONINTENT": "SESSION INTENT",
+    "SESSIONINTENTS": "SESSION INTENT",
+    "INTENT": "SESSION INTENT",
+    "USERINTENT": "SESSION INTENT",
+    "SUMMARY": "SUMMARY",
+    "ARTIFACT": "ARTIFACTS",
+    "ARTIFACTS": "ARTIFACTS",
+    "ARTEFACT": "ARTIFACTS",
+    "ARTEFACTS": "ARTIFACTS",
+    "NEXTSTEP": "NEXT STEPS",
+    "NEXTSTEPS": "NEXT STEPS",
+}
+#: Sections an answer may leave out (written as "None").
+_OPTIONAL: Final = frozenset({"ARTIFACTS"})
+_EMPTY_BODY = re.compile(r"^[\s\-*.:]*(?:none|n/?a|nothing(?: yet)?|-)?[\s.]*$", re.IGNORECASE)
+_REFUSAL = re.compile(
+    r"^\W*(?:I[\u2019']?m sorry|I am sorry|sorry\b|I can(?:not|[\u2019']?t)\b|I am unable|"
+    r"I[\u2019']?m unable|I won[\u2019']?t\b|I will not\b|as an AI\b|unfortunately,? I\b)",
+    re.IGNORECASE,
+)
+#: A refusal is short; a long answer that opens with "Sorry" may still be a summary.
+_REFUSAL_CHARS = 400
 
-    Tolerated: code fences around the answer, a preamble before the first section,
-    headings written as ``**Summary:**``, ``# Next steps`` and the like. Rejected: an
-    empty answer and an answer missing any of the four sections.
+
+@dataclass(frozen=True)
+class _Label:
+    name: str
+    line: int
+    inline: str
+    strong: bool  # a heading, a bold, numbered or capitalised label: not a bullet's words
+
+
+def _labels(lines: list[str]) -> list[_Label]:
+    found = []
+    for number, line in enumerate(lines):
+        match = _LABEL.match(line)
+        if match is None:
+            continue
+        rest = match.group("rest").strip().strip("*_").strip()
+        if match.group("sep") is None and rest:
+            continue  # "Summary of the booking ..." is prose, not a label
+        label = match.group("label")
+        name = _CANONICAL["".join(re.split(r"[ \t_-]+", label.upper()))]
+        bullet = (match.group("list") or "").strip() in {"-", "*", "+", "\u2022"}
+        strong = bool(match.group("hash") or match.group("open") or label.isupper()) or (
+            not bullet and (match.group("list") is not None or not rest)
+        )
+        found.append(_Label(name, number, rest, strong))
+    return found
+
+
+def _prompt_lines(prompt: str | None) -> frozenset[str]:
+    if not prompt:
+        return frozenset()
+    return frozenset(
+        key for line in prompt.splitlines() if len(key := " ".join(line.lower().split())) > 12
+    )
+
+
+def normalise_summary(text: str, *, prompt: str | None = None) -> tuple[str | None, str]:
+    """The summary in canonical form (``## SECTION`` headings, in order), or None and why.
+
+    Accepted: each section as a Markdown heading, a bold, numbered or plain label, alone on
+    its line or with its text after it (``SESSION INTENT: ...``, ``**Summary:** ...``,
+    ``1. Next steps - ...``), in any case and any order; code fences around the answer and
+    a preamble before the first section; no ``ARTIFACTS`` section (written as "None").
+    Where a label appears twice, the first heading-like one opens the section and the other
+    stays text. Rejected: an empty answer, a missing section, an answer with nothing in its
+    sections, a refusal, and (given the ``prompt`` that was sent) an echo of the prompt.
     """
     stripped = _FENCE.sub("", text or "").strip()
     if not stripped:
         return None, "the summary is empty"
-    found: dict[str, int] = {}
-    for match in _HEADING.finditer(stripped):
-        name = " ".join(match.group(1).upper().split())
-        found.setdefault(name, match.start())
-    missing = [name for name in SECTIONS if name not in found]
+    lines = stripped.splitlines()
+    starts: dict[str, _Label] = {}
+    for label in _labels(lines):
+        known = starts.get(label.name)
+        if known is None or (label.strong and not known.strong):
+            starts[label.name] = label
+    missing = [name for name in SECTIONS if name not in starts and name not in _OPTIONAL]
     if missing:
         return None, f"the summary lacks the section(s) {', '.join(missing)}"
-    # Canonical headings; the text before the first one (a preamble) is dropped.
-    out = stripped[min(found.values()) :]
-    out = _HEADING.sub(lambda m: "## " + " ".join(m.group(1).upper().split()), out)
-    return out.strip(), ""
+    ordered = sorted(starts.values(), key=lambda label: label.line)
+    bodies: dict[str, str] = {}
+    for position, label in enumerate(ordered):
+        stop = ordered[position + 1].line if position + 1 < len(ordered) else len(lines)
+        body = "\n".join([label.inline, *lines[label.line + 1 : stop]]).strip("\n")
+        bodies[label.name] = _dedent(body).strip()
+    if all(_EMPTY_BODY.match(body) for body in bodies.values()):
+        return None, "the summary's sections are empty"
+    content = "\n".join(bodies.values())
+    if len(content) < _REFUSAL_CHARS and _REFUSAL.match(bodies.get("SESSION INTENT", "")):
+        return None, "the answer is a refusal, not a summary"
+    echoed = _prompt_lines(prompt)
+    if echoed:
+        said = [key for line in content.splitlines() if (key := " ".join(line.lower().split()))]
+        if said and sum(key in echoed for key in said) * 2 >= len(said):
+            return None, "the answer repeats the prompt instead of summarising"
+    sections = []
+    for name in SECTIONS:
+        body = bodies.get(name, "")
+        sections.append(f"## {name}\n{body if not _EMPTY_BODY.match(body) else 'None'}")
+    return "\n\n".join(sections), ""
+
+
+def _dedent(body: str) -> str:
+    """Remove the common indentation of a section's lines (a numbered label indents them)."""
+    lines = body.splitlines()
+    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
+    cut = min(indents) if indents else 0
+    if not cut:
+        return body
+    return "\n".join([lines[0], *(line[cut:] if line.strip() else "" for line in lines[1:])])
 
 
 def _user_text(message: Mapping[str, Any]) -> str | None:

@@ -16,15 +16,19 @@ returns a list that fits. One compaction:
 5. *offload* them to ``sessions/<id>.log.jsonl``, each exactly once
    (:mod:`harnessmem.transcripts`);
 6. *summarise*: one ``summary`` model call, incremental (previous summary + dropped
-   messages), validated (four sections, size bound);
+   messages), validated (:func:`harnessmem._summary.normalise_summary`: four sections as
+   headings or labels, no refusal or echo, size bound);
 7. *replace*: ``[system head] + [summary message] + tail``; a kept message that alone
    is too large is moved to a file the way eviction does it.
 
-Failures never lose turns. A flush or offload failure postpones the compaction while the
-conversation is under twice its trigger (and under overflow it goes ahead, reporting
-why). A summariser that fails or answers junk leaves the dropped messages in place with
-their tool outputs replaced by pointers into the session log, and the result says
-``degraded``.
+Failures never lose turns and never unbound the context. A flush or offload failure
+postpones the compaction while the conversation is under twice its trigger (from there,
+and under overflow, it goes ahead, reporting why). A summariser that fails or answers junk
+does not keep the prefix in the context: once the prefix is in the session log, an
+*automatic summary* built without a model (the extractive backend's four sections) takes
+its place, and the result says ``degraded``. A failing summariser is backed off (the
+next 1, 2, 4 ... compactions of the session do not ask it, up to
+``compaction.summary_backoff_max``); a success resets that.
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harnessmem._backoff import Backoff
 from harnessmem._compaction_plan import Plan, plan_compaction, summary_tokens
 from harnessmem._cutoff import head_length, keep_start, truncate_tool_args
 from harnessmem._overflow import is_context_overflow, overflow_limits
 from harnessmem._shrink import MessageShrinker, Originals
 from harnessmem._summary import (
+    SECTIONS,
     Anchor,
     build_anchor,
     last_user_text,
@@ -77,7 +83,7 @@ _OVERFLOW_MARGIN = 0.9
 class CompactionResult:
     """What compaction did for one call (``ctx.outcomes["compaction"]``).
 
-    ``compacted``: the list was rewritten (summarised, or masked when ``degraded``).
+    ``compacted``: the list was rewritten.
     ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, or ``""`` when nothing fired.
     ``postponed``: a trigger fired but a failed flush or offload kept every message.
     ``flush``: ``"done"``, ``"unavailable"`` (no flush in this installation),
@@ -85,6 +91,10 @@ class CompactionResult:
     :class:`~harnessmem.flush.FlushResult` when there is one. ``offload`` says what went to
     the session log. ``usage`` is the summariser's :class:`~harnessmem.Completion`.
     ``fits``: the result is under the limit it had to meet (triggers, or the overflow budget).
+    ``summary_source``: ``"model"`` (the summariser's answer), ``"automatic"`` (built without
+    a model because the summariser failed, answered junk or is backed off: ``degraded``) or
+    ``""``. ``summariser_failures``: the summariser's failures in a row so far;
+    ``summariser_skipping``: compactions that will not ask it before it is tried again.
     """
 
     session_id: str
@@ -106,6 +116,9 @@ class CompactionResult:
     truncated_args: int = 0
     shrunk: tuple[str, ...] = ()
     fits: bool = True
+    summary_source: str = ""
+    summariser_failures: int = 0
+    summariser_skipping: int = 0
 
 
 class ConversationCompactor:
@@ -136,6 +149,8 @@ class ConversationCompactor:
             harness, session_id, self.counter, self.originals, self.transcript.path
         )
         self._memory: Anchor | None = None  # last summary made, for raw-history callers
+        # Survives new Session objects: the plugin keeps one compactor per session id.
+        self.backoff = Backoff(harness.settings.compaction.summary_backoff_max)
 
     @property
     def settings(self) -> CompactionSettings:
@@ -214,7 +229,7 @@ class ConversationCompactor:
             out, shrunk = self._fit(work, plan)
             return out, self._finish(out, plan, base, compacted=bool(shrunk), shrunk=shrunk)
         may_wait = budget is None and not self._over_twice(work)
-        flush, flush_result = self._flush(plan)
+        flush, flush_result = self._flush(plan, backoff=may_wait)
         failures = [flush] if flush.startswith("failed") else []
         offload, offload_error = (None, "") if failures and may_wait else self._offload(plan)
         failures += [offload_error] if offload_error else []
@@ -225,20 +240,29 @@ class ConversationCompactor:
         if failures and may_wait:
             reason = "postponed: " + "; ".join(failures)
             return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
-        summary, usage, problem = self._summarise(plan)
-        if summary is not None:
-            out, dropped = self._replace(work, plan, summary), len(plan.dropped)
-        else:
-            out, dropped = self._degrade(work, plan, problem, offload)
+        answer, usage, problem = self._summarise(plan)
+        automatic = answer is None
+        note = None
+        if answer is None:
             failures.insert(0, problem)
+            note = self._automatic_note(plan, offload, problem)
+        summary = answer if answer is not None else self._automatic_summary(plan)
+        out, dropped = self._replace(work, plan, summary, note=note), len(plan.dropped)
         out, shrunk = self._fit(out, plan)
         done.update(summary=summary, usage=usage, dropped=dropped, shrunk=shrunk)
         # Dropped turns without a copy in the log (offload failed under pressure) are a
         # degradation too, even with a good summary.
-        degraded = summary is None or bool(offload_error)
+        degraded = automatic or bool(offload_error)
         reason = "; ".join(failures)
         return out, self._finish(
-            out, plan, base, compacted=True, degraded=degraded, reason=reason, **done
+            out,
+            plan,
+            base,
+            compacted=True,
+            degraded=degraded,
+            reason=reason,
+            summary_source="automatic" if automatic else "model",
+            **done,
         )
 
     # steps ----------------------------------------------------------------------------------
@@ -285,14 +309,18 @@ class ConversationCompactor:
             and self.counter.count_messages(messages) >= 2 * settings.trigger_tokens
         )
 
-    def _flush(self, plan: Plan) -> tuple[str, Any]:
-        """Flush the dropped messages (a verified write); the status text and the result."""
+    def _flush(self, plan: Plan, *, backoff: bool) -> tuple[str, Any]:
+        """Flush the dropped messages (a verified write); the status text and the result.
+
+        ``backoff``: the compaction may wait, so a backed-off flush model is not asked
+        (without it, this is the prefix's last chance to reach the daily log: ask).
+        """
         if not self.settings.flush_before_compact:
             return "disabled", None
         from harnessmem.errors import BackendNotFound
 
         try:
-            result = self.harness.flush(plan.originals, session_id=self.session_id)
+            result = self.harness.flush(plan.originals, session_id=self.session_id, backoff=backoff)
         except NotImplementedError:
             return "unavailable", None
         except BackendNotFound as exc:
@@ -318,23 +346,46 @@ class ConversationCompactor:
             return None, f"offload failed: {type(exc).__name__}: {exc}"
 
     def _summarise(self, plan: Plan) -> tuple[str | None, Completion | None, str]:
-        """One ``summary`` call; the validated summary, or None and what went wrong."""
+        """One ``summary`` call; the validated summary, or None and what went wrong.
+
+        While the summariser is backed off after failures, it is not asked at all.
+        """
+        backoff = self.backoff
+        if not backoff.ready():
+            state = backoff.state
+            return (
+                None,
+                None,
+                f"the summariser is backed off after {state.failures} failure(s) in a row "
+                f"(last: {state.last_error})",
+            )
+        text, completion, problem = self._ask_summariser(plan)
+        if text is None:
+            backoff.failed(problem)
+            model = self.harness.model_for("summary")
+            if completion is not None:
+                # A call that answered junk is a failure too: the ledger and status say so.
+                model.rejected("summary", problem)
+        else:
+            backoff.succeeded()
+        return text, completion, problem
+
+    def _ask_summariser(self, plan: Plan) -> tuple[str | None, Completion | None, str]:
         from harnessmem.prompts import load_template, summary_request
 
-        new = [m for p, m in zip(plan.positions, plan.originals, strict=True) if p > plan.covered]
         bound = summary_tokens(self.settings, plan.limit)
         template = self.settings.summary_prompt or load_template("summary")
         template = string.Template(template).safe_substitute(max_words=str(bound * 3 // 4))
         try:
             request = summary_request(
-                new, previous_summary=plan.previous or None, template=template
+                self._new_messages(plan), previous_summary=plan.previous or None, template=template
             )
             completion = self.harness.model_for("summary").complete(
                 request, purpose="summary", max_tokens=bound
             )
         except Exception as exc:
             return None, None, f"the summariser failed: {type(exc).__name__}: {exc}"
-        text, problem = normalise_summary(completion.text)
+        text, problem = normalise_summary(completion.text, prompt=template)
         if text is None:
             return None, completion, f"the summariser's answer was rejected: {problem}"
         tokens = self.counter.count_text(text)
@@ -343,11 +394,60 @@ class ConversationCompactor:
             return None, completion, f"the summariser's answer was rejected: {problem}"
         return text, completion, ""
 
+    @staticmethod
+    def _new_messages(plan: Plan) -> list[Message]:
+        """The dropped messages the previous summary does not stand for yet."""
+        return [m for p, m in zip(plan.positions, plan.originals, strict=True) if p > plan.covered]
+
+    def _automatic_summary(self, plan: Plan) -> str:
+        """The four sections built without a model (the extractive backend's summary),
+        within the summary's size bound; it continues the previous summary as a model's
+        would."""
+        from harnessmem.backends.extractive import ExtractiveBackend
+        from harnessmem.prompts import summary_request
+
+        bound = summary_tokens(self.settings, plan.limit)
+        request = summary_request(
+            self._new_messages(plan), previous_summary=plan.previous or None, template=""
+        )
+        try:
+            text = ExtractiveBackend().complete(request, purpose="summary", max_tokens=bound).text
+        except Exception as exc:  # nothing to distil: the sections say so
+            logger.debug("automatic summary of session %s: %s", self.session_id, exc)
+            text = ""
+        body, _ = normalise_summary(text)
+        if body is None:
+            body = "\n\n".join(f"## {name}\nNone" for name in SECTIONS)
+        # The extractive summary halves itself under the bound; a few long lines may
+        # still be over it: keep whole lines from the top while they fit.
+        while self.counter.count_text(body) > bound and "\n" in body:
+            body = body.rsplit("\n", 1)[0]
+        return body
+
+    def _automatic_note(self, plan: Plan, offload: OffloadResult | None, problem: str) -> str:
+        """The first line of an automatic summary: what it is, why, and where the text is."""
+        first, last = plan.positions[0], plan.positions[-1]
+        note = (
+            f"The first {last} messages of this conversation were compacted into this summary. "
+            f"It is an automatic summary, built without a model ({problem.rstrip('.')}); "
+            f"it is coarser than a model's."
+        )
+        lines = [line for line in (offload.lines if offload is not None else ()) if line]
+        if lines:
+            note += (
+                f" Messages {first}-{last} are on lines {min(lines)}-{max(lines)} of the "
+                f"session log {self._log_path()}: read them with memory_get when a detail "
+                "is missing here."
+            )
+        return note
+
     def _log_path(self) -> str | None:
         return self.transcript.path if self.settings.offload_before_compact else None
 
-    def _replace(self, work: list[Message], plan: Plan, summary: str) -> list[Message]:
-        """``[head] + [new summary message] + tail``."""
+    def _replace(
+        self, work: list[Message], plan: Plan, summary: str, *, note: str | None = None
+    ) -> list[Message]:
+        """``[head] + [new summary message] + tail``; ``note`` marks an automatic summary."""
         tail = work[plan.head + plan.cut :]
         latest = None
         if not any(m.get("role") == "user" for m in tail):
@@ -359,58 +459,11 @@ class ConversationCompactor:
             log_path=self._log_path(),
             first_request=plan.first_request,
             latest_user=latest,
+            note=note,
         )
         self._memory = Anchor(covers, summary, plan.first_request, self._log_path())
         self.originals.forget(plan.dropped)
         return [*work[: plan.head], anchor, *tail]
-
-    def _degrade(
-        self, work: list[Message], plan: Plan, problem: str, offload: OffloadResult | None
-    ) -> tuple[list[Message], int]:
-        """No summary: keep the dropped messages, their long tool outputs masked.
-
-        Each masked output points at its line in the session log (or, without a log, at
-        a file written the way eviction does it). Under an overflow budget that masking
-        cannot meet, the messages already in the log leave the context instead, and the
-        summary message says where they are. Returns the list and how many left it.
-        """
-        lines = offload.lines if offload is not None else (None,) * len(plan.dropped)
-        kept = [
-            self.shrinker.mask(sent, line)
-            for pos, sent, line in zip(plan.positions, plan.dropped, lines, strict=True)
-            if pos > plan.covered
-        ]
-        head, tail = work[: plan.head], work[plan.head + plan.cut :]
-        reason = problem.rstrip(".")
-
-        def listing(covers: int, note: str, middle: list[Message]) -> list[Message]:
-            anchor = build_anchor(
-                covers=covers,
-                body=plan.previous,
-                log_path=self._log_path(),
-                first_request=plan.first_request,
-                note=note,
-            )
-            return [*head, anchor, *middle, *tail]
-
-        out = listing(
-            plan.covered,
-            f"Compaction could not summarise this conversation ({reason}). The {len(kept)} "
-            "messages after this note are kept as they were, except that long tool outputs "
-            "were replaced by pointers to where their full text is.",
-            kept,
-        )
-        in_log = offload is not None and bool(kept) and None not in offload.lines
-        if not (plan.forced and in_log) or self.counter.count_messages(out) < (plan.limit or 0):
-            return out, len(plan.dropped) - len(kept)
-        assert offload is not None
-        first, last = offload.lines[0], offload.lines[-1]
-        note = (
-            f"Compaction could not summarise this conversation ({reason}). Messages "
-            f"{plan.covered + 1}-{plan.positions[-1]} are not in the summary below: they were "
-            f"moved to the session log {self._log_path()} (lines {first}-{last})."
-        )
-        return listing(plan.positions[-1], note, []), len(plan.dropped)
 
     def _fit(self, out: list[Message], plan: Plan) -> tuple[list[Message], tuple[str, ...]]:
         """Shrink kept messages (not the system head or the summary) to get under the limit."""
@@ -429,8 +482,15 @@ class ConversationCompactor:
         fits = plan.limit is None or tokens < plan.limit
         if self.settings.trigger_messages and base["trigger"] != "overflow":
             fits = fits and len(out) < self.settings.trigger_messages
+        backoff = self.backoff.state
         result = CompactionResult(
-            **base, messages_after=len(out), tokens_after=tokens, fits=fits, **fields
+            **base,
+            messages_after=len(out),
+            tokens_after=tokens,
+            fits=fits,
+            summariser_failures=backoff.failures,
+            summariser_skipping=backoff.skipping,
+            **fields,
         )
         if result.compacted or result.postponed:
             self.harness.hooks.compaction(_event(result))
@@ -482,6 +542,9 @@ def _event(result: CompactionResult) -> CompactionEvent:
         ),
         truncated_args=result.truncated_args,
         shrunk=len(result.shrunk),
+        summary_source=result.summary_source,
+        summariser_failures=result.summariser_failures,
+        summariser_skipping=result.summariser_skipping,
     )
 
 

@@ -75,15 +75,18 @@ class CompactionEvent:
     """A conversation was compacted, or a compaction was postponed.
 
     ``trigger``: ``"messages"``, ``"tokens"`` or ``"overflow"``. ``degraded``: the
-    summariser failed or answered junk, so old tool outputs were masked with pointers to
-    the session log instead (``reason`` says why). ``postponed``: a failed flush or
+    summariser failed, answered junk or is backed off, so the summary was built without a
+    model (``summary_source="automatic"``; ``reason`` says why), or dropped messages have no
+    copy in the session log. ``postponed``: a failed flush or
     offload kept every message this time. ``dropped``: messages that left the context.
     ``flush``: the pre-compaction flush's status (``"done (written)"``, ``"unavailable"``,
     ``"failed: ..."``, ``"disabled"``, ...) and ``flushed_messages`` how many it read.
     ``offloaded``: messages appended to ``offload_path`` now, on ``offload_lines``
     (first, last). ``usage``: the summariser's ``model``, ``prompt_tokens``,
     ``completion_tokens`` and ``cost``. ``truncated_args``: tool arguments cut;
-    ``shrunk``: kept messages moved to files to fit.
+    ``shrunk``: kept messages moved to files to fit. ``summary_source``: ``"model"`` or
+    ``"automatic"`` (empty when postponed); ``summariser_failures``: the summariser's
+    failures in a row; ``summariser_skipping``: compactions that will not ask it (back-off).
     """
 
     session_id: str
@@ -105,6 +108,9 @@ class CompactionEvent:
     usage: Mapping[str, Any] = field(default_factory=dict)
     truncated_args: int = 0
     shrunk: int = 0
+    summary_source: str = ""
+    summariser_failures: int = 0
+    summariser_skipping: int = 0
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
-from harnessmem.errors import ModelResponseError
+from harnessmem._backoff import Backoff, BackoffState
+from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.messages import fingerprint
 from harnessmem.plugins import hookimpl
@@ -58,7 +59,7 @@ logger = logging.getLogger("harnessmem.flush")
 
 Message = dict[str, Any]
 FlushStatus = Literal[
-    "written", "nothing_new", "no_reply", "duplicates", "failed", "queued", "disabled"
+    "written", "nothing_new", "no_reply", "duplicates", "failed", "deferred", "queued", "disabled"
 ]
 STATE_DIR = "memory/.flush_state"
 #: Fingerprints of flushed messages the mark remembers, to find the new part of a list
@@ -78,9 +79,11 @@ class FlushResult:
     ``status``: ``written`` (an entry was appended and verified), ``nothing_new`` (no
     unflushed message with text), ``no_reply`` (the model found nothing to remember),
     ``duplicates`` (every fact was already on file), ``failed`` (``error`` says why; the
-    mark did not move, so the messages are sent again next time), ``queued`` (background
-    mode) or ``disabled``. ``ok`` is true for every status but ``failed``: after an ok
-    result, the messages are durably covered.
+    mark did not move, so the messages are sent again next time), ``deferred`` (the flush
+    model failed on the last occasions and is backed off: it was not asked, the mark did
+    not move; ``error`` says why), ``queued`` (background mode) or ``disabled``. ``ok`` is
+    true for every status but ``failed`` and ``deferred``: after an ok result, the messages
+    are durably covered.
     """
 
     session_id: str
@@ -96,7 +99,7 @@ class FlushResult:
 
     @property
     def ok(self) -> bool:
-        return self.status != "failed"
+        return self.status not in ("failed", "deferred")
 
     @property
     def written(self) -> bool:
@@ -258,24 +261,53 @@ class MemoryFlusher:
         # read. A session served by two replicas at once costs at worst a repeated
         # extraction, whose facts the write-time dedup drops.
         self._states: OrderedDict[str, _State] = OrderedDict()
+        # Sessions whose flush model failed recently: their next flushes skip it a while.
+        self._backoffs: OrderedDict[str, Backoff] = OrderedDict()
 
     # public ----------------------------------------------------------------------------------
 
-    def flush(self, messages: Sequence[Message], *, session_id: str) -> FlushResult:
+    def flush(
+        self, messages: Sequence[Message], *, session_id: str, backoff: bool = False
+    ) -> FlushResult:
         """Flush the unflushed part of ``messages``; returns after the write was verified.
 
         Raises the model's ``ModelError`` (or ``BackendNotFound`` when no model backend
-        is installed) and ``WorkspaceError``; the mark stays where it was.
+        is installed) and ``WorkspaceError``; the mark stays where it was. With
+        ``backoff`` (the automatic flushes), after the model failed the session's next
+        flushes return ``deferred`` without asking it (1, 2, 4 ... of them, up to
+        ``flush.backoff_max``); every call counts the model's failures and successes.
         """
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session id must be a non-empty string, got {session_id!r}")
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        record = self._backoff(session_id)
+        if backoff and not record.ready():
+            state = record.state
+            return FlushResult(
+                session_id,
+                "deferred",
+                error=(
+                    f"the flush model is backed off after {state.failures} failure(s) in a "
+                    f"row (last: {state.last_error}); these messages go with a later flush"
+                ),
+            )
         with self._lock_for(session_id):
-            result = self._flush_locked(list(messages), session_id)
+            try:
+                result = self._flush_locked(list(messages), session_id)
+            except ModelError as exc:
+                record.failed(f"{type(exc).__name__}: {exc}")
+                raise
+        record.succeeded()
         if self._queue is not None:
             self._queue.covered(session_id)
         return result
+
+    def backoff_state(self, session_id: str) -> BackoffState:
+        """How the session's flush model has fared lately (see :mod:`harnessmem._backoff`)."""
+        with self._locks_guard:
+            backoff = self._backoffs.get(session_id)
+        return backoff.state if backoff is not None else BackoffState()
 
     def submit(self, messages: Sequence[Message], *, session_id: str) -> FlushResult:
         """Queue a flush of a snapshot of ``messages`` (background mode); blocks when full.
@@ -316,6 +348,17 @@ class MemoryFlusher:
         return FlushResult(session_id, "failed", error=f"{type(exc).__name__}: {exc}")
 
     # the flush -------------------------------------------------------------------------------
+
+    def _backoff(self, session_id: str) -> Backoff:
+        with self._locks_guard:
+            backoff = self._backoffs.get(session_id)
+            if backoff is None:
+                backoff = Backoff(self.harness.settings.flush.backoff_max)
+                self._backoffs[session_id] = backoff
+                while len(self._backoffs) > _STATES_KEPT:
+                    self._backoffs.popitem(last=False)
+            self._backoffs.move_to_end(session_id)
+            return backoff
 
     def _lock_for(self, session_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -582,8 +625,12 @@ class MemoryFlushPlugin:
             ctx.outcomes["flush"] = FlushResult(session_id, "disabled")
             return
         flusher = harness._memory_flusher()
-        run = flusher.submit if settings.mode == "background" else flusher.flush
         try:
-            ctx.outcomes["flush"] = run(ctx.messages, session_id=session_id)
+            if settings.mode == "background":
+                ctx.outcomes["flush"] = flusher.submit(ctx.messages, session_id=session_id)
+            else:
+                ctx.outcomes["flush"] = flusher.flush(
+                    ctx.messages, session_id=session_id, backoff=True
+                )
         except Exception as exc:
             ctx.outcomes["flush"] = flusher.failed(session_id, exc)

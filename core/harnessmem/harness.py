@@ -302,15 +302,19 @@ class MemoryHarness:
         self._check_open()
         return self._memory_consolidator().save(text)
 
-    def flush(self, messages: Sequence[Message], *, session_id: str) -> FlushResult:
+    def flush(
+        self, messages: Sequence[Message], *, session_id: str, backoff: bool = False
+    ) -> FlushResult:
         """Extract the new facts of ``messages`` into today's daily log.
 
         Only messages past the session's high-water mark are sent to the ``flush`` model.
         Returns after the entry was written and read back (see :mod:`harnessmem.flush`);
-        raises the model's or the workspace's error, leaving the mark where it was.
+        raises the model's or the workspace's error, leaving the mark where it was. With
+        ``backoff``, while the model is backed off after failures the result is
+        ``deferred`` (nothing asked, the mark unmoved): the automatic flushes pass it.
         """
         self._check_open()
-        return self._memory_flusher().flush(messages, session_id=session_id)
+        return self._memory_flusher().flush(messages, session_id=session_id, backoff=backoff)
 
     def consolidate(self) -> ConsolidationResult:
         """Rewrite MEMORY.md from the daily-log text past the watermark, within budget.

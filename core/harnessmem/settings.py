@@ -276,6 +276,14 @@ class CompactionSettings(_Section):
             "answer is rejected (degraded compaction)."
         ),
     )
+    summary_backoff_max: int = Field(
+        16,
+        ge=0,
+        description=(
+            "After a summariser failure, the next 1, 2, 4 ... compactions (at most this many) "
+            "use the automatic summary without asking it; 0 asks it every time."
+        ),
+    )
     truncate_args: TruncateArgsSettings | None = Field(
         None, description="Tool-argument truncation pre-pass; unset: off."
     )
@@ -300,6 +308,14 @@ class FlushSettings(_Section):
         description=(
             "Also drop extracted facts that the index finds verbatim in older memory files "
             "(write-time dedup across days; skipped while no index is available)."
+        ),
+    )
+    backoff_max: int = Field(
+        16,
+        ge=0,
+        description=(
+            "After a flush model failure, the session's next 1, 2, 4 ... flushes (at most "
+            "this many) are deferred without asking it; 0 asks it every time."
         ),
     )
     retries: int = Field(

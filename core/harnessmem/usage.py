@@ -76,7 +76,12 @@ def ledger_files(workspace: Workspace) -> list[tuple[date, str]]:
 
 @dataclass(frozen=True, slots=True)
 class UsageRecord:
-    """One model call: when, for what, by which model and backend, and what it cost."""
+    """One model call: when, for what, by which model and backend, and what it cost.
+
+    A record with ``rejected`` set is not a call: it marks that the harness rejected the
+    answer of the call recorded before it (``error`` says why), so that failures of an
+    upkeep model that answers junk are counted like its errors.
+    """
 
     at: float
     purpose: str
@@ -89,6 +94,7 @@ class UsageRecord:
     metered: bool = True
     fallback: bool = False
     error: str | None = None
+    rejected: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -110,6 +116,7 @@ class UsageRecord:
                 metered=bool(data.get("metered", True)),
                 fallback=bool(data.get("fallback", False)),
                 error=data.get("error"),
+                rejected=bool(data.get("rejected", False)),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -117,7 +124,8 @@ class UsageRecord:
 
 @dataclass(frozen=True, slots=True)
 class UsageTotals:
-    """Sums over calls. ``cost`` adds the known prices; ``unpriced`` counts calls without one."""
+    """Sums over calls. ``cost`` adds the known prices; ``unpriced`` counts calls without one.
+    ``failures`` counts calls that raised and answers the harness rejected (``rejected``)."""
 
     calls: int = 0
     failures: int = 0
@@ -125,12 +133,15 @@ class UsageTotals:
     completion_tokens: int = 0
     cost: float = 0.0
     unpriced: int = 0
+    rejected: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def add(self, record: UsageRecord) -> UsageTotals:
+        if record.rejected:
+            return replace(self, failures=self.failures + 1, rejected=self.rejected + 1)
         return UsageTotals(
             calls=self.calls + 1,
             failures=self.failures + (not record.ok),
@@ -138,6 +149,7 @@ class UsageTotals:
             completion_tokens=self.completion_tokens + record.completion_tokens,
             cost=self.cost + (record.cost or 0.0),
             unpriced=self.unpriced + (record.ok and record.cost is None),
+            rejected=self.rejected,
         )
 
     def __add__(self, other: UsageTotals) -> UsageTotals:
@@ -557,6 +569,23 @@ class MeteredModel(ModelBackend):
             raise
         self._record(target, purpose, fallback, completion)
         return completion
+
+    def rejected(self, purpose: str, reason: str) -> None:
+        """Record that the harness rejected the last answer for ``purpose`` (junk, a
+        refusal, over its bound): it counts as a failure in the usage report."""
+        backend = self.backend
+        self._route.ledger.record(
+            UsageRecord(
+                at=self._route.clock(),
+                purpose=purpose,
+                model=self._answered.get(id(backend)) or backend.model_name or backend.name,
+                backend=backend.name or type(backend).__name__,
+                metered=backend.metered,
+                ok=False,
+                error=reason[:300],
+                rejected=True,
+            )
+        )
 
     def close(self) -> None:
         """Nothing: the harness closes the backend."""
