@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import random
+import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -913,3 +914,190 @@ def test_tau_bench_replay(tmp_path: Path, compaction: dict[str, int], store: str
         assert now == original or (
             now["role"] == "tool" and now["tool_call_id"] == original["tool_call_id"]
         )
+
+
+def _inline_label_summary(messages: list[Message], purpose: str) -> str:
+    """A summariser that writes its sections as inline labels, as many models do."""
+    if purpose != "summary":
+        return "NO_REPLY"
+    users = re.findall(r"^\[user\]: (.+)$", str(messages[-1]["content"]), flags=re.MULTILINE)
+    latest = users[-1][:200] if users else "continue"
+    return (
+        f"SESSION INTENT: help the customer with their airline request.\n"
+        f"**Summary:** the customer most recently said: {latest}\n"
+        "1. Artifacts — none recorded\n"
+        "NEXT STEPS: continue with the customer's latest request."
+    )
+
+
+def _off_format_summary(messages: list[Message], purpose: str) -> str:
+    """A summariser that never follows the format (a small local model)."""
+    if purpose != "summary":
+        return "NO_REPLY"
+    return "The customer and the agent talked about flights and a reservation for a while."
+
+
+def _replay_tau(
+    path: Path, reply: Callable[[list[Message], str], str]
+) -> tuple[list[Message], list[list[Message]], list[CompactionResult], ScriptedModel, Any]:
+    """Every tau-bench run as one session with trigger 30 / keep 10 (flush before compact
+    on); what was sent at each model call, the compaction results, the model, the log."""
+    stream = _tau_stream()
+    model = ScriptedModel(reply)
+    with MemoryHarness.open(
+        path,
+        model=model,
+        compaction={"trigger_messages": 30, "keep_messages": 10, "trigger_tokens": 0},
+        maintenance={"enabled": False},
+        flush={"enabled": False},
+    ) as harness:
+        session = harness.session("tau")
+        compactor = plugin_of(harness).compactor(harness, "tau")
+        context: list[Message] = []
+        sends: list[list[Message]] = []
+        results: list[CompactionResult] = []
+        for message in stream:
+            if message["role"] == "assistant" and context:
+                before = compactor.last_result
+                sent = session.before_reasoning(context)
+                validate_messages(sent, require_pairing=True)
+                sends.append(list(sent))
+                if compactor.last_result is not before and compactor.last_result is not None:
+                    results.append(compactor.last_result)
+                context = sent
+            context.append(message)
+        records = log_records(harness, "tau")
+    return stream, sends, results, model, records
+
+
+def _assert_every_dropped_message_is_logged_once(
+    stream: list[Message], last_sent: list[Message], records: list[Any]
+) -> None:
+    anchor = parse_anchor(last_sent[1])
+    assert anchor is not None
+    assert [r.pos for r in records] == list(range(1, anchor.covers + 1))
+    assert [r.fp for r in records] == [fingerprint(m) for m in stream[1 : 1 + anchor.covers]]
+
+
+def test_tau_bench_replay_with_an_inline_label_summariser(tmp_path: Path) -> None:
+    """Issue 16: a summariser that answers ``SESSION INTENT: ...`` is understood, so no
+    compaction is degraded and the context stays under the trigger after each one."""
+    stream, sends, results, _, records = _replay_tau(tmp_path / "ws", _inline_label_summary)
+    compacted = [r for r in results if r.compacted]
+    assert len(compacted) > 150
+    assert not [r.reason for r in compacted if r.degraded]
+    assert {r.summary_source for r in compacted} == {"model"}
+    assert max(len(sent) for sent in sends) < 30
+    _assert_every_dropped_message_is_logged_once(stream, sends[-1], records)
+
+
+def test_tau_bench_replay_with_an_off_format_summariser(tmp_path: Path) -> None:
+    """Issue 16: a summariser that never follows the format still leaves a bounded context
+    (automatic summaries), is asked on at most a quarter of the model calls, and every
+    removed message is in the session log once."""
+    stream, sends, results, model, records = _replay_tau(tmp_path / "ws", _off_format_summary)
+    compacted = [r for r in results if r.compacted]
+    assert len(compacted) > 150
+    assert all(r.degraded and r.summary_source == "automatic" for r in compacted)
+    assert max(len(sent) - 1 for sent in sends) < 60  # conversation messages (system aside)
+    assert max(len(sent) for sent in sends) < 30  # in fact: under the trigger
+    asked = len(model.calls_for("summary"))
+    assert 0 < asked <= len(sends) / 4
+    assert asked < len(compacted) / 4  # the back-off, not only the rarity of compactions
+    _assert_every_dropped_message_is_logged_once(stream, sends[-1], records)
+
+
+# ---------------------------------------------------------------- a summariser failing at random
+
+_WORKSPACES = itertools.count()  # memory:// is one store per process: a fresh root each time
+_WORDS = st.sampled_from(["flight", "seat", "refund", "HAT136", "4WQ150", "Seattle", "yes", "no"])
+
+
+@st.composite
+def agent_turns(draw: st.DrawFn) -> list[Message]:
+    """A conversation of user turns, each with 0-3 rounds of (parallel) tool calls."""
+    messages: list[Message] = [{"role": "system", "content": "You are an airline agent."}]
+    for turn in range(draw(st.integers(8, 40))):
+        words = draw(st.lists(_WORDS, min_size=1, max_size=60))
+        messages.append({"role": "user", "content": " ".join(words)})
+        for round_ in range(draw(st.integers(0, 3))):
+            ids = [f"c{turn}-{round_}-{k}" for k in range(draw(st.integers(1, 3)))]
+            calls = [
+                {"id": i, "type": "function", "function": {"name": "look", "arguments": "{}"}}
+                for i in ids
+            ]
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            for i in draw(st.permutations(ids)):
+                size = draw(st.integers(1, 80))
+                messages.append({"role": "tool", "tool_call_id": i, "content": "ok " * size})
+        messages.append({"role": "assistant", "content": f"done {turn}"})
+    return messages
+
+
+_ANSWERS = {
+    "good": SUMMARY,
+    "junk": "I summarised it, all good.",
+    "refusal": "I'm sorry, I can't help with that.",
+}
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    messages=agent_turns(),
+    behaviour=st.lists(st.sampled_from(["good", "junk", "refusal", "raise"]), min_size=1),
+    always_fails=st.booleans(),
+    by_tokens=st.booleans(),
+)
+def test_a_summariser_failing_at_random_never_unbounds_the_context(
+    messages: list[Message], behaviour: list[str], always_fails: bool, by_tokens: bool
+) -> None:
+    """Issue 16: whatever the summariser does, at every model call the conversation stays
+    under twice its triggers, pairing holds, every removed message is in the session log
+    exactly once, and a summariser that keeps failing is asked on at most a quarter of
+    the model calls."""
+    answers = itertools.cycle(["raise"] if always_fails else behaviour)
+
+    def reply(request: list[Message], purpose: str) -> str:
+        if purpose != "summary":
+            return "NO_REPLY"
+        answer = next(answers)
+        if answer == "raise":
+            raise ModelUnavailableError("the summariser is down")
+        return _ANSWERS[answer]
+
+    trigger = {"trigger_messages": 0, "trigger_tokens": 700} if by_tokens else {}
+    compaction = {"trigger_messages": 12, "keep_messages": 4, "trigger_tokens": 0, **trigger}
+    model = ScriptedModel(reply)
+    counter = TokenCounter()
+    with MemoryHarness.open(
+        f"memory://random-summariser-{next(_WORKSPACES)}",
+        model=model,
+        compaction=compaction,
+        maintenance={"enabled": False},
+        flush={"enabled": False},
+    ) as harness:
+        session = harness.session("r")
+        context: list[Message] = []
+        calls = 0
+        for message in messages:
+            if message["role"] == "assistant" and context:
+                sent = session.before_reasoning(context)
+                calls += 1
+                validate_messages(sent, require_pairing=True)
+                if compaction["trigger_messages"]:
+                    assert len(sent) - 1 < 2 * compaction["trigger_messages"]
+                if compaction["trigger_tokens"]:
+                    assert counter.count_messages(sent[1:]) < 2 * compaction["trigger_tokens"]
+                context = sent
+            context.append(message)
+        records = log_records(harness, "r")
+    anchor = parse_anchor(context[1]) if len(context) > 1 else None
+    covers = anchor.covers if anchor is not None else 0
+    assert [r.pos for r in records] == list(range(1, covers + 1))
+    assert [r.fp for r in records] == [fingerprint(m) for m in messages[1 : 1 + covers]]
+    if always_fails and calls >= 8:
+        assert len(model.calls_for("summary")) <= calls / 4
