@@ -18,6 +18,12 @@ Reported per configuration (the two of the acceptance test):
 Token counts are the harness's own ``TokenCounter`` (tiktoken ``o200k_base``), tool
 schemas excluded. ``--quick`` replays the first 30 runs.
 
+A second part replays the same stream with ``messages 30 / keep 10`` and summarisers that
+misbehave as real ones do: one that answers in inline labels (``SESSION INTENT: ...``),
+one that never follows the format, and one whose every call fails. For each it reports
+the largest context sent (conversation messages, against the trigger) and how often the
+summariser was asked (against the model calls), next to the well-behaved one.
+
 The run also returns the context size at every model call, with each configuration and
 without the harness, as a ``Series``: a full run draws it to ``docs/img/context-tokens.png``.
 """
@@ -35,6 +41,7 @@ from typing import Any
 
 from bench._util import Row, Series
 from harnessmem import MemoryHarness
+from harnessmem.errors import ModelUnavailableError
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
 
@@ -88,6 +95,78 @@ def _reply(messages: list[Message], purpose: str) -> str:
         f"## SESSION INTENT\n{body[:300]}\n## SUMMARY\n{body}\n"
         "## ARTIFACTS\nNone\n## NEXT STEPS\nContinue with the user's latest request."
     )
+
+
+def _inline_labels(messages: list[Message], purpose: str) -> str:
+    """The sections as inline labels on one line each, as many models write them."""
+    if purpose == "flush":
+        return _reply(messages, purpose)
+    request = str(messages[-1].get("content") or "")
+    users = re.findall(r"^\[user\]: (.+)$", request, flags=re.MULTILINE)
+    body = " ".join(" ".join(users[-12:]).split()[:220]) or "None"
+    return (
+        f"SESSION INTENT: {body[:300]}\n**Summary:** {body}\n1. Artifacts - none\n"
+        "NEXT STEPS: continue with the user's latest request."
+    )
+
+
+def _off_format(messages: list[Message], purpose: str) -> str:
+    """Prose that never follows the format (a small local model)."""
+    if purpose == "flush":
+        return _reply(messages, purpose)
+    return "The user and the agent discussed flights, reservations and a few refunds."
+
+
+def _failing(messages: list[Message], purpose: str) -> str:
+    if purpose == "flush":
+        return _reply(messages, purpose)
+    raise ModelUnavailableError("the summariser is down")
+
+
+SUMMARISERS = {
+    "well-formed": _reply,
+    "inline labels": _inline_labels,
+    "off-format prose": _off_format,
+    "always failing": _failing,
+}
+
+
+def misbehaving(messages: list[Message], reply: Any) -> dict[str, int]:
+    """The largest context and the summariser's call count for one summariser."""
+    model = ScriptedModel(reply)
+    largest = calls = degraded = compactions = 0
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        MemoryHarness.open(
+            Path(folder) / "ws",
+            model=model,
+            compaction=CONFIGS["messages 30 / keep 10"],
+            maintenance={"enabled": False},
+        ) as harness,
+    ):
+        session = harness.session("tau")
+        compactor = harness.pm.get_plugin("compaction").compactor(harness, "tau")
+        context: list[Message] = []
+        for message in messages:
+            if message["role"] == "user" and context and context[-1]["role"] == "assistant":
+                session.after_call(context)
+            if message["role"] == "assistant" and context:
+                before = compactor.last_result
+                context = session.before_reasoning(context)
+                result = compactor.last_result
+                if result is not before and result is not None and result.compacted:
+                    compactions += 1
+                    degraded += result.degraded
+                calls += 1
+                largest = max(largest, len(context) - 1)  # conversation messages
+            context.append(message)
+    return {
+        "largest": largest,
+        "calls": calls,
+        "summaries": len(model.calls_for("summary")),
+        "compactions": compactions,
+        "degraded": degraded,
+    }
 
 
 def replay(messages: list[Message], compaction: dict[str, int]) -> dict[str, Any]:
@@ -175,6 +254,35 @@ def run(quick: bool) -> list[Row | Series]:
                     f"{totals['summaries']:,} summaries ({totals['summary']:,} tokens), "
                     f"{totals['flushes']:,} flushes ({totals['flush']:,} tokens)"
                 ),
+            )
+        )
+    trigger = CONFIGS["messages 30 / keep 10"]["trigger_messages"]
+    for label, reply in SUMMARISERS.items():
+        seen = misbehaving(messages, reply)
+        notes = (
+            f"{seen['compactions']:,} compactions, {seen['degraded']:,} degraded "
+            "(automatic summary)"
+        )
+        rows.append(
+            Row(
+                bench="compaction",
+                name=f"largest context, {label} summariser, messages 30 / keep 10",
+                value=seen["largest"],
+                unit="messages",
+                baseline="trigger_messages",
+                baseline_value=trigger,
+                notes=notes,
+            )
+        )
+        rows.append(
+            Row(
+                bench="compaction",
+                name=f"summariser calls, {label} summariser, messages 30 / keep 10",
+                value=seen["summaries"],
+                unit="calls",
+                baseline="agent model calls",
+                baseline_value=seen["calls"],
+                notes=notes,
             )
         )
     peaks = "; ".join(f"{label}: peak {max(values):,.0f}" for label, values in curves.items())

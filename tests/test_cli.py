@@ -271,6 +271,43 @@ def test_a_rejected_consolidation_exits_1(tmp_path: Path, monkeypatch: pytest.Mo
     assert "rewrite rejected, MEMORY.md unchanged: the answer was empty" in result.output
 
 
+def test_status_shows_a_failing_summariser(tmp_path: Path) -> None:
+    """Issue 16: the summariser's recent failures (errors and rejected answers) show."""
+    from harnessmem.errors import ModelUnavailableError
+    from harnessmem.testing import ScriptedModel
+
+    answers = iter([ModelUnavailableError("the summariser is down"), "Just prose, no sections."])
+
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str | BaseException:
+        return next(answers) if purpose == "summary" else "NO_REPLY"
+
+    ws = tmp_path / "ws"
+    with MemoryHarness.open(
+        ws,
+        model=ScriptedModel(reply),
+        compaction={"trigger_messages": 6, "keep_messages": 2, "summary_backoff_max": 0},
+        maintenance={"enabled": False},
+        flush={"enabled": False},
+    ) as harness:
+        session = harness.session("s")
+        sent: list[dict[str, Any]] = [{"role": "system", "content": "You help."}]
+        for turn in range(8):
+            sent = session.before_reasoning(
+                [
+                    *sent,
+                    {"role": "user", "content": f"q{turn}"},
+                    {"role": "assistant", "content": "a"},
+                ]
+            )
+    result = invoke("status", "-w", str(ws))
+    assert result.exit_code == 0, result.output
+    lines = dict(line.split(None, 1) for line in result.output.splitlines() if line.strip())
+    assert lines["upkeep"].startswith("summary 2 of 2 failed today (1 answers rejected)")
+    assert "failing now: the summariser's answer was rejected: the summary lacks" in lines["upkeep"]
+    data = json.loads(invoke("status", "-w", str(ws), "--json").output)
+    assert data["upkeep"]["summary"]["failures"] == 2
+
+
 def test_status(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     empty = invoke("status", "-w", str(ws))
@@ -298,3 +335,4 @@ def test_status(tmp_path: Path) -> None:
     assert data["watermark"]["waiting_logs"] == 1
     assert data["model"] == {"backend": "extractive", "name": None, "offline": True}
     assert data["usage"]["calls"] >= 1
+    assert "upkeep" not in lines  # nothing failed

@@ -322,6 +322,28 @@ def test_model_failure_raises_and_changes_nothing(
     assert events.consolidated[-1].status == "failed"
 
 
+def test_a_failing_consolidation_model_is_backed_off_in_maintenance(
+    open_harness: HarnessFactory,
+) -> None:
+    """Issue 16: errors and rejected rewrites back the model off (1, 2 ... runs skipped
+    with ``deferred``); a direct call still asks; a success resets the count."""
+    model = ScriptedModel([ModelUnavailableError("down"), "", PRIOR + "- Ana has a cat\n"])
+    harness = open_harness(model)
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    with pytest.raises(ModelUnavailableError):
+        harness.consolidate(backoff=True)
+    deferred = harness.consolidate(backoff=True)
+    assert deferred.status == "deferred"
+    assert "backed off after 1 failure(s)" in deferred.reason
+    assert harness.consolidate(backoff=True).reason == "empty answer"  # failure 2
+    assert [harness.consolidate(backoff=True).status for _ in range(2)] == ["deferred"] * 2
+    assert len(model.calls) == 2
+    assert harness.consolidate(backoff=True).accepted
+    consolidation = harness.usage().by_purpose()["consolidation"]
+    assert (consolidation.calls, consolidation.failures, consolidation.rejected) == (3, 2, 1)
+
+
 def test_a_slow_model_gets_the_lease_renewed_or_loses_it(
     open_harness: HarnessFactory, clock: FakeClock
 ) -> None:

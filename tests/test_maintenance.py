@@ -61,7 +61,7 @@ def calls(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Stand-ins for consolidate() and reindex() (other issues build them) that record calls."""
     seen: list[str] = []
 
-    def consolidate() -> str:
+    def consolidate(backoff: bool = False) -> str:
         seen.append("consolidate")
         return "consolidated 2 files"
 
@@ -190,7 +190,7 @@ def test_a_step_that_raises_does_not_stop_the_rest(
     """consolidate raises: it is reported and logged; archive, prune and reindex still run."""
     ran: list[str] = []
 
-    def broken() -> None:
+    def broken(backoff: bool = False) -> None:
         raise RuntimeError("the model is down")
 
     monkeypatch.setattr(harness, "consolidate", broken)
@@ -216,7 +216,7 @@ def test_a_step_that_raises_does_not_stop_the_rest(
 def test_missing_components_are_reported_unavailable(harness: MemoryHarness) -> None:
     """A component that is not built yet (NotImplementedError) reads as unavailable."""
 
-    def not_built(*args: Any) -> None:
+    def not_built(*args: Any, **kwargs: Any) -> None:
         raise NotImplementedError("harness.reindex is not available yet")
 
     harness.reindex = not_built  # type: ignore[method-assign]
@@ -358,7 +358,7 @@ url, options, now = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
 class Counting(MemoryHarness):
     # consolidate() and reindex() arrive with other issues; these stand-ins count calls in a
     # shared file (appends are lossless across processes).
-    def consolidate(self):
+    def consolidate(self, *, backoff=False):
         self.workspace.append_text("calls.log", "consolidate\\n")
         return "consolidated"
 
@@ -424,7 +424,7 @@ def _scheduled(tmp_path: Path, clock: FakeClock, **maintenance: Any) -> MemoryHa
 
 def _stub_components(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
-    monkeypatch.setattr(harness, "consolidate", lambda: seen.append("consolidate"))
+    monkeypatch.setattr(harness, "consolidate", lambda backoff=False: seen.append("consolidate"))
     monkeypatch.setattr(harness, "reindex", lambda full=False: seen.append("reindex"))
     return seen
 
@@ -518,7 +518,7 @@ def test_close_waits_for_a_running_tick_up_to_its_timeout(
     harness = _scheduled(tmp_path, clock)
     entered, release = threading.Event(), threading.Event()
 
-    def stuck() -> None:
+    def stuck(backoff: bool = False) -> None:
         entered.set()
         release.wait(30)
 
@@ -618,7 +618,7 @@ def test_cli_maintain_prints_the_report(tmp_path: Path) -> None:
 def test_cli_maintain_exits_1_when_a_step_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(self: MemoryHarness) -> None:
+    def broken(self: MemoryHarness, *, backoff: bool = False) -> None:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(MemoryHarness, "consolidate", broken)

@@ -147,9 +147,9 @@ def consolidate_memory(harness: MemoryHarness, now: float) -> StepDone:
     if not harness.settings.consolidation.enabled:
         raise StepSkipped("consolidation.enabled is false")
     # Typed loosely: the consolidation work (issue 5) decides what its result object is.
-    consolidate: Callable[[], Any] = harness.consolidate
-    result = consolidate()
-    idle = getattr(result, "status", None) in ("nothing_new", "busy", "disabled")
+    consolidate: Callable[..., Any] = harness.consolidate
+    result = consolidate(backoff=True)
+    idle = getattr(result, "status", None) in ("nothing_new", "busy", "disabled", "deferred")
     return StepDone(_describe(result), result=result, idle=idle)
 
 

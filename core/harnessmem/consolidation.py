@@ -41,7 +41,9 @@ from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
+from harnessmem._backoff import Backoff
 from harnessmem._watermark import Segment, Watermark, content_hash
+from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
 
 if TYPE_CHECKING:
@@ -65,7 +67,7 @@ KEPT_WORD_SHARE = 0.6
 _HISTORY = re.compile(r"^memory/\.history/MEMORY-\d{8}T\d{6}Z(?:-\d+)?\.md$")
 
 ConsolidationStatus = Literal[
-    "consolidated", "unchanged", "nothing_new", "rejected", "busy", "disabled"
+    "consolidated", "unchanged", "nothing_new", "rejected", "deferred", "busy", "disabled"
 ]
 
 
@@ -76,7 +78,9 @@ class ConsolidationResult:
     ``status``: ``consolidated`` (MEMORY.md rewritten, watermark advanced), ``unchanged``
     (the model answered NO_REPLY; watermark advanced), ``nothing_new`` (no log text past the
     watermark and MEMORY.md within budget: no model call), ``rejected`` (``reason`` says
-    why; nothing changed), ``busy`` (another run holds the lease) or ``disabled``.
+    why; nothing changed), ``deferred`` (the model failed or was rejected on the last runs
+    and is backed off: not asked; ``reason`` says why), ``busy`` (another run holds the
+    lease) or ``disabled``.
     ``pending`` is true when more log text waits for the next run.
     """
 
@@ -137,6 +141,7 @@ class MemoryConsolidator:
         self.harness = harness
         self.workspace = harness.workspace
         self._counter: TokenCounter | None = None
+        self.backoff = Backoff(harness.settings.consolidation.backoff_max)
 
     def tokens(self, text: str) -> int:
         if self._counter is None:
@@ -196,21 +201,41 @@ class MemoryConsolidator:
 
     # consolidation ---------------------------------------------------------------------------
 
-    def consolidate(self) -> ConsolidationResult:
+    def consolidate(self, *, backoff: bool = False) -> ConsolidationResult:
         """One consolidation run (see the module doc).
 
         Raises the model's ``ModelError`` (after firing ``on_memory_consolidated`` with
         status ``failed``) and ``WorkspaceError``; MEMORY.md and the watermark are then
-        as they were.
+        as they were. A model that failed or was rejected is backed off: with ``backoff``
+        (maintenance passes it) the next 1, 2, 4 ... runs, up to
+        ``consolidation.backoff_max``, return ``deferred`` without asking it.
         """
         settings = self.harness.settings.consolidation
         if not settings.enabled:
             return ConsolidationResult("disabled", reason="consolidation.enabled is false")
+        if backoff and not self.backoff.ready():
+            state = self.backoff.state
+            return ConsolidationResult(
+                "deferred",
+                reason=(
+                    f"the consolidation model is backed off after {state.failures} failure(s) "
+                    f"in a row (last: {state.last_error})"
+                ),
+            )
         lease = self.workspace.try_lock(CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
         if lease is None:
             return ConsolidationResult("busy", reason="another consolidation is running")
         with lease:
-            result = self._run(lease)
+            try:
+                result = self._run(lease)
+            except ModelError as exc:
+                self.backoff.failed(f"{type(exc).__name__}: {exc}")
+                raise
+        if result.status == "rejected":
+            self.backoff.failed(result.reason)
+            self.harness.model_for("consolidation").rejected("consolidation", result.reason)
+        elif result.accepted:
+            self.backoff.succeeded()
         if result.status not in ("nothing_new", "busy", "disabled"):
             self._emit(result)
         return result

@@ -316,14 +316,15 @@ class MemoryHarness:
         self._check_open()
         return self._memory_flusher().flush(messages, session_id=session_id, backoff=backoff)
 
-    def consolidate(self) -> ConsolidationResult:
+    def consolidate(self, *, backoff: bool = False) -> ConsolidationResult:
         """Rewrite MEMORY.md from the daily-log text past the watermark, within budget.
 
         The result says whether the rewrite was accepted and why not (see
-        :mod:`harnessmem.consolidation`); a model failure raises.
+        :mod:`harnessmem.consolidation`); a model failure raises. With ``backoff``
+        (maintenance passes it), a model that failed lately is not asked: ``deferred``.
         """
         self._check_open()
-        return self._memory_consolidator().consolidate()
+        return self._memory_consolidator().consolidate(backoff=backoff)
 
     # Built lazily, once per harness, by the helpers below (issue 5's components).
     _flusher: MemoryFlusher | None = None

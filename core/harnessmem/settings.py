@@ -343,6 +343,14 @@ class ConsolidationSettings(_Section):
             "prior MEMORY.md was within budget."
         ),
     )
+    backoff_max: int = Field(
+        16,
+        ge=0,
+        description=(
+            "After a consolidation model failure or a rejected rewrite, the next 1, 2, 4 ... "
+            "maintenance runs (at most this many) skip it; 0 asks it every time."
+        ),
+    )
     max_input_tokens: int = Field(
         32_000,
         gt=0,

@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo
@@ -192,13 +192,16 @@ class UsageReport:
     """Totals per purpose and model over ``days`` (oldest first), and the budget state.
 
     ``purposes[purpose][model]`` holds the totals of one purpose served by one model;
-    ``fallbacks`` counts the calls the budget sent to the extractive backend.
+    ``fallbacks`` counts the calls the budget sent to the extractive backend;
+    ``last_errors[purpose]`` is the latest failure (an error or a rejected answer) of a
+    purpose whose latest outcome was a failure.
     """
 
     days: tuple[str, ...]
     purposes: Mapping[str, Mapping[str, UsageTotals]]
     fallbacks: int = 0
     budget: BudgetStatus | None = None
+    last_errors: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def total(self) -> UsageTotals:
@@ -227,6 +230,7 @@ class UsageReport:
             },
             "fallbacks": self.fallbacks,
             "budget": budget,
+            "last_errors": dict(self.last_errors),
         }
 
 
@@ -390,10 +394,15 @@ class UsageLedger:
             wanted = sorted({self.day_of(now - 86_400 * back) for back in range(days)})
         purposes: dict[str, dict[str, UsageTotals]] = {}
         fallbacks = 0
+        latest: dict[str, UsageRecord] = {}
         for record in self._file_records(wanted):
             models = purposes.setdefault(record.purpose, {})
             models[record.model] = models.get(record.model, UsageTotals()).add(record)
             fallbacks += record.fallback
+            known = latest.get(record.purpose)
+            # A rejection marks the call just before it: at the same moment, it wins.
+            if known is None or record.at > known.at or (record.at == known.at and record.rejected):
+                latest[record.purpose] = record
         with self._lock:
             for (day, purpose, model), totals in self._kept.items():
                 if day in wanted:
@@ -401,8 +410,15 @@ class UsageLedger:
                     models[model] = models.get(model, UsageTotals()) + totals
             fallbacks += sum(n for day, n in self._kept_fallbacks.items() if day in wanted)
         covered = tuple(wanted) if days is not None else tuple(self._recorded_days())
+        errors = {
+            purpose: record.error or "failed" for purpose, record in latest.items() if not record.ok
+        }
         return UsageReport(
-            days=covered, purposes=purposes, fallbacks=fallbacks, budget=self.status()
+            days=covered,
+            purposes=purposes,
+            fallbacks=fallbacks,
+            budget=self.status(),
+            last_errors=errors,
         )
 
     def status(self) -> BudgetStatus | None:

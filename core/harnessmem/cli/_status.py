@@ -117,6 +117,7 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
         "maintenance": _maintenance(harness),
         "model": _model(harness),
         "usage": _usage(harness),
+        "upkeep": _upkeep(harness),
     }
 
 
@@ -191,6 +192,31 @@ def _usage(harness: MemoryHarness) -> dict[str, Any]:
         "cost": round(total.cost, 6),
         "budget": report.budget.describe() if report.budget is not None else None,
     }
+
+
+#: The model jobs of memory upkeep, whose failures status shows.
+_UPKEEP = ("summary", "flush", "consolidation")
+
+
+def _upkeep(harness: MemoryHarness) -> dict[str, Any]:
+    """Today's calls and failures of each upkeep job, and its latest error if it is failing.
+
+    Failures are calls that raised and answers the harness rejected; a job that keeps
+    failing is backed off (compaction uses automatic summaries meanwhile)."""
+    report = harness.usage(days=1)
+    totals = report.by_purpose()
+    found = {}
+    for purpose in _UPKEEP:
+        done = totals.get(purpose)
+        if done is None:
+            continue
+        found[purpose] = {
+            "calls": done.calls,
+            "failures": done.failures,
+            "rejected": done.rejected,
+            "failing": report.last_errors.get(purpose),
+        }
+    return found
 
 
 def _lines(data: dict[str, Any]) -> list[tuple[str, str]]:
@@ -272,6 +298,15 @@ def _lines(data: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("model usage", "no model calls recorded"))
     if usage["budget"]:
         rows.append(("budget", usage["budget"]))
+    failing = [
+        f"{purpose} {job['failures']} of {job['calls']} failed today"
+        + (f" ({job['rejected']} answers rejected)" if job["rejected"] else "")
+        + (f", failing now: {job['failing']}" if job["failing"] else "")
+        for purpose, job in data["upkeep"].items()
+        if job["failures"]
+    ]
+    if failing:
+        rows.append(("upkeep", "; ".join(failing)))
     return rows
 
 
