@@ -98,16 +98,13 @@ def _reply(messages: list[Message], purpose: str) -> str:
 
 
 def _inline_labels(messages: list[Message], purpose: str) -> str:
-    """The sections as inline labels on one line each, as many models write them."""
+    """The same answer as ``_reply``, its sections written as inline labels."""
+    answer = _reply(messages, purpose)
     if purpose == "flush":
-        return _reply(messages, purpose)
-    request = str(messages[-1].get("content") or "")
-    users = re.findall(r"^\[user\]: (.+)$", request, flags=re.MULTILINE)
-    body = " ".join(" ".join(users[-12:]).split()[:220]) or "None"
-    return (
-        f"SESSION INTENT: {body[:300]}\n**Summary:** {body}\n1. Artifacts - none\n"
-        "NEXT STEPS: continue with the user's latest request."
-    )
+        return answer
+    labels = {"SESSION INTENT": "SESSION INTENT:", "SUMMARY": "**Summary:**"}
+    labels |= {"ARTIFACTS": "1. Artifacts -", "NEXT STEPS": "NEXT STEPS:"}
+    return re.sub(r"^## (.+)\n", lambda m: labels[m.group(1)] + " ", answer, flags=re.MULTILINE)
 
 
 def _off_format(messages: list[Message], purpose: str) -> str:
