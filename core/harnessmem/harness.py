@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 from harnessmem._model_routes import PURPOSES as PURPOSES
 from harnessmem._model_routes import ModelRoutes
 from harnessmem._session import Session
-from harnessmem.errors import HarnessMemError, PathNotAllowed
+from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
 from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager
 from harnessmem.settings import HarnessSettings
 
@@ -288,7 +288,14 @@ class MemoryHarness:
                     "session log or evicted tool result",
                     hint=hint,
                 )
-        text = self.workspace.read_text(normal)
+        try:
+            text = self.workspace.read_text(normal)
+        except FileNotFoundError as exc:
+            raise WorkspaceFileNotFound(
+                f"harness.get: {path!r} does not exist in {self.workspace.url}",
+                hint="pass a path exactly as search printed it (memory_search, session_search)",
+                path=normal,
+            ) from exc
         all_lines = text.splitlines(keepends=True)
         end = None if lines is None else start_line - 1 + lines
         return "".join(all_lines[start_line - 1 : end])
