@@ -266,6 +266,24 @@ def test_memory_save_writes_and_is_searchable(session: Session) -> None:
     assert "nothing new" in again
 
 
+def test_memory_save_answer_counts_every_line_and_names_what_it_left_out(
+    harness: MemoryHarness, session: Session
+) -> None:
+    """'Ana lives in Porto' used to be dropped while the answer said '1 new entry'."""
+    answer = session.call_tool(
+        "memory_save", {"text": "## Ana\nAna lives in Porto\n- The prod db is on port 6543"}
+    )
+    assert answer == (
+        "Saved to MEMORY.md (2 new entries). Not saved: '## Ana' (a heading, not a fact). "
+        "Write each fact as its own line or bullet that makes sense without the heading."
+    )
+    memory = harness.workspace.read_text("MEMORY.md")
+    assert "- Ana lives in Porto\n- The prod db is on port 6543\n" in memory
+    assert session.call_tool("memory_save", {"text": "### Only a heading"}).startswith(
+        "Nothing saved to MEMORY.md: the text holds no fact. Not saved: '### Only a heading'"
+    )
+
+
 def test_memory_save_without_a_writer_says_so(
     harness: MemoryHarness, session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -303,8 +303,10 @@ class MemoryHarness:
     def save(self, text: str) -> SaveResult:
         """Append facts to MEMORY.md as a dated entry (the agent's ``memory_save``).
 
-        Redacted like a flush; facts already in MEMORY.md are skipped. The append is a
-        compare-and-swap, as consolidation's rewrite is, so neither loses the other's write.
+        Every bullet and line of prose is kept, one entry each; headings are left out and
+        named in ``SaveResult.left_out``. Redacted like a flush; facts already in MEMORY.md
+        are skipped. The append is a compare-and-swap, as consolidation's rewrite is, so
+        neither loses the other's write.
         """
         self._check_open()
         return self._memory_consolidator().save(text)

@@ -313,7 +313,8 @@ def _memory_save(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
     if getattr(result, "saved", True) is False and isinstance(message, str):
         return message  # e.g. "Already in MEMORY.md: nothing new to save"
     described = f" ({result})" if result is not None else ""
-    return f"Saved to MEMORY.md{described}."
+    note = getattr(result, "left_out_note", "")
+    return f"Saved to MEMORY.md{described}." + (f" {note}" if note else "")
 
 
 _HANDLERS: dict[str, Callable[[MemoryHarness, Mapping[str, Any]], str]] = {
