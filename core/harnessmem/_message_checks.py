@@ -38,7 +38,6 @@ _TEXT_KEYS: Final = ("role", "name", "tool_call_id")
 # Types that hold nothing to walk; everything else is looked at once.
 _LEAVES: Final[frozenset[type]] = frozenset({str, int, float, bool, type(None)})
 _TEXT: Final[frozenset[type]] = frozenset({str})
-_NOTHING: Final[frozenset[type]] = frozenset()
 _HINT: Final = (
     "pass the conversation as a list of OpenAI-format message dicts: role (text), content "
     "(text, a list of parts or None), tool_calls (a list of call dicts), tool_call_id (text)"
@@ -83,7 +82,7 @@ def _flat(items: list[Any] | tuple[Any, ...], leaves: frozenset[type] = _LEAVES)
     """Whether every item is one of ``leaves``, or a dict of leaves and of dicts of leaves
     (text keys).
 
-    The shape of nearly every content list (``leaves``: text) and tool-call list (none);
+    The shape of nearly every content list (``leaves``: text) and extra list value;
     answering it with plain loops spares those the general walk and the shape checks.
     """
     for item in items:
@@ -128,9 +127,22 @@ def nesting_problem(value: Any, limit: int = MAX_DEPTH, depth: int = 0) -> tuple
     raise AssertionError("unreachable: the fast walk found a problem")  # pragma: no cover
 
 
-def _functions(calls: list[Any]) -> bool:
-    """Whether every call of a flat tool-call list has its ``function`` as a dict."""
-    return all(type(call["function"]) is dict for call in calls if "function" in call)
+def _plain_calls(calls: list[Any]) -> bool:
+    """Whether every call is a dict of leaves and of dicts of leaves, with ``function`` a
+    dict: the shape of nearly every tool-call list, answered in one loop."""
+    for call in calls:
+        if type(call) is not dict:
+            return False
+        for key, value in call.items():
+            if type(value) is dict:
+                if type(key) is not str:
+                    return False
+                for inner_key, inner in value.items():
+                    if type(inner_key) is not str or type(inner) not in _LEAVES:
+                        return False
+            elif type(value) not in _LEAVES or key == "function" or type(key) is not str:
+                return False
+    return True
 
 
 def _calls_problem(calls: Any) -> str | None:
@@ -221,7 +233,7 @@ def check_messages(messages: Any, where: str) -> list[Message]:
                 if value is None or (type(value) is str and key != "tool_calls"):
                     continue
                 if type(value) is not list or not (
-                    (key == "tool_calls" and _flat(value, _NOTHING) and _functions(value))
+                    (key == "tool_calls" and _plain_calls(value))
                     or (key == "content" and _flat(value, _TEXT))
                 ):
                     break
