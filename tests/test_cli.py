@@ -245,6 +245,26 @@ def test_save(tmp_path: Path) -> None:
     assert invoke("save", "  ", "-w", ws).exit_code == EXIT["usage"]
 
 
+def test_save_keeps_prose_and_reports_headings(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    text = "## Ops\nAna lives in Porto\n- The prod db is on port 6543\n- B1\nB2 after list"
+    result = invoke("save", "-w", str(ws), "--json", "--", text)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["entries"] == [
+        "Ana lives in Porto",
+        "The prod db is on port 6543",
+        "B1",
+        "B2 after list",
+    ]
+    assert data["left_out"] == ["'## Ops' (a heading, not a fact)"]
+    plain = invoke("save", "-w", str(ws), "# Title\n- Maya owns the pager")
+    assert plain.output.startswith(
+        "Saved 1 memory to MEMORY.md. Not saved: '# Title' (a heading, not a fact)."
+    ), plain.output
+    assert "B2 after list" in (ws / "MEMORY.md").read_text()
+
+
 def test_consolidate(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)

@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harnessmem import (
     LeaseError,
     MemoryHarness,
     ModelUnavailableError,
 )
-from harnessmem._memory_files import is_daily_log, normalise_fact, parse_facts
+from harnessmem._memory_files import is_daily_log, normalise_fact, parse_facts, saved_facts
 from harnessmem.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResult
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
@@ -394,6 +396,86 @@ def test_save_appends_a_dated_redacted_entry(open_harness: HarnessFactory) -> No
     assert again.message.startswith("Already in MEMORY.md")
     with pytest.raises(ValueError, match="non-empty"):
         harness.save("   ")
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (
+            "Ana lives in Porto\n- The prod db is on port 6543",
+            ["Ana lives in Porto", "The prod db is on port 6543"],
+        ),
+        ("- B1\nB2 after list", ["B1", "B2 after list"]),
+        (
+            "- Deploys go through make ship\n```\nmake ship ENV=prod\n```\n"
+            "Run it from the repo root",
+            ["Deploys go through make ship", "make ship ENV=prod", "Run it from the repo root"],
+        ),
+        (
+            "Facts:\n1. Ana's cat is Mia\n   (a tabby)\n2. Ana's dog is Rex\nThat is all.",
+            ["Facts:", "Ana's cat is Mia (a tabby)", "Ana's dog is Rex", "That is all."],
+        ),
+        ("- [x] Renewed the TLS cert\n- [ ] Rotate the API key", None),
+        ("No reply from Bob yet about the lease", None),
+    ],
+)
+def test_save_keeps_every_line(
+    open_harness: HarnessFactory, text: str, kept: list[str] | None
+) -> None:
+    """Prose around, between and after bullets, and text after a code fence, used to be
+    dropped while the answer said 'Saved'."""
+    harness = open_harness(ScriptedModel("x"))
+    result = harness.save(text)
+    expected = kept or [line.removeprefix("- ") for line in text.splitlines()]
+    assert list(result.entries) == expected
+    assert result.left_out == ()
+    memory = harness.workspace.read_text("MEMORY.md")
+    assert all(f"- {fact}\n" in memory for fact in expected), memory
+
+
+def test_save_says_which_lines_it_left_out_and_why(open_harness: HarnessFactory) -> None:
+    harness = open_harness(ScriptedModel("x"))
+    result = harness.save("## Travel\n- Ana prefers aisle seats")
+    assert result.entries == ("Ana prefers aisle seats",)
+    assert result.left_out == ("'## Travel' (a heading, not a fact)",)
+    assert result.message == (
+        "Saved 1 memory to MEMORY.md. Not saved: '## Travel' (a heading, not a fact). Write "
+        "each fact as its own line or bullet that makes sense without the heading."
+    )
+    assert "Travel" not in harness.workspace.read_text("MEMORY.md")
+    only = harness.save("# Memory\n\n## People")
+    assert not only.saved
+    assert only.message.startswith(
+        "Nothing saved to MEMORY.md: the text holds no fact. Not saved: '# Memory' (a heading, "
+        "not a fact); '## People' (a heading, not a fact)."
+    )
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzÀé寿司0123456789", min_size=1, max_size=6)
+_LINE = st.builds(
+    lambda indent, marker, words: indent + marker + " ".join(words),
+    st.sampled_from(["", "", "  ", "\t"]),
+    st.sampled_from(["", "", "- ", "* ", "+ ", "1. ", "2) ", "• ", "# ", "## ", "- [x] "]),
+    st.lists(_WORD, min_size=1, max_size=5),
+)
+_MARKUP = st.sampled_from(["", "   ", "```", "```python", "~~~", "---", "***"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_LINE, _MARKUP), min_size=1, max_size=12))
+def test_every_word_saved_is_kept_or_reported(lines: list[str]) -> None:
+    """What memory_save does with the text: each word ends up in a fact or in a line the
+    answer names as not saved; the bullet markers and fences are all that may go."""
+    facts, left_out = saved_facts("\n".join(lines))
+    for line in lines:
+        for word in line.split():
+            if word in ("-", "*", "+", "•", "1.", "2)", "#", "##", "[x]", "```python") or (
+                word in ("```", "~~~", "---", "***") and line.strip() == word
+            ):
+                continue
+            assert any(word in fact.split() for fact in facts) or any(
+                word in note for note in left_out
+            ), (word, lines, facts, left_out)
 
 
 def test_memory_save_tool_goes_through_save(open_harness: HarnessFactory) -> None:

@@ -16,8 +16,11 @@ from harnessmem import (
     MemoryHarness,
     PathNotAllowed,
     TurnContext,
+    WorkspaceError,
+    WorkspaceFileNotFound,
     hookimpl,
 )
+from harnessmem.cli._common import EXIT_INPUT, exit_code_of
 from harnessmem.testing.scripted import ScriptedModel
 
 USER = {"role": "user", "content": "book a flight to Lisbon"}
@@ -213,10 +216,23 @@ def test_get_reads_memory_files_only(harness: MemoryHarness) -> None:
         harness.get("notes/secret.txt")
     with pytest.raises(PathNotAllowed):
         harness.get("../outside.md")
-    with pytest.raises(FileNotFoundError):
-        harness.get("memory/absent.md")
     with pytest.raises(ValueError, match="start_line"):
         harness.get("memory/2026-11-30.md", start_line=0)
+
+
+def test_get_of_a_missing_file_is_a_harnessmem_error(harness: MemoryHarness) -> None:
+    """Used to be a bare FileNotFoundError from the store."""
+    with pytest.raises(WorkspaceFileNotFound) as caught:
+        harness.get("memory/./absent.md", start_line=3)
+    error = caught.value
+    first, hint = str(error).split("\n")
+    assert first == f"harness.get: 'memory/./absent.md' does not exist in {harness.workspace.url}"
+    assert hint.startswith("pass a path exactly as search printed it")
+    assert error.path == "memory/absent.md"
+    # Code that caught the bare error keeps working; the CLI reports bad input.
+    assert isinstance(error, FileNotFoundError | HarnessMemError | WorkspaceError)
+    assert isinstance(error.__cause__, FileNotFoundError)
+    assert exit_code_of(error) == EXIT_INPUT
 
 
 def test_default_backends_are_resolved_by_name(tmp_path: Path) -> None:

@@ -143,6 +143,33 @@ def test_bad_values_are_reported_all_at_once_with_value(tmp_path: Path) -> None:
     assert any(p.startswith("maintenance.interval:") and "'soon'" in p for p in problems)
 
 
+@pytest.mark.parametrize(
+    "path",
+    [".locks", ".locks/evicted", "a/.hidden", "memory", "memory/evicted", "sessions/", "MEMORY.md"],
+)
+def test_eviction_path_may_not_be_a_reserved_folder(path: str) -> None:
+    """'.locks' used to be accepted, and then every eviction failed (PathNotAllowed)."""
+    with pytest.raises(ConfigError) as caught:
+        HarnessSettings(eviction={"path": path})
+    (problem,) = caught.value.problems
+    assert problem.startswith("eviction.path: ")
+    assert "is reserved for harnessmem's own files" in problem
+    assert "use a folder of its own, such as 'large_tool_results'" in problem
+
+
+@pytest.mark.parametrize("path", ["..", "../x", "/", "", "s3://bucket/x", "a\\b", "a/../.."])
+def test_eviction_path_must_be_a_folder_inside_the_workspace(path: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        HarnessSettings(eviction={"path": path})
+    (problem,) = caught.value.problems
+    assert problem.startswith("eviction.path: must name a folder inside the workspace"), problem
+
+
+@pytest.mark.parametrize("path", ["large_tool_results", "spill/", "/spill", "tools/out", "memo"])
+def test_eviction_path_accepts_a_folder_of_its_own(path: str) -> None:
+    assert HarnessSettings(eviction={"path": path}).eviction.path == path
+
+
 def test_direct_construction_raises_config_error_too() -> None:
     with pytest.raises(ConfigError, match=r"flush\.mode"):
         HarnessSettings(flush={"mode": "sometimes"})

@@ -222,6 +222,32 @@ def test_bad_arguments_come_back_as_errors(session: Session) -> None:
         assert expected in answer, (name, arguments, answer)
 
 
+@pytest.mark.parametrize(
+    ("name", "arguments", "key", "position"),
+    [
+        ("memory_save", '{"text": "Ana loves \\ud83c sushi"}', "text", 10),
+        ("memory_save", {"text": "half \ud83c"}, "text", 5),
+        ("memory_search", '{"query": "sushi \\ud83c"}', "query", 6),
+        ("memory_get", '{"path": "MEMORY.md\\ud83c"}', "path", 9),
+        ("session_search", '{"query": "x", "session_id": "\\udfff"}', "session_id", 0),
+    ],
+)
+def test_half_a_character_is_an_error_the_model_can_fix(
+    harness: MemoryHarness, session: Session, name: str, arguments: Any, key: str, position: int
+) -> None:
+    """A JSON escape of half an emoji (a lone surrogate) used to raise UnicodeEncodeError."""
+    before = harness.workspace.read_text("MEMORY.md")
+    answer = session.call_tool(name, arguments)
+    assert answer.startswith(
+        f"Error: {name}: '{key}' holds half a character at position {position} (the lone surrogate"
+    ), answer
+    assert "send it again with the whole character" in answer
+    assert harness.workspace.read_text("MEMORY.md") == before
+    # The whole character (both halves of the escape) is fine.
+    whole = '{"query": "x", "text": "\\ud83c\\udf63 sushi", "path": "MEMORY.md"}'
+    assert not session.call_tool(name, whole).startswith("Error"), name
+
+
 def test_limits_are_clamped_and_unknown_arguments_ignored(session: Session) -> None:
     answer = session.call_tool("memory_search", {"query": "Kyoto", "limit": 10_000, "x": 1})
     assert answer.startswith("1 memory for")
@@ -238,6 +264,24 @@ def test_memory_save_writes_and_is_searchable(session: Session) -> None:
     assert "green tea" in session.call_tool("memory_search", {"query": "green tea"})
     again = session.call_tool("memory_save", {"text": "- Bob drinks green tea."})
     assert "nothing new" in again
+
+
+def test_memory_save_answer_counts_every_line_and_names_what_it_left_out(
+    harness: MemoryHarness, session: Session
+) -> None:
+    """'Ana lives in Porto' used to be dropped while the answer said '1 new entry'."""
+    answer = session.call_tool(
+        "memory_save", {"text": "## Ana\nAna lives in Porto\n- The prod db is on port 6543"}
+    )
+    assert answer == (
+        "Saved to MEMORY.md (2 new entries). Not saved: '## Ana' (a heading, not a fact). "
+        "Write each fact as its own line or bullet that makes sense without the heading."
+    )
+    memory = harness.workspace.read_text("MEMORY.md")
+    assert "- Ana lives in Porto\n- The prod db is on port 6543\n" in memory
+    assert session.call_tool("memory_save", {"text": "### Only a heading"}).startswith(
+        "Nothing saved to MEMORY.md: the text holds no fact. Not saved: '### Only a heading'"
+    )
 
 
 def test_memory_save_without_a_writer_says_so(

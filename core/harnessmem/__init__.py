@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         PathNotAllowed,
         PluginError,
         WorkspaceError,
+        WorkspaceFileNotFound,
     )
     from harnessmem.events import TurnContext
     from harnessmem.flush import FlushResult
@@ -51,6 +52,7 @@ _EXPORTS = {
     "PathNotAllowed": "harnessmem.errors",
     "PluginError": "harnessmem.errors",
     "WorkspaceError": "harnessmem.errors",
+    "WorkspaceFileNotFound": "harnessmem.errors",
     "TurnContext": "harnessmem.events",
     "CompactionResult": "harnessmem.compaction",
     "ConsolidationResult": "harnessmem.consolidation",
@@ -87,6 +89,7 @@ __all__ = [
     "Session",
     "TurnContext",
     "WorkspaceError",
+    "WorkspaceFileNotFound",
     "__version__",
     "hookimpl",
 ]

@@ -122,6 +122,49 @@ def parse_facts(text: str) -> list[str]:
     return [fact for fact in facts if fact]
 
 
+# memory_save keeps a checkbox as text (it says whether the thing is done); parse_facts's
+# _BULLET drops it, which is right for a model's answer and wrong for a saved fact.
+_SAVE_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_RULE = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
+
+
+def saved_facts(text: str) -> tuple[list[str], list[str]]:
+    """The facts of a ``memory_save`` text, and the lines left out, each with why.
+
+    Unlike :func:`parse_facts`, nothing the caller wrote is dropped silently: a bullet is
+    a fact (an indented line continues it), and so is every other line of prose, before,
+    between or after bullets, code fences included (a fence line itself is markup, the
+    lines inside are kept). Left out, and said so: Markdown headings, which name a
+    section but state nothing. Blank lines, fence lines and horizontal rules are markup.
+    """
+    facts: list[str] = []
+    left_out: list[str] = []
+    current = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or _FENCE.match(line) or _RULE.match(line):
+            current = current and bool(stripped)  # a blank line ends a bullet
+            continue
+        if _HEADING.match(line):
+            left_out.append(f"{_clip(stripped)!r} (a heading, not a fact)")
+            current = False
+            continue
+        match = _SAVE_BULLET.match(line)
+        if match:
+            facts.append(line[match.end() :].strip())
+        elif current and line[:1].isspace():
+            facts[-1] = f"{facts[-1]} {stripped}"
+        else:
+            facts.append(stripped)
+        current = True
+    return [fact for fact in facts if fact], left_out
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def normalise_fact(text: str) -> str:
     """The comparison key of a fact: case, bullet marker, emphasis, quotes, spacing and
     trailing punctuation do not count."""

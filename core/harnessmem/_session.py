@@ -12,6 +12,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harnessmem._message_checks import check_messages, check_tool_call
+from harnessmem.errors import MessageFormatError
 from harnessmem.events import TurnContext
 
 if TYPE_CHECKING:
@@ -29,35 +31,46 @@ class Session:
         self.harness = harness
         self.id = session_id
 
-    def _context(self, messages: Sequence[Message], **fields: Any) -> TurnContext:
+    def _context(
+        self, messages: Sequence[Message], where: str = "session", **fields: Any
+    ) -> TurnContext:
         self.harness._check_open()
-        return TurnContext(session=self, messages=list(messages), **fields)
+        # Checked here, once per call, so no plugin meets a str, a None or a bottomless
+        # structure where it expects messages (and fails with a plain Python error).
+        return TurnContext(session=self, messages=check_messages(messages, where), **fields)
+
+    def _tool_context(self, call: Any, result: Any, where: str) -> TurnContext:
+        if not isinstance(result, str):
+            raise MessageFormatError(
+                f"{where}: result is {type(result).__name__}, expected the tool's output as text",
+                hint="turn the tool's output into a str (json.dumps for data) before passing it",
+            )
+        check_tool_call(call, where)
+        return self._context([], where, tool_result=result)
 
     # sync lifecycle -------------------------------------------------------------------------
 
     def before_reasoning(self, messages: Sequence[Message]) -> list[Message]:
         """The list to send to the model (plugins may evict and compact)."""
-        ctx = self._context(messages)
+        ctx = self._context(messages, "before_reasoning")
         self.harness.hooks.pre_reasoning(ctx)
         return ctx.messages
 
     def after_tool(self, call: Mapping[str, Any], result: str) -> str:
         """The text to put in the tool message for ``call`` (plugins may evict it)."""
-        if not isinstance(result, str):
-            raise TypeError(f"tool result must be str, got {type(result).__name__}")
-        ctx = self._context([], tool_result=result)
+        ctx = self._tool_context(call, result, "after_tool")
         self.harness.hooks.post_acting(ctx, copy.deepcopy(dict(call)), result)
         return ctx.tool_result if ctx.tool_result is not None else result
 
     def after_call(self, messages: Sequence[Message]) -> TurnContext:
         """End of an agent call: plugins flush new facts; returns the turn's context."""
-        ctx = self._context(messages)
+        ctx = self._context(messages, "after_call")
         self.harness.hooks.post_call(ctx)
         return ctx
 
     def recover_overflow(self, messages: Sequence[Message], error: BaseException) -> list[Message]:
         """A shorter list to retry with after a context-length error, or re-raise ``error``."""
-        ctx = self._context(messages)
+        ctx = self._context(messages, "recover_overflow")
         shorter = self.harness.hooks.on_context_overflow(ctx, error)
         if shorter is None:
             raise error
@@ -66,26 +79,24 @@ class Session:
     # async twins ----------------------------------------------------------------------------
 
     async def abefore_reasoning(self, messages: Sequence[Message]) -> list[Message]:
-        ctx = self._context(messages)
+        ctx = self._context(messages, "abefore_reasoning")
         await self.harness.hooks.apre_reasoning(ctx)
         return ctx.messages
 
     async def aafter_tool(self, call: Mapping[str, Any], result: str) -> str:
-        if not isinstance(result, str):
-            raise TypeError(f"tool result must be str, got {type(result).__name__}")
-        ctx = self._context([], tool_result=result)
+        ctx = self._tool_context(call, result, "aafter_tool")
         await self.harness.hooks.apost_acting(ctx, copy.deepcopy(dict(call)), result)
         return ctx.tool_result if ctx.tool_result is not None else result
 
     async def aafter_call(self, messages: Sequence[Message]) -> TurnContext:
-        ctx = self._context(messages)
+        ctx = self._context(messages, "aafter_call")
         await self.harness.hooks.apost_call(ctx)
         return ctx
 
     async def arecover_overflow(
         self, messages: Sequence[Message], error: BaseException
     ) -> list[Message]:
-        ctx = self._context(messages)
+        ctx = self._context(messages, "arecover_overflow")
         shorter = await self.harness.hooks.aon_context_overflow(ctx, error)
         if shorter is None:
             raise error

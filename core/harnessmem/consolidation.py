@@ -105,12 +105,14 @@ class ConsolidationResult:
 @dataclass(frozen=True)
 class SaveResult:
     """What ``harness.save(text)`` did: ``entries`` appended to MEMORY.md, ``duplicates``
-    skipped because MEMORY.md already held them."""
+    skipped because MEMORY.md already held them, ``left_out`` the lines of the text that
+    are not facts (headings), each with why."""
 
     path: str
     entries: tuple[str, ...]
     duplicates: int = 0
     warnings: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
 
     @property
     def saved(self) -> bool:
@@ -119,19 +121,37 @@ class SaveResult:
     def __str__(self) -> str:
         count = len(self.entries)
         if not count:
+            if not self.duplicates:
+                return "nothing saved: the text holds no fact"
             return "nothing new: every fact was already there"
         skipped = f", {self.duplicates} already there" if self.duplicates else ""
         return f"{count} new {'entry' if count == 1 else 'entries'}{skipped}"
+
+    @property
+    def left_out_note(self) -> str:
+        """``Not saved: ...`` naming each left-out line and why; "" when none was."""
+        if not self.left_out:
+            return ""
+        return (
+            f"Not saved: {'; '.join(self.left_out)}. Write each fact as its own line or "
+            "bullet that makes sense without the heading."
+        )
 
     @property
     def message(self) -> str:
         """The text the ``memory_save`` tool answers with."""
         count = len(self.entries)
         if not count:
-            return f"Already in {self.path}: nothing new to save"
-        noun = "memory" if count == 1 else "memories"
-        skipped = f" ({self.duplicates} already there)" if self.duplicates else ""
-        return f"Saved {count} {noun} to {self.path}{skipped}"
+            text = (
+                f"Already in {self.path}: nothing new to save"
+                if self.duplicates
+                else f"Nothing saved to {self.path}: the text holds no fact"
+            )
+        else:
+            noun = "memory" if count == 1 else "memories"
+            skipped = f" ({self.duplicates} already there)" if self.duplicates else ""
+            text = f"Saved {count} {noun} to {self.path}{skipped}"
+        return f"{text}. {self.left_out_note}" if self.left_out else text
 
 
 class MemoryConsolidator:
@@ -155,15 +175,19 @@ class MemoryConsolidator:
     def save(self, text: str) -> SaveResult:
         """Append ``text`` (facts, ideally a bullet list) to MEMORY.md as a dated entry.
 
-        Redacted like a flush; facts MEMORY.md already holds are skipped. Raises
-        ValueError for blank text, WorkspaceError when the store fails.
+        Every bullet and every line of prose is kept, one entry each (see
+        :func:`~harnessmem._memory_files.saved_facts`); headings are left out and listed in
+        ``left_out``. Redacted like a flush; facts MEMORY.md already holds are skipped.
+        Raises ValueError for blank text, WorkspaceError when the store fails.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
         harness = self.harness
-        facts = mf.parse_facts(text) or [" ".join(text.split())]
+        facts, left_out = mf.saved_facts(text)
+        if not facts:
+            return SaveResult(mf.MEMORY_FILE, (), left_out=tuple(left_out))
         body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "save")
-        facts = list(dict.fromkeys(mf.parse_facts(body)))
+        facts = list(dict.fromkeys(mf.saved_facts(body)[0]))
         now = harness.clock()
         fresh: list[str] = []
 
@@ -184,7 +208,7 @@ class MemoryConsolidator:
 
         written = self.workspace.update_text(mf.MEMORY_FILE, add_entry, append=True)
         if written is None:
-            return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts))
+            return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts), left_out=tuple(left_out))
         after = written.text
         warnings = []
         problem = mf.reindex_paths(harness, [mf.MEMORY_FILE])
@@ -197,6 +221,7 @@ class MemoryConsolidator:
             tuple(fresh),
             duplicates=len(facts) - len(fresh),
             warnings=tuple(warnings),
+            left_out=tuple(left_out),
         )
 
     # consolidation ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ __all__ = [
     "PathNotAllowed",
     "PluginError",
     "WorkspaceError",
+    "WorkspaceFileNotFound",
 ]
 
 
@@ -65,6 +66,19 @@ class BackendNotFound(PluginError, LookupError):
 
 class WorkspaceError(HarnessMemError, OSError):
     """Reading or writing the workspace failed (after retries, where they apply)."""
+
+
+class WorkspaceFileNotFound(WorkspaceError, FileNotFoundError):
+    """A workspace file that was asked for by name does not exist (``harness.get``).
+
+    Also a ``FileNotFoundError``, so code that caught the bare error keeps working;
+    ``path`` is the workspace-relative path (``filename`` stays unset: setting it would
+    turn the message into ``OSError``'s ``[Errno ...]`` form).
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None, path: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
 
 
 class PathNotAllowed(WorkspaceError, PermissionError):

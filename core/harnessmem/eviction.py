@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import posixpath
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -154,13 +153,7 @@ class ToolResultEvictor:
     @hookimpl
     def harnessmem_configure(self, settings: HarnessSettings) -> None:
         """Keep the eviction settings; refuse ones under which eviction cannot shrink text."""
-        eviction = settings.eviction
-        folder = posixpath.normpath(eviction.path.strip("/") or ".")
-        if eviction.enabled and (folder in (".", "..") or folder.startswith("../")):
-            raise ConfigError(
-                f"eviction.path {eviction.path!r} must name a folder inside the workspace",
-                hint="use a relative folder such as 'large_tool_results'",
-            )
+        eviction = settings.eviction  # eviction.path is checked by EvictionSettings itself
         if eviction.enabled and 2 * eviction.preview_chars >= eviction.max_result_chars:
             raise ConfigError(
                 f"eviction.preview_chars ({eviction.preview_chars}) keeps head and tail, so it "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 from harnessmem._model_routes import PURPOSES as PURPOSES
 from harnessmem._model_routes import ModelRoutes
 from harnessmem._session import Session
-from harnessmem.errors import HarnessMemError, PathNotAllowed
+from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
 from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager
 from harnessmem.settings import HarnessSettings
 
@@ -288,7 +288,14 @@ class MemoryHarness:
                     "session log or evicted tool result",
                     hint=hint,
                 )
-        text = self.workspace.read_text(normal)
+        try:
+            text = self.workspace.read_text(normal)
+        except FileNotFoundError as exc:
+            raise WorkspaceFileNotFound(
+                f"harness.get: {path!r} does not exist in {self.workspace.url}",
+                hint="pass a path exactly as search printed it (memory_search, session_search)",
+                path=normal,
+            ) from exc
         all_lines = text.splitlines(keepends=True)
         end = None if lines is None else start_line - 1 + lines
         return "".join(all_lines[start_line - 1 : end])
@@ -296,8 +303,10 @@ class MemoryHarness:
     def save(self, text: str) -> SaveResult:
         """Append facts to MEMORY.md as a dated entry (the agent's ``memory_save``).
 
-        Redacted like a flush; facts already in MEMORY.md are skipped. The append is a
-        compare-and-swap, as consolidation's rewrite is, so neither loses the other's write.
+        Every bullet and line of prose is kept, one entry each; headings are left out and
+        named in ``SaveResult.left_out``. Redacted like a flush; facts already in MEMORY.md
+        are skipped. The append is a compare-and-swap, as consolidation's rewrite is, so
+        neither loses the other's write.
         """
         self._check_open()
         return self._memory_consolidator().save(text)

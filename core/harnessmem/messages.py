@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harnessmem._message_checks import value_nesting_problem
 from harnessmem.errors import MessageFormatError
 
 __all__ = [
@@ -291,12 +292,19 @@ def _message_problems(index: int, message: Any) -> Iterable[str]:
     if role != "assistant" and message.get("tool_calls"):
         yield f"message {index}: only assistant messages may carry tool_calls"
     yield from _call_problems(index, message)
+    for key, value in message.items():
+        deep = value_nesting_problem(str(key), value)
+        if deep is not None:
+            yield f"message {index}: {deep}"
 
 
 def validate_messages(
     messages: Sequence[Mapping[str, Any]], *, require_pairing: bool = False
 ) -> None:
     """Check roles and required fields; raise ``MessageFormatError`` naming each bad index.
+
+    Values nested more than 100 levels deep (or referring to themselves) are rejected
+    too: serialising or copying them would exhaust the stack.
 
     With ``require_pairing`` also reject tool results that answer no call and
     calls without a result, which OpenAI-compatible APIs refuse.

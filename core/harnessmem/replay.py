@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harnessmem._message_checks import MAX_DEPTH, check_messages
 from harnessmem.errors import MessageFormatError
 from harnessmem.plugins import hookimpl
 
@@ -88,7 +89,7 @@ def load_transcript(path: str | Path) -> list[Message]:
         )
     parsed = _parse_json_or_lines(text, source)
     try:
-        messages = _normalise(parsed)
+        messages = check_messages(_normalise(parsed), "")
     except MessageFormatError as exc:
         raise MessageFormatError(
             f"{source}: {exc.message}",
@@ -101,9 +102,19 @@ def load_transcript(path: str | Path) -> list[Message]:
     return messages
 
 
+def _too_deep(source: Path, line: int | None = None) -> MessageFormatError:
+    where = f"{source} line {line}" if line is not None else str(source)
+    return MessageFormatError(
+        f"{where} nests JSON arrays or objects too deeply to read",
+        hint=f"a message may nest containers at most {MAX_DEPTH} levels deep",
+    )
+
+
 def _parse_json_or_lines(text: str, source: Path) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:
+        raise _too_deep(source) from None
     except json.JSONDecodeError as whole:
         lines = [line for line in text.splitlines() if line.strip()]
         if len(lines) < 2 or not lines[0].lstrip().startswith("{"):
@@ -114,6 +125,8 @@ def _parse_json_or_lines(text: str, source: Path) -> Any:
             continue
         try:
             records.append(json.loads(line))
+        except RecursionError:
+            raise _too_deep(source, number) from None
         except json.JSONDecodeError as exc:
             raise MessageFormatError(
                 f"{source} line {number} is not valid JSON: {exc.msg} (column {exc.colno})",

@@ -13,6 +13,7 @@ config file, telling where a value came from and formatting errors are in
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,6 +59,8 @@ __all__ = [
     "parse_duration",
 ]
 
+# Top-level workspace names harnessmem writes itself (DESIGN §6); eviction.path may not be one.
+_RESERVED_FOLDERS = frozenset({"MEMORY.md", "memory", "sessions"})
 DEFAULT_EXCLUDED_TOOLS = (
     "read_file",
     "write_file",
@@ -409,7 +412,13 @@ class EvictionSettings(_Section):
     preview_chars: int = Field(
         2_000, ge=0, description="Characters kept from the head and from the tail."
     )
-    path: str = Field("large_tool_results", description="Workspace folder for evicted results.")
+    path: str = Field(
+        "large_tool_results",
+        description=(
+            "Workspace folder for evicted results: a relative folder other than memory/, "
+            "sessions/, MEMORY.md and hidden names such as .locks."
+        ),
+    )
     excluded_tools: list[str] = Field(
         default_factory=lambda: list(DEFAULT_EXCLUDED_TOOLS),
         description="Tools whose results are never evicted.",
@@ -417,6 +426,23 @@ class EvictionSettings(_Section):
     retention_days: int = Field(
         30, gt=0, description="Evicted results older than this are deleted."
     )
+
+    @field_validator("path")
+    @classmethod
+    def _own_folder(cls, value: str) -> str:
+        folder = posixpath.normpath(value.strip("/") or ".")
+        parts = folder.split("/")
+        if folder in (".", "..") or parts[0] == ".." or "\\" in value or ":" in parts[0]:
+            raise ValueError(
+                "must name a folder inside the workspace, such as 'large_tool_results'"
+            )
+        if parts[0] in _RESERVED_FOLDERS or any(part.startswith(".") for part in parts):
+            raise ValueError(
+                f"{folder!r} is reserved for harnessmem's own files (MEMORY.md, memory/, "
+                "sessions/ and hidden names such as .locks); use a folder of its own, such "
+                "as 'large_tool_results'"
+            )
+        return value
 
 
 class ContextSettings(_Section):

@@ -313,7 +313,8 @@ def _memory_save(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
     if getattr(result, "saved", True) is False and isinstance(message, str):
         return message  # e.g. "Already in MEMORY.md: nothing new to save"
     described = f" ({result})" if result is not None else ""
-    return f"Saved to MEMORY.md{described}."
+    note = getattr(result, "left_out_note", "")
+    return f"Saved to MEMORY.md{described}." + (f" {note}" if note else "")
 
 
 _HANDLERS: dict[str, Callable[[MemoryHarness, Mapping[str, Any]], str]] = {
@@ -337,7 +338,23 @@ def _arguments(arguments: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
         arguments = parsed
     if not isinstance(arguments, Mapping):
         raise _ArgumentError(f"the arguments must be a JSON object, got {type(arguments).__name__}")
+    for key, value in arguments.items():
+        if isinstance(value, str) and not value.isascii():
+            _check_encodable(str(key), value)
     return arguments
+
+
+def _check_encodable(key: str, value: str) -> None:
+    """Reject half a character: a JSON ``\\ud83c`` escape without its pair decodes to a
+    lone surrogate, which no file, index or log can store as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _ArgumentError(
+            f"'{key}' holds half a character at position {exc.start} (the lone surrogate "
+            f"{value[exc.start]!r}, e.g. half of an emoji); send it again with the whole "
+            "character, or without it"
+        ) from None
 
 
 def call_tool(harness: MemoryHarness, name: str, arguments: Mapping[str, Any] | str | None) -> str:

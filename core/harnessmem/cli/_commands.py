@@ -354,8 +354,9 @@ def get_command(
 def save_command(text: str, config: str | None, workspace: str | None, as_json: bool) -> None:
     """Append TEXT to MEMORY.md as a dated entry, as the agent's memory_save tool does.
 
-    One fact per line (bullets or plain lines); facts already in MEMORY.md are skipped,
-    and secrets are redacted like a flush.
+    One fact per line (bullets or plain lines, an indented line continues a bullet);
+    every line is kept except headings, which are listed as not saved. Facts already in
+    MEMORY.md are skipped, and secrets are redacted like a flush.
     """
     if not text.strip():
         raise click.BadParameter("nothing to save: TEXT is empty", param_hint="TEXT")
@@ -368,6 +369,7 @@ def save_command(text: str, config: str | None, workspace: str | None, as_json: 
                 "entries": list(result.entries),
                 "duplicates": result.duplicates,
                 "warnings": list(result.warnings),
+                "left_out": list(result.left_out),
             }
         )
         return

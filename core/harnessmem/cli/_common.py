@@ -67,11 +67,12 @@ def exit_code_of(exc: BaseException) -> int:
         PathNotAllowed,
         PluginError,
         WorkspaceError,
+        WorkspaceFileNotFound,
     )
 
     if isinstance(exc, ConfigError | PluginError):
         return EXIT_CONFIG
-    if isinstance(exc, MessageFormatError | PathNotAllowed):
+    if isinstance(exc, MessageFormatError | PathNotAllowed | WorkspaceFileNotFound):
         return EXIT_INPUT
     if isinstance(exc, WorkspaceError | OSError):
         return EXIT_WORKSPACE
