@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from harnessmem._text import storable
+
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
 
@@ -124,8 +126,9 @@ def parse_facts(text: str) -> list[str]:
 
 def normalise_fact(text: str) -> str:
     """The comparison key of a fact: case, bullet marker, emphasis, quotes, spacing and
-    trailing punctuation do not count."""
-    key = unicodedata.normalize("NFKC", text)
+    trailing punctuation do not count; nor does a lone surrogate, which is stored as
+    U+FFFD (see :mod:`harnessmem._text`), so a fact compares equal to its stored copy."""
+    key = unicodedata.normalize("NFKC", storable(text))
     match = _BULLET.match(key)
     if match:
         key = key[match.end() :]

@@ -320,7 +320,11 @@ class MemoryConsolidator:
         # leaves ``pending`` behind, and the next run lists memory/.history/ again.
         self._write_watermark(watermark)
         if history is not None:
-            workspace.write_text(history, prior)
+            if snapshot.original is not None:
+                # Not clean UTF-8 (an edit in another editor): keep the bytes themselves.
+                workspace.write_bytes(history, snapshot.original)
+            else:
+                workspace.write_text(history, prior)
             for old in dropped:
                 workspace.delete(old)
         appended = ""
