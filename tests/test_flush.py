@@ -475,3 +475,48 @@ def test_facts_logged_on_an_earlier_day_are_found_through_the_index(
     assert result.duplicates == 1
     blind = open_harness(ScriptedModel("- Ana booked seat 12C"), flush={"dedup_search": False})
     assert blind.flush(conversation("seat"), session_id="wed").written, "today's log only"
+
+
+# -- files that are not UTF-8 (issue 17) ---------------------------------------------------------
+
+
+def test_a_daily_log_that_is_not_utf8_does_not_stop_the_flush(
+    open_harness: HarnessFactory,
+) -> None:
+    """A Latin-1 byte in today's log: every flush still writes, the facts in the log still
+    count for dedup, and the log's bytes are kept in memory/.history/ before the append
+    turns the file into UTF-8."""
+    harness = open_harness(
+        ScriptedModel(["- Ana lives in São Paulo\n- Ana has a cat", "- Ana likes tea"])
+    )
+    head = "\n## Memory Flush — 2027-01-15T07:00:00Z · session x\n- Ana has a cat\n"
+    original = head.encode() + b"- S\xe3o\n"  # UTF-8, then one Latin-1 edit
+    harness.workspace.write_bytes(TODAY, original)
+    first = harness.flush(conversation("I live in São Paulo"), session_id="s")
+    assert first.written
+    assert first.entries == ("Ana lives in São Paulo",), "the cat was in the log already"
+    second = harness.flush(conversation("I live in São Paulo", "ok", "I like tea"), session_id="s")
+    assert second.entries == ("Ana likes tea",)
+    text = log_text(harness)
+    assert text.startswith(f"{head}- S\ufffdo\n")
+    assert text.endswith("- Ana likes tea\n")
+    kept = harness.workspace.list("memory/.history")
+    assert [harness.workspace.read_bytes(p) for p in kept] == [original]
+
+
+def test_a_flush_state_file_that_is_not_utf8_does_not_stop_the_session(
+    open_harness: HarnessFactory,
+) -> None:
+    """A Latin-1 byte in memory/.flush_state/<id>.json: the state is still read (its
+    high-water mark holds), and the session's flushes go on."""
+    model = ScriptedModel(["- Ana lives in Lisbon", "- Ana likes tea"])
+    harness = open_harness(model)
+    messages = conversation("I live in Lisbon")
+    assert harness.flush(messages, session_id="s").written
+    [path] = harness.workspace.list("memory/.flush_state")
+    data = harness.workspace.read_bytes(path).replace(b'"session": "s"', b'"session": "S\xe3o"')
+    harness.workspace.write_bytes(path, data)
+    again = open_harness(model)  # a new process: the state comes from the file
+    assert again.flush(messages, session_id="s").status == "nothing_new", "the mark held"
+    assert again.flush([*messages, *conversation("I like tea")], session_id="s").written
+    assert len(model.calls) == 2

@@ -41,6 +41,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
+from harnessmem._text import storable
 from harnessmem._watermark import Segment, Watermark, content_hash
 from harnessmem.events import MemoryConsolidatedEvent
 
@@ -393,7 +394,10 @@ class MemoryConsolidator:
                 record and len(data) >= done and content_hash(data[:done]) == record.get("hash")
             ):
                 done = 0  # new, or rewritten since: all of it is new
-            text = data[done:].decode("utf-8", errors="replace")
+            # surrogateescape keeps a byte that is not UTF-8 (an edit in another editor) as
+            # one character, so that the byte offset of what was taken stays exact; the
+            # model sees it as U+FFFD.
+            text = data[done:].decode("utf-8", errors="surrogateescape")
             taken = ""
             for entry in mf.split_entries(text):
                 cost = self.tokens(entry)
@@ -401,8 +405,9 @@ class MemoryConsolidator:
                     break
                 taken += entry
                 used += cost
-            end = done + len(taken.encode())
-            segments.append(Segment(name, path, taken, done, end, content_hash(data[:end])))
+            end = done + len(taken.encode("utf-8", "surrogateescape"))
+            segment = Segment(name, path, storable(taken), done, end, content_hash(data[:end]))
+            segments.append(segment)
             if end < len(data):
                 return segments, True
         return segments, False
