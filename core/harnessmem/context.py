@@ -11,6 +11,7 @@ fires ``on_context_over_budget`` and asks maintenance to consolidate (which trim
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import logging
 import threading
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harnessmem import _memory_files as mf
+from harnessmem import _text
 from harnessmem.events import ContextOverBudgetEvent
 
 if TYPE_CHECKING:
@@ -43,11 +45,33 @@ HEAD_SHARE = 2 / 3
 MARKER_TOKENS = 80
 
 
+#: Bytes of MEMORY.md read per token of the budget for each end of a file too large to read
+#: whole. A token is 4 bytes on average and rarely over 16; a head or tail of longer
+#: tokens shows fewer tokens than the budget allows, never more.
+BYTES_PER_TOKEN = 16
+#: Chunk in which the lines of the part left out are counted (bounded memory).
+COUNT_CHUNK = 4 << 20
+
+
 @dataclass(frozen=True)
 class _Rendered:
     text: str
     tokens: int
     omitted: tuple[int, int] | None
+    #: Bytes left out of the block, and of those never read (a huge file's middle).
+    omitted_bytes: int = 0
+    unread: int = 0
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """What a bounded read of MEMORY.md gives: its first and last complete lines."""
+
+    head: list[str]
+    tail: list[str]
+    lines: int  # lines of the whole file
+    size: int
+    read: int  # bytes of the head and tail
 
 
 def render_memory_block(body: str) -> str:
@@ -56,7 +80,12 @@ def render_memory_block(body: str) -> str:
 
 
 class MemoryContext:
-    """Renders the memory block; one per harness, cached per version of MEMORY.md."""
+    """Renders the memory block; one per harness, cached per version of MEMORY.md.
+
+    A file up to ``2 * BYTES_PER_TOKEN * context.max_tokens`` bytes is read whole; a
+    larger one only at its two ends (``read_range``: its size bounds neither the time nor
+    the memory of a render), its lines counted in chunks.
+    """
 
     def __init__(self, harness: MemoryHarness) -> None:
         self.harness = harness
@@ -76,21 +105,68 @@ class MemoryContext:
         settings = self.harness.settings.context
         if not settings.enabled:
             return ""
+        workspace = self.harness.workspace
+        window = settings.max_tokens * BYTES_PER_TOKEN
         try:
-            content = self.harness.workspace.read_text(mf.MEMORY_FILE)
+            data = workspace.read_range(mf.MEMORY_FILE, 0, 2 * window)
+            info = workspace.info(mf.MEMORY_FILE) if len(data) == 2 * window else None
         except FileNotFoundError:
-            content = ""
-        key = hashlib.blake2b(
-            f"{settings.max_tokens}\0{content}".encode(), digest_size=16
-        ).hexdigest()
+            data, info = b"", None
+        # A UTF-16/32 file (a BOM) is rare enough to be read whole, as read_text reads it.
+        bounded = info is not None and info.size > len(data) and not data.startswith(_WIDE)
+        if bounded:
+            assert info is not None
+            key = f"{settings.max_tokens}\0{info.size}\0{info.etag_or_hash}".encode()
+        else:
+            if info is not None and info.size != len(data):
+                data = self._read_whole()
+            content = workspace.decode_text(mf.MEMORY_FILE, data)
+            key = f"{settings.max_tokens}\0{content}".encode()
+        digest = hashlib.blake2b(key, digest_size=16).hexdigest()
         with self._lock:
-            if self._cache is not None and self._cache[0] == key:
+            if self._cache is not None and self._cache[0] == digest:
                 return self._cache[1].text
+        if bounded:
+            assert info is not None
+            rendered = self._render_ends(
+                self._ends(data[:window], info.size, window), settings.max_tokens
+            )
+        else:
             rendered = self._render(content, settings.max_tokens)
-            self._cache = (key, rendered)
+        with self._lock:
+            self._cache = (digest, rendered)
         if rendered.omitted is not None:
             self._over_budget(session_id, rendered, settings.max_tokens)
         return rendered.text
+
+    def _read_whole(self) -> bytes:
+        try:
+            return self.harness.workspace.read_bytes(mf.MEMORY_FILE)
+        except FileNotFoundError:
+            return b""
+
+    def _ends(self, head: bytes, size: int, window: int) -> _Ends:
+        """The complete lines of the first and last ``window`` bytes, and the line count."""
+        workspace = self.harness.workspace
+        tail = workspace.read_range(mf.MEMORY_FILE, size - window, size)
+        head_cut = head.rfind(b"\n") + 1  # the partial last line is not shown
+        tail_cut = tail.find(b"\n") + 1  # nor the partial first one
+        newlines = head.count(b"\n") + tail.count(b"\n")
+        for start in range(window, size - window, COUNT_CHUNK):
+            chunk = workspace.read_range(
+                mf.MEMORY_FILE, start, min(start + COUNT_CHUNK, size - window)
+            )
+            newlines += chunk.count(b"\n")
+        lines = newlines + (0 if tail.endswith(b"\n") else 1)
+        head_text = workspace.decode_text(
+            mf.MEMORY_FILE, _text.cut_utf8(head[:head_cut], at_end=True)
+        )
+        tail_text = workspace.decode_text(
+            mf.MEMORY_FILE, _text.cut_utf8(tail[tail_cut:], at_end=False)
+        )
+        return _Ends(
+            head_text.splitlines(), tail_text.splitlines(), lines, size, len(head) + len(tail)
+        )
 
     def _render(self, content: str, max_tokens: int) -> _Rendered:
         if not content.strip():
@@ -101,38 +177,55 @@ class MemoryContext:
             return _Rendered(render_memory_block(body), tokens, None)
         lines = content.splitlines()
         costs = [self._tokens(line + "\n") for line in lines]
-        room = max(0, max_tokens - MARKER_TOKENS)
-        head_room = int(room * HEAD_SHARE)
-        head = 0
-        used = 0
-        while head < len(lines) and used + costs[head] <= head_room:
-            used += costs[head]
-            head += 1
-        tail = len(lines)
-        used_tail = 0
-        while tail > head and used_tail + costs[tail - 1] <= room - used:
-            used_tail += costs[tail - 1]
-            tail -= 1
-        first, last = head + 1, tail  # 1-based inclusive range left out
-        omitted_tokens = sum(costs[head:tail])
+        head, tail = _fit(costs, costs, max_tokens, shared=True)
+        first, last = head + 1, len(lines) - tail  # 1-based inclusive range left out
+        omitted_tokens = sum(costs[head : len(lines) - tail])
+        omitted_bytes = sum(len(line.encode()) + 1 for line in lines[head : len(lines) - tail])
         marker = (
             f"[… MEMORY.md lines {first}-{last} ({omitted_tokens} tokens) are not shown: "
-            f"the file has {tokens} tokens, over context.max_tokens = {max_tokens}. Read "
-            f'them with memory_get(path="{mf.MEMORY_FILE}", start_line={first}, '
-            f"lines={last - first + 1}). A consolidation has been requested to trim the "
-            "file. …]"
+            f"the file has {tokens} tokens, over context.max_tokens = {max_tokens}. "
+            + _how_to_read(first, last)
         )
-        body = "\n".join([*lines[:head], marker, *lines[tail:]])
-        return _Rendered(render_memory_block(mf.escape_tag(body, TAG)), tokens, (first, last))
+        body = "\n".join([*lines[:head], marker, *lines[len(lines) - tail :]])
+        return _Rendered(
+            render_memory_block(mf.escape_tag(body, TAG)), tokens, (first, last), omitted_bytes
+        )
+
+    def _render_ends(self, ends: _Ends, max_tokens: int) -> _Rendered:
+        head_costs = [self._tokens(line + "\n") for line in ends.head]
+        tail_costs = [self._tokens(line + "\n") for line in ends.tail]
+        head, tail = _fit(head_costs, tail_costs, max_tokens, shared=False)
+        first, last = head + 1, ends.lines - tail
+        # Estimated from the tokens per byte of what was read: the rest is never read.
+        per_byte = (sum(head_costs) + sum(tail_costs)) / max(1, ends.read)
+        tokens = max(max_tokens + 1, round(per_byte * ends.size))
+        shown = [*ends.head[:head], *ends.tail[len(ends.tail) - tail :]]
+        shown_bytes = sum(len(line.encode()) + 1 for line in shown)
+        left_out = max(0, ends.size - shown_bytes)
+        marker = (
+            f"[… MEMORY.md lines {first}-{last} ({left_out:,} of {ends.size:,} bytes, about "
+            f"{round(per_byte * left_out):,} tokens) are not shown: the file is far over "
+            f"context.max_tokens = {max_tokens}. " + _how_to_read(first, last)
+        )
+        body = "\n".join([*ends.head[:head], marker, *ends.tail[len(ends.tail) - tail :]])
+        return _Rendered(
+            render_memory_block(mf.escape_tag(body, TAG)),
+            tokens,
+            (first, last),
+            omitted_bytes=left_out,
+            unread=ends.size - ends.read,
+        )
 
     def _over_budget(self, session_id: str, rendered: _Rendered, max_tokens: int) -> None:
         assert rendered.omitted is not None
         logger.warning(
-            "MEMORY.md has %d tokens, over context.max_tokens = %d: lines %d-%d are left "
-            "out of the system prompt (marked there); consolidation requested",
+            "MEMORY.md has %s%d tokens, over context.max_tokens = %d: lines %d-%d (%d bytes) "
+            "are left out of the system prompt (marked there); consolidation requested",
+            "about " if rendered.unread else "",
             rendered.tokens,
             max_tokens,
             *rendered.omitted,
+            rendered.omitted_bytes,
         )
         requested = mf.request_consolidation(self.harness, "MEMORY.md went over its budget")
         self.harness.hooks.context_over_budget(
@@ -143,5 +236,38 @@ class MemoryContext:
                 max_tokens=max_tokens,
                 omitted_lines=rendered.omitted,
                 consolidation_requested=requested,
+                omitted_bytes=rendered.omitted_bytes,
+                unread_bytes=rendered.unread,
             )
         )
+
+
+_WIDE = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 marks start with these
+
+
+def _fit(
+    head_costs: list[int], tail_costs: list[int], max_tokens: int, *, shared: bool
+) -> tuple[int, int]:
+    """How many lines of the head and of the tail fit the budget, head first.
+
+    ``shared``: both lists are the same file's lines, so the two ends must not overlap.
+    """
+    room = max(0, max_tokens - MARKER_TOKENS)
+    head_room = int(room * HEAD_SHARE)
+    head = used = 0
+    while head < len(head_costs) and used + head_costs[head] <= head_room:
+        used += head_costs[head]
+        head += 1
+    limit = len(tail_costs) - head if shared else len(tail_costs)
+    tail = used_tail = 0
+    while tail < limit and used_tail + tail_costs[-1 - tail] <= room - used:
+        used_tail += tail_costs[-1 - tail]
+        tail += 1
+    return head, tail
+
+
+def _how_to_read(first: int, last: int) -> str:
+    return (
+        f'Read them with memory_get(path="{mf.MEMORY_FILE}", start_line={first}, '
+        f"lines={last - first + 1}). A consolidation has been requested to trim the file. …]"
+    )

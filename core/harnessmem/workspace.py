@@ -330,6 +330,11 @@ class Workspace:
         """
         return self._decode(self._rel(path), self.read_bytes(path, max_age=max_age))[0]
 
+    def decode_text(self, path: str | os.PathLike[str], data: bytes) -> str:
+        """Bytes read from ``path`` (whole, or a :meth:`read_range` of it) as :meth:`read_text`
+        decodes them, with its one warning per path."""
+        return self._decode(self._rel(path), data)[0]
+
     def _decode(self, rel: str, data: bytes) -> tuple[str, bool]:
         """The text of ``data`` read from ``rel``, and whether the bytes were clean UTF-8."""
         text, problem = _text.decode(data)
