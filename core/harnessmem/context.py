@@ -15,8 +15,9 @@ import codecs
 import hashlib
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from harnessmem import _memory_files as mf
 from harnessmem import _text
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["MemoryContext", "render_memory_block"]
 
 logger = logging.getLogger("harnessmem.context")
+T = TypeVar("T")
 
 TAG = "memory_context"
 PREAMBLE = (
@@ -51,6 +53,8 @@ MARKER_TOKENS = 80
 BYTES_PER_TOKEN = 16
 #: Chunk in which the lines of the part left out are counted (bounded memory).
 COUNT_CHUNK = 4 << 20
+#: Bytes of a huge file tokenised to estimate its token count.
+SAMPLE_BYTES = 16_384
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class _Ends:
     lines: int  # lines of the whole file
     size: int
     read: int  # bytes of the head and tail
+    sample: str  # the start of the file, to estimate its tokens per byte
 
 
 def render_memory_block(body: str) -> str:
@@ -157,6 +162,7 @@ class MemoryContext:
                 mf.MEMORY_FILE, start, min(start + COUNT_CHUNK, size - window)
             )
             newlines += chunk.count(b"\n")
+            del chunk  # before the next read: one chunk in memory at a time
         lines = newlines + (0 if tail.endswith(b"\n") else 1)
         head_text = workspace.decode_text(
             mf.MEMORY_FILE, _text.cut_utf8(head[:head_cut], at_end=True)
@@ -164,9 +170,21 @@ class MemoryContext:
         tail_text = workspace.decode_text(
             mf.MEMORY_FILE, _text.cut_utf8(tail[tail_cut:], at_end=False)
         )
-        return _Ends(
-            head_text.splitlines(), tail_text.splitlines(), lines, size, len(head) + len(tail)
+        sample = head if head_cut == 0 else head[:head_cut]
+        sample_text = workspace.decode_text(
+            mf.MEMORY_FILE, _text.cut_utf8(sample[:SAMPLE_BYTES], at_end=True)
         )
+        return _Ends(
+            head_text.splitlines(),
+            tail_text.splitlines(),
+            lines,
+            size,
+            len(head) + len(tail),
+            sample_text,
+        )
+
+    def _line_tokens(self, line: str) -> int:
+        return self._tokens(line + "\n")
 
     def _render(self, content: str, max_tokens: int) -> _Rendered:
         if not content.strip():
@@ -177,7 +195,7 @@ class MemoryContext:
             return _Rendered(render_memory_block(body), tokens, None)
         lines = content.splitlines()
         costs = [self._tokens(line + "\n") for line in lines]
-        head, tail = _fit(costs, costs, max_tokens, shared=True)
+        head, tail = _fit(costs, max_tokens)
         first, last = head + 1, len(lines) - tail  # 1-based inclusive range left out
         omitted_tokens = sum(costs[head : len(lines) - tail])
         omitted_bytes = sum(len(line.encode()) + 1 for line in lines[head : len(lines) - tail])
@@ -192,12 +210,13 @@ class MemoryContext:
         )
 
     def _render_ends(self, ends: _Ends, max_tokens: int) -> _Rendered:
-        head_costs = [self._tokens(line + "\n") for line in ends.head]
-        tail_costs = [self._tokens(line + "\n") for line in ends.tail]
-        head, tail = _fit(head_costs, tail_costs, max_tokens, shared=False)
+        room = max(0, max_tokens - MARKER_TOKENS)
+        # Lines are costed only until the budget is full: a window holds many more.
+        head, used = _take(ends.head, int(room * HEAD_SHARE), self._line_tokens)
+        tail, _ = _take(ends.tail[::-1], room - used, self._line_tokens)
         first, last = head + 1, ends.lines - tail
-        # Estimated from the tokens per byte of what was read: the rest is never read.
-        per_byte = (sum(head_costs) + sum(tail_costs)) / max(1, ends.read)
+        # Estimated from the tokens per byte of a sample: most of the file is never read.
+        per_byte = self._tokens(ends.sample) / max(1, len(ends.sample.encode()))
         tokens = max(max_tokens + 1, round(per_byte * ends.size))
         shown = [*ends.head[:head], *ends.tail[len(ends.tail) - tail :]]
         shown_bytes = sum(len(line.encode()) + 1 for line in shown)
@@ -245,25 +264,24 @@ class MemoryContext:
 _WIDE = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 marks start with these
 
 
-def _fit(
-    head_costs: list[int], tail_costs: list[int], max_tokens: int, *, shared: bool
-) -> tuple[int, int]:
-    """How many lines of the head and of the tail fit the budget, head first.
-
-    ``shared``: both lists are the same file's lines, so the two ends must not overlap.
-    """
+def _fit(costs: list[int], max_tokens: int) -> tuple[int, int]:
+    """How many lines of the head and of the tail fit the budget (head first, no overlap)."""
     room = max(0, max_tokens - MARKER_TOKENS)
-    head_room = int(room * HEAD_SHARE)
-    head = used = 0
-    while head < len(head_costs) and used + head_costs[head] <= head_room:
-        used += head_costs[head]
-        head += 1
-    limit = len(tail_costs) - head if shared else len(tail_costs)
-    tail = used_tail = 0
-    while tail < limit and used_tail + tail_costs[-1 - tail] <= room - used:
-        used_tail += tail_costs[-1 - tail]
-        tail += 1
+    head, used = _take(costs, int(room * HEAD_SHARE), int)
+    tail, _ = _take(costs[head:][::-1], room - used, int)
     return head, tail
+
+
+def _take(lines: Sequence[T], room: int, cost: Callable[[T], int]) -> tuple[int, int]:
+    """How many of ``lines``, from the first, fit in ``room`` tokens; and their tokens."""
+    taken = used = 0
+    for line in lines:
+        spent = cost(line)
+        if used + spent > room:
+            break
+        used += spent
+        taken += 1
+    return taken, used
 
 
 def _how_to_read(first: int, last: int) -> str:
