@@ -522,3 +522,18 @@ def test_a_daily_log_byte_that_is_not_utf8_is_consolidated_once(
     assert harness.consolidate().status == "nothing_new"
     assert len(model.calls) == 1
     assert harness.workspace.read_bytes(DAY1) == data, "the log itself is left alone"
+
+
+def test_a_utf16_daily_log_is_consolidated_as_text(open_harness: HarnessFactory) -> None:
+    """A daily log saved as UTF-16 by another editor reaches the model as its text (not as
+    NUL-laden bytes), and is consumed to its real end."""
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model)
+    data = entry("Ana lives in São Paulo", "Ana has a cat").encode("utf-16")
+    harness.workspace.write_bytes(DAY1, data)
+    assert harness.consolidate().status == "consolidated"
+    _, logs = sections_of(model.calls[-1].messages)
+    assert "- Ana lives in São Paulo\n- Ana has a cat" in logs
+    assert "\x00" not in logs
+    assert state(harness)["files"]["2027-01-14.md"]["bytes"] == len(data)
+    assert harness.consolidate().status == "nothing_new"

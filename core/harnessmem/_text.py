@@ -79,6 +79,15 @@ def decode(data: bytes) -> tuple[str, str | None]:
     )
 
 
+def wide_codec(data: bytes) -> tuple[str, int] | None:
+    """``(codec, length of the mark)`` when ``data`` starts with a UTF-16/32 byte-order
+    mark, else None (UTF-8, with or without its mark)."""
+    for mark, codec, _ in _BOMS:
+        if data.startswith(mark):
+            return None if codec == "utf-8" else (codec, len(mark))
+    return None
+
+
 def cut_utf8(data: bytes, *, at_end: bool) -> bytes:
     """``data`` without a UTF-8 sequence split at its end (``at_end``) or its start.
 

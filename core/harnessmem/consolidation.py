@@ -41,7 +41,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
-from harnessmem._text import storable
+from harnessmem._text import storable, wide_codec
 from harnessmem._watermark import Segment, Watermark, content_hash
 from harnessmem.events import MemoryConsolidatedEvent
 
@@ -396,8 +396,12 @@ class MemoryConsolidator:
                 done = 0  # new, or rewritten since: all of it is new
             # surrogateescape keeps a byte that is not UTF-8 (an edit in another editor) as
             # one character, so that the byte offset of what was taken stays exact; the
-            # model sees it as U+FFFD.
-            text = data[done:].decode("utf-8", errors="surrogateescape")
+            # model sees it as U+FFFD. A UTF-16/32 log (a BOM) is read in its encoding.
+            codec, errors, start = "utf-8", "surrogateescape", done
+            wide = wide_codec(data)
+            if wide is not None:
+                codec, errors, start = wide[0], "replace", max(done, wide[1])
+            text = data[start:].decode(codec, errors)
             taken = ""
             for entry in mf.split_entries(text):
                 cost = self.tokens(entry)
@@ -405,7 +409,7 @@ class MemoryConsolidator:
                     break
                 taken += entry
                 used += cost
-            end = done + len(taken.encode("utf-8", "surrogateescape"))
+            end = start + len(taken.encode(codec, "surrogateescape"))
             segment = Segment(name, path, storable(taken), done, end, content_hash(data[:end]))
             segments.append(segment)
             if end < len(data):
