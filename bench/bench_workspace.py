@@ -6,16 +6,29 @@ operation with the plain call that gives the same durability: ``write``+``fsync`
 writes and appends, ``read`` for reads, ``O_EXCL`` create + fsync + unlink for a lease, and
 ``os.walk`` for listing. Operation and baseline are sampled in alternation, so a slow
 patch of the disk slows both.
+
+The ``system_context`` rows render the memory block of a 30 MB MEMORY.md (far over
+``context.max_tokens``): read at its two ends, its lines counted in chunks. They compare
+it with reading those same two ends raw (time, and peak memory by ``tracemalloc``) and,
+for time, with a raw read of the whole file that counts its lines (the least work that
+gives the line numbers the marker names).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 from bench._util import Row, paired_medians
+from harnessmem import MemoryHarness
+from harnessmem.context import BYTES_PER_TOKEN
 from harnessmem.workspace import Workspace
+
+_BIG_MEMORY = 30_000_000
 
 
 def _raw_write(path: Path, data: bytes) -> None:
@@ -44,6 +57,91 @@ def _raw_list(root: Path) -> list[str]:
     return sorted(
         os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files
     )
+
+
+def _raw_ends(path: Path, window: int) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(window)
+        f.seek(-window, os.SEEK_END)
+        return head + f.read(window)
+
+
+def _raw_count(path: Path) -> int:
+    lines = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(4 << 20):
+            lines += chunk.count(b"\n")
+    return lines
+
+
+def _peak_bytes(fn: Callable[[], object]) -> float:
+    tracemalloc.start()
+    try:
+        fn()
+        return float(tracemalloc.get_traced_memory()[1])
+    finally:
+        tracemalloc.stop()
+
+
+def _context_rows(tmp: Path, repeat: int) -> list[Row]:
+    """system_context() on a 30 MB MEMORY.md against raw reads of what it needs."""
+    harness = MemoryHarness.open(tmp / "big", maintenance={"enabled": False})
+    try:
+        session = harness.session("bench")
+        path = tmp / "big" / "MEMORY.md"
+        path.write_text("- warm-up\n", encoding="utf-8")
+        session.system_context()  # loads the tokenizer, which is no part of the figure
+        line = "- fact number {} about the user and their many preferences, with detail\n"
+        with open(path, "w", encoding="utf-8") as f:
+            written = number = 0
+            while written < _BIG_MEMORY:
+                written += f.write(line.format(number))
+                number += 1
+        window = harness.settings.context.max_tokens * BYTES_PER_TOKEN
+        state = {"n": 0}
+
+        def render() -> str:
+            # A new version each time (the block is cached per version): same size, one
+            # byte changed in the middle.
+            state["n"] += 1
+            with open(path, "r+b") as f:
+                f.seek(_BIG_MEMORY // 2)
+                f.write(b"0123456789"[state["n"] % 10 : state["n"] % 10 + 1])
+            return session.system_context()
+
+        # Every render is a new version over budget, hence a warning each: not wanted here.
+        quiet = logging.getLogger("harnessmem.context")
+        level, quiet.level = quiet.level, logging.ERROR
+        try:
+            value, ends = paired_medians(render, lambda: _raw_ends(path, window), repeat=repeat)
+            _, whole = paired_medians(render, lambda: _raw_count(path), repeat=repeat)
+            peak, raw_peak = _peak_bytes(render), _peak_bytes(lambda: _raw_ends(path, window))
+        finally:
+            quiet.setLevel(level)
+    finally:
+        harness.close()
+    what = f"system_context(), {_BIG_MEMORY // 1_000_000} MB MEMORY.md"
+    before = "whole-file render before (34a485e^): 3.0 s, +284 MB RSS on this file"
+    return [
+        Row("workspace", what, value, "s", "read both ends raw", ends, notes=before),
+        Row(
+            "workspace",
+            f"{what}, against counting its lines",
+            value,
+            "s",
+            "read the whole file raw, count newlines",
+            whole,
+        ),
+        Row(
+            "workspace",
+            f"{what}, peak memory",
+            peak,
+            "bytes",
+            "read both ends raw",
+            raw_peak,
+            notes="tracemalloc peak; one 4 MiB chunk of the line count at a time",
+        ),
+    ]
 
 
 def run(quick: bool) -> list[Row]:
@@ -111,4 +209,5 @@ def run(quick: bool) -> list[Row]:
                 baseline_value=base,
             )
         )
+        rows.extend(_context_rows(Path(tmp), 3 if quick else 7))
     return rows

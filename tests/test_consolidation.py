@@ -7,6 +7,7 @@ except two that say why they are local only.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -560,3 +561,83 @@ def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
     assert TokenCounter().count_text(memory) <= budget
     assert rejected == 0
     assert parse_facts(memory)[-1] == normalise_fact(expected[-1]) or expected[-1] in memory
+
+
+# -- a MEMORY.md that is not UTF-8 (issue 17) ----------------------------------------------------
+
+ODD_MEMORY = "# Memory\n- Ana lives in São Paulo\n"
+
+
+@pytest.mark.parametrize(
+    "original",
+    [ODD_MEMORY.encode("latin-1"), ODD_MEMORY.encode("utf-16")],
+    ids=["latin-1 byte", "utf-16 with BOM"],
+)
+def test_memory_md_that_is_not_utf8_disables_nothing(
+    open_harness: HarnessFactory, original: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One Latin-1 byte (an edit in another editor) or a UTF-16 file: the context, save,
+    memory_save, the flush and consolidation all keep working; the path is warned about
+    once; the user's bytes are kept in memory/.history/ before MEMORY.md is rewritten."""
+
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str:
+        return merging_reply(messages, purpose) if purpose == "consolidation" else "- Ana has a cat"
+
+    harness = open_harness(ScriptedModel(reply))
+    workspace = harness.workspace
+    workspace.write_bytes("MEMORY.md", original)
+    session = harness.session("s")
+    with caplog.at_level(logging.WARNING, logger="harnessmem.workspace"):
+        block = session.system_context()
+        assert re.search(r"- Ana lives in S(ã|\ufffd)o Paulo", block)
+        assert harness.save("- Ana flies on Friday").saved
+        assert session.call_tool("memory_save", {"text": "- Ana likes tea"}).startswith("Saved")
+        flushed = harness.flush([{"role": "user", "content": "I have a cat"}], session_id="s")
+        assert flushed.written
+        result = harness.consolidate()
+    assert result.status == "consolidated", result.reason
+    memory = workspace.read_text("MEMORY.md")
+    for fact in ("lives in S", "flies on Friday", "likes tea", "has a cat"):
+        assert fact in memory
+    warned = [
+        r
+        for r in caplog.records
+        if "MEMORY.md" in r.getMessage() and "read anyway" in r.getMessage()
+    ]
+    assert len(warned) == 1, [r.getMessage() for r in caplog.records]
+    kept = [p for p in workspace.list(HISTORY_DIR) if workspace.read_bytes(p) == original]
+    assert kept, workspace.list(HISTORY_DIR)
+
+
+def test_a_daily_log_byte_that_is_not_utf8_is_consolidated_once(
+    open_harness: HarnessFactory,
+) -> None:
+    """A Latin-1 byte in an old daily log (never written again): consolidated once, with
+    the byte as U+FFFD, and the watermark lands on the real end of the file (a byte count
+    off by the replacement's length would send the whole file again every run)."""
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model)
+    data = entry("Ana has a cat").encode() + "- Ana lives in S\xe3o Paulo\n".encode("latin-1")
+    harness.workspace.write_bytes(DAY1, data)
+    first = harness.consolidate()
+    assert first.status == "consolidated", first.reason
+    assert "- Ana lives in S\ufffdo Paulo" in harness.workspace.read_text("MEMORY.md")
+    assert state(harness)["files"]["2027-01-14.md"]["bytes"] == len(data)
+    assert harness.consolidate().status == "nothing_new"
+    assert len(model.calls) == 1
+    assert harness.workspace.read_bytes(DAY1) == data, "the log itself is left alone"
+
+
+def test_a_utf16_daily_log_is_consolidated_as_text(open_harness: HarnessFactory) -> None:
+    """A daily log saved as UTF-16 by another editor reaches the model as its text (not as
+    NUL-laden bytes), and is consumed to its real end."""
+    model = ScriptedModel(merging_reply)
+    harness = open_harness(model)
+    data = entry("Ana lives in São Paulo", "Ana has a cat").encode("utf-16")
+    harness.workspace.write_bytes(DAY1, data)
+    assert harness.consolidate().status == "consolidated"
+    _, logs = sections_of(model.calls[-1].messages)
+    assert "- Ana lives in São Paulo\n- Ana has a cat" in logs
+    assert "\x00" not in logs
+    assert state(harness)["files"]["2027-01-14.md"]["bytes"] == len(data)
+    assert harness.consolidate().status == "nothing_new"

@@ -119,3 +119,80 @@ def test_block_is_cached_per_version_of_the_file(harness: MemoryHarness) -> None
     assert body(session.system_context()) == "- one"
     harness.save("- two")
     assert "- two" in body(session.system_context())
+
+
+# -- a huge MEMORY.md (issue 17) -----------------------------------------------------------------
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every read of the workspace as ``(method, bytes returned)``."""
+    from harnessmem.workspace import Workspace
+
+    seen: list[tuple[str, int]] = []
+    for name in ("read_bytes", "read_range"):
+        original = getattr(Workspace, name)
+
+        def recording(
+            self: Any, *args: Any, _original: Any = original, _name: str = name, **kw: Any
+        ) -> Any:
+            data = _original(self, *args, **kw)
+            seen.append((_name, len(data)))
+            return data
+
+        monkeypatch.setattr(Workspace, name, recording)
+    return seen
+
+
+def test_a_huge_memory_md_is_read_only_at_its_ends(
+    open_harness: Any,
+    events: Events,
+    reads: list[tuple[str, int]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Far over the budget, MEMORY.md is read at its two ends (its lines counted in
+    bounded chunks): no read of the whole file, the right lines around a marker that
+    names the range, and an event that says how much was left out and never read."""
+    import harnessmem.context as context_module
+
+    monkeypatch.setattr(context_module, "COUNT_CHUNK", 64 * 1024)
+    harness = open_harness(context={"max_tokens": 200})
+    lines = [f"- fact number {i} about the user and their many preferences" for i in range(20_000)]
+    harness.workspace.write_text("MEMORY.md", "\n".join(lines) + "\n")
+    size = harness.workspace.info("MEMORY.md").size
+    reads.clear()
+    block = harness.session("chat").system_context()
+    assert reads, "MEMORY.md was read"
+    assert all(method == "read_range" for method, _ in reads), reads
+    window = 200 * context_module.BYTES_PER_TOKEN
+    assert max(n for _, n in reads) <= max(2 * window, 64 * 1024)
+    shown = body(block).splitlines()
+    marker = next(line for line in shown if line.startswith("[… MEMORY.md lines"))
+    first, last = map(int, re.search(r"lines (\d+)-(\d+)", marker).groups())  # type: ignore[union-attr]
+    assert shown == [*lines[: first - 1], marker, *lines[last:]]
+    assert shown[0] == lines[0]
+    assert shown[-1] == lines[-1]
+    assert f"start_line={first}, lines={last - first + 1})" in marker
+    [event] = events.over
+    assert event.omitted_lines == (first, last)
+    left_out = "".join(f"{line}\n" for line in lines[first - 1 : last])
+    assert event.omitted_bytes == len(left_out.encode())
+    assert 0 < event.unread_bytes < size
+    assert event.tokens > 200
+    reads.clear()
+    assert harness.session("other").system_context() == block, "cached per version"
+    assert sum(n for _, n in reads) <= 2 * window
+
+
+def test_one_huge_line_gives_a_marker_only(
+    open_harness: Any, events: Events, reads: list[tuple[str, int]]
+) -> None:
+    harness = open_harness(context={"max_tokens": 200})
+    harness.workspace.write_bytes("MEMORY.md", b"x" * 500_000)
+    reads.clear()
+    block = harness.session("chat").system_context()
+    assert all(method == "read_range" for method, _ in reads)
+    [line] = body(block).splitlines()
+    assert line.startswith("[… MEMORY.md lines 1-1 (500,000 of 500,000 bytes")
+    [event] = events.over
+    assert (event.omitted_lines, event.omitted_bytes) == ((1, 1), 500_000)

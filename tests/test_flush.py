@@ -505,3 +505,113 @@ def test_facts_logged_on_an_earlier_day_are_found_through_the_index(
     assert result.duplicates == 1
     blind = open_harness(ScriptedModel("- Ana booked seat 12C"), flush={"dedup_search": False})
     assert blind.flush(conversation("seat"), session_id="wed").written, "today's log only"
+
+
+# -- files that are not UTF-8 (issue 17) ---------------------------------------------------------
+
+
+def test_a_daily_log_that_is_not_utf8_does_not_stop_the_flush(
+    open_harness: HarnessFactory,
+) -> None:
+    """A Latin-1 byte in today's log: every flush still writes, the facts in the log still
+    count for dedup, and the log's bytes are kept in memory/.history/ before the append
+    turns the file into UTF-8."""
+    harness = open_harness(
+        ScriptedModel(["- Ana lives in São Paulo\n- Ana has a cat", "- Ana likes tea"])
+    )
+    head = "\n## Memory Flush — 2027-01-15T07:00:00Z · session x\n- Ana has a cat\n"
+    original = head.encode() + b"- S\xe3o\n"  # UTF-8, then one Latin-1 edit
+    harness.workspace.write_bytes(TODAY, original)
+    first = harness.flush(conversation("I live in São Paulo"), session_id="s")
+    assert first.written
+    assert first.entries == ("Ana lives in São Paulo",), "the cat was in the log already"
+    second = harness.flush(conversation("I live in São Paulo", "ok", "I like tea"), session_id="s")
+    assert second.entries == ("Ana likes tea",)
+    text = log_text(harness)
+    assert text.startswith(f"{head}- S\ufffdo\n")
+    assert text.endswith("- Ana likes tea\n")
+    kept = harness.workspace.list("memory/.history")
+    assert [harness.workspace.read_bytes(p) for p in kept] == [original]
+
+
+def test_a_flush_state_file_that_is_not_utf8_does_not_stop_the_session(
+    open_harness: HarnessFactory,
+) -> None:
+    """A Latin-1 byte in memory/.flush_state/<id>.json: the state is still read (its
+    high-water mark holds), and the session's flushes go on."""
+    model = ScriptedModel(["- Ana lives in Lisbon", "- Ana likes tea"])
+    harness = open_harness(model)
+    messages = conversation("I live in Lisbon")
+    assert harness.flush(messages, session_id="s").written
+    [path] = harness.workspace.list("memory/.flush_state")
+    data = harness.workspace.read_bytes(path).replace(b'"session": "s"', b'"session": "S\xe3o"')
+    harness.workspace.write_bytes(path, data)
+    again = open_harness(model)  # a new process: the state comes from the file
+    assert again.flush(messages, session_id="s").status == "nothing_new", "the mark held"
+    assert again.flush([*messages, *conversation("I like tea")], session_id="s").written
+    assert len(model.calls) == 2
+
+
+# -- refusals and the harness's own markers are never facts (issue 17) ---------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I cannot help with that.",
+        "I can't help with that request.",
+        "I'm sorry, but I can't assist with this.\nIt may contain personal data.",
+        "**Sorry**, I am unable to extract facts from this conversation.",
+        "As an AI, I do not store personal information.",
+        "I\u2019m not able to do that.",
+    ],
+)
+def test_a_refusal_is_not_stored_as_a_fact(open_harness: HarnessFactory, answer: str) -> None:
+    harness = open_harness(ScriptedModel(answer))
+    result = harness.flush(conversation("I live in Lisbon"), session_id="s")
+    assert result.status == "no_reply"
+    assert result.warnings == ("the answer was a refusal, not facts; nothing written",)
+    assert not harness.workspace.exists(TODAY)
+    assert parse_facts(answer) == []
+
+
+def test_bullets_that_start_like_a_refusal_are_still_facts() -> None:
+    assert parse_facts("- I can't eat peanuts\n- Sorry is Ana's cat") == [
+        "I can't eat peanuts",
+        "Sorry is Ana's cat",
+    ]
+    assert parse_facts("Ana can't eat peanuts.") == ["Ana can't eat peanuts."]
+
+
+def test_harness_markers_are_never_facts(open_harness: HarnessFactory) -> None:
+    """The extractive flush (no model configured) and a model that copies a marker: the
+    eviction, shrink and context markers of the harness never reach the daily log."""
+    from harnessmem.eviction import placeholder
+
+    pasted = "I prefer CSV exports. " * 5 + "x" * 50_000
+    evicted = placeholder(pasted, "large_tool_results/s/c1-0123.txt", 200)
+    assert "[harnessmem: " in evicted
+    shrunk = (
+        "[harnessmem: this tool output (30,000,000 characters) is in the session log "
+        "sessions/s.log.jsonl, line 7; read it with memory_get (path 'sessions/s.log.jsonl', "
+        "start_line 7, lines 1).]"
+    )
+    context = (
+        "[… MEMORY.md lines 3-90 (5000 tokens) are not shown: the file has 9000 tokens, over "
+        "context.max_tokens = 4000. …]"
+    )
+    harness = open_harness()  # no model name: the offline extractive backend
+    messages = conversation(
+        evicted, "Noted.", f"{shrunk}\n{context}\nMy name is Ana Lopes.", "Hi Ana."
+    )
+    result = harness.flush(messages, session_id="s")
+    assert result.written
+    text = log_text(harness)
+    assert "[harnessmem" not in text
+    assert "[…" not in text
+    assert "CSV" in text
+    copier = open_harness(
+        ScriptedModel(f"- Ana prefers CSV\n- {shrunk}\n- {context}\n{evicted[-300:]}")
+    )
+    copied = copier.flush(conversation("I prefer CSV"), session_id="s2")
+    assert copied.entries == ("Ana prefers CSV",)

@@ -439,3 +439,14 @@ def test_a_memory_file_linking_out_is_never_indexed(
     for _ in range(3):
         assert harness.search("secret") == []
     assert len([r for r in caplog.records if "not indexing MEMORY.md" in r.getMessage()]) <= 1
+
+
+def test_a_utf16_memory_md_is_indexed_as_text(harness: MemoryHarness) -> None:
+    """A MEMORY.md saved as UTF-16 (issue 17) is searchable, with the lines memory_get reads."""
+    harness.workspace.write_bytes(
+        "MEMORY.md", "# Memory\n- Ana lives in São Paulo\n".encode("utf-16")
+    )
+    [hit] = harness.search("Paulo")
+    assert (hit.path, hit.start_line) == ("MEMORY.md", 2)
+    assert "São Paulo" in hit.content
+    assert harness.get("MEMORY.md", start_line=2, lines=1) == "- Ana lives in São Paulo\n"

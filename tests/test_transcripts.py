@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harnessmem.messages import fingerprint
+from harnessmem.testing import ScriptedModel
 from harnessmem.transcripts import OffloadMark, SessionTranscript, transcript_path
 from harnessmem.workspace import Workspace
+
+if TYPE_CHECKING:
+    from conftest import EventLog, HarnessFactory
 
 Message = dict[str, Any]
 NOW = 1_780_000_000.25  # 2026-05-28T20:26:40.25Z
@@ -265,3 +270,67 @@ def test_mark_round_trip() -> None:
     assert mark.line_of(5) == 7
     assert mark.line_of(6) is None
     assert mark.line_of(0) is None
+
+
+# -- odd characters in messages (issue 17) --------------------------------------------------------
+
+
+def _listed_name(tmp_path: Path) -> str:
+    """A file name as ``os.listdir`` gives it for a name that is not UTF-8 (``\\xff``)."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    try:
+        with open(os.path.join(os.fsencode(folder), b"report-\xff.txt"), "wb"):
+            pass
+    except OSError as exc:  # a filesystem that insists on UTF-8 names
+        pytest.skip(f"cannot create a non-UTF-8 file name here: {exc}")
+    (name,) = os.listdir(folder)
+    assert name == "report-\udcff.txt"
+    return name
+
+
+def test_a_lone_surrogate_loses_no_turn(
+    open_harness: HarnessFactory, tmp_path: Path, events: EventLog
+) -> None:
+    """A tool output with a surrogateescape'd file name, then 60 turns with a small trigger:
+    every message compaction takes out of the context is in the session log, positions
+    contiguous from 1, the odd character stored as U+FFFD; the flush writes its fact once."""
+    name = _listed_name(tmp_path)
+
+    def reply(messages: list[Message], purpose: str) -> str:
+        if purpose == "summary":
+            return "## SESSION INTENT\nx\n## SUMMARY\ny\n## ARTIFACTS\nz\n## NEXT STEPS\nw"
+        return f"- The reports folder holds {name}"
+
+    harness = open_harness(
+        ScriptedModel(reply), compaction={"trigger_messages": 10, "keep_messages": 4}
+    )
+    session = harness.session("odd")
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    history: list[Message] = [
+        {"role": "user", "content": "list the reports"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps([name], ensure_ascii=False)},
+    ]
+    context: list[Message] = [{"role": "system", "content": "You file reports."}, *history]
+    for turn in range(60):
+        question = {"role": "user", "content": f"question {turn}"}
+        history.append(question)
+        context = session.before_reasoning([*context, question])
+        answer = {"role": "assistant", "content": f"answer {turn}"}
+        history.append(answer)
+        context = [*context, answer]
+        session.after_call(context)
+    records = SessionTranscript(harness.workspace, "odd").records()
+    kept = sum(1 for m in context if m in history)
+    assert len(records) >= len(history) - kept, "some dropped turns are not in the log"
+    assert [r.pos for r in records] == list(range(1, len(records) + 1))
+    assert [r.message.get("content") for r in records] == [
+        None if m["content"] is None else m["content"].replace("\udcff", "\ufffd")
+        for m in history[: len(records)]
+    ]
+    assert records[1].message["tool_calls"] == [call]
+    assert not any(e.degraded for e in events.compactions)
+    daily = [p for p in harness.workspace.list("memory") if p.endswith(".md")]
+    text = harness.workspace.read_text(daily[0])
+    assert text.count("report-\ufffd.txt") == 1, text

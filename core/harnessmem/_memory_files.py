@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from harnessmem._text import storable
+from harnessmem.prompts import strip_markers
+
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
 
@@ -32,6 +35,13 @@ _DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 _NO_REPLY = re.compile(r"^no[\s_-]?reply\b", re.IGNORECASE)
+# How models decline a job: "I cannot help with that.", "I'm sorry, but ...", "As an AI ...".
+_REFUSAL = re.compile(
+    r"^(?:(?:i am|i'm) (?:sorry|afraid|unable|not able)|sorry\b|i apologi[sz]e|"
+    r"unfortunately,? i\b|as an ai\b|i (?:can ?not|can't|won't|will not|must decline|"
+    r"(?:am|'m) not (?:able|allowed)|do not feel comfortable|don't feel comfortable)\b)",
+    re.IGNORECASE,
+)
 _QUOTES = str.maketrans(
     {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "", "*": ""}
 )
@@ -92,13 +102,32 @@ def is_no_reply(text: str) -> bool:
     return bool(_NO_REPLY.match(first))
 
 
+def is_refusal(text: str) -> bool:
+    """Whether a model answer declines the job instead of doing it.
+
+    Only an answer without bullets whose first line is an apology or a refusal ("I cannot
+    help with that.", "I'm sorry, but ..."): read line by line it would become "facts".
+    An answer with bullets is never one (its bullets are the facts).
+    """
+    lines = [line for line in strip_fences(text).splitlines() if line.strip()]
+    if not lines or any(_BULLET.match(line) for line in lines):
+        return False
+    first = lines[0].strip().strip("'\"`*_>").strip().replace("\u2019", "'")
+    return bool(_REFUSAL.match(first))
+
+
 def parse_facts(text: str) -> list[str]:
     """The facts of a model answer or a Markdown entry: bullet texts, markers removed.
 
     When the text has bullets, only bullets count (an indented line continues the bullet
     before it; prose around the list is dropped). Without bullets, each line that is not
-    a heading, a ``NO_REPLY`` or a preamble ending in ``:`` counts as one fact.
+    a heading, a ``NO_REPLY`` or a preamble ending in ``:`` counts as one fact, unless
+    the answer is a refusal (:func:`is_refusal`: then there is none). The harness's own
+    notes ("[harnessmem: … left out …]", see :func:`harnessmem.prompts.strip_markers`)
+    are never part of a fact.
     """
+    if is_refusal(text):
+        return []
     lines = strip_fences(text).splitlines()
     bulleted = any(_BULLET.match(line) for line in lines)
     facts: list[str] = []
@@ -119,7 +148,7 @@ def parse_facts(text: str) -> list[str]:
                 current = False
         elif not stripped.startswith("#") and not stripped.endswith(":"):
             facts.append(stripped)
-    return [fact for fact in facts if fact]
+    return [kept for fact in facts if (kept := strip_markers(fact).strip())]
 
 
 # memory_save keeps a checkbox as text (it says whether the thing is done); parse_facts's
@@ -167,8 +196,9 @@ def _clip(text: str, limit: int = 60) -> str:
 
 def normalise_fact(text: str) -> str:
     """The comparison key of a fact: case, bullet marker, emphasis, quotes, spacing and
-    trailing punctuation do not count."""
-    key = unicodedata.normalize("NFKC", text)
+    trailing punctuation do not count; nor does a lone surrogate, which is stored as
+    U+FFFD (see :mod:`harnessmem._text`), so a fact compares equal to its stored copy."""
+    key = unicodedata.normalize("NFKC", storable(text))
     match = _BULLET.match(key)
     if match:
         key = key[match.end() :]

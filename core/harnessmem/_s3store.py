@@ -120,6 +120,16 @@ class S3Store(Store):
         with self.op("read", full):
             return bytes(self._request("get_object", full)["Body"])
 
+    def read_range(self, full: str, start: int, end: int) -> bytes:
+        with self.op("read", full):
+            try:
+                response = self._request("get_object", full, Range=f"bytes={start}-{end - 1}")
+            except OSError as exc:
+                if _error_code(exc) in {"InvalidRange", "416"}:
+                    return b""  # starts at or past the end of the object
+                raise
+            return bytes(response["Body"])
+
     def read_versioned(self, full: str) -> tuple[bytes, str] | None:
         # One GET gives the body and its ETag together; HEAD then GET could pair a newer
         # body with an older ETag and let a conditional write lose an append.

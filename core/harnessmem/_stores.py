@@ -170,6 +170,11 @@ class Store:
         with self.op("read", full):
             return bytes(self.fs.cat_file(full))
 
+    def read_range(self, full: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of ``full``; fewer at the end of the file."""
+        with self.op("read", full):
+            return bytes(self.fs.cat_file(full, start=start, end=end))
+
     def write(self, full: str, data: bytes) -> None:
         with self.op("write", full):
             self.fs.pipe_file(full, data)
@@ -338,6 +343,15 @@ class LocalStore(Store):
         try:  # no ``op`` context manager: an index rebuild reads hundreds of files
             with open(full, "rb") as f:
                 return f.read()
+        except OSError:
+            with self.op("read", full):
+                raise
+
+    def read_range(self, full: str, start: int, end: int) -> bytes:
+        try:
+            with open(full, "rb") as f:
+                f.seek(start)
+                return f.read(end - start)
         except OSError:
             with self.op("read", full):
                 raise

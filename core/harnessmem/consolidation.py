@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
 from harnessmem._backoff import Backoff
+from harnessmem._text import storable, wide_codec
 from harnessmem._watermark import Segment, Watermark, content_hash
 from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
@@ -370,7 +371,11 @@ class MemoryConsolidator:
         # leaves ``pending`` behind, and the next run lists memory/.history/ again.
         self._write_watermark(watermark)
         if history is not None:
-            workspace.write_text(history, prior)
+            if snapshot.original is not None:
+                # Not clean UTF-8 (an edit in another editor): keep the bytes themselves.
+                workspace.write_bytes(history, snapshot.original)
+            else:
+                workspace.write_text(history, prior)
             for old in dropped:
                 workspace.delete(old)
         appended = ""
@@ -439,7 +444,14 @@ class MemoryConsolidator:
                 record and len(data) >= done and content_hash(data[:done]) == record.get("hash")
             ):
                 done = 0  # new, or rewritten since: all of it is new
-            text = data[done:].decode("utf-8", errors="replace")
+            # surrogateescape keeps a byte that is not UTF-8 (an edit in another editor) as
+            # one character, so that the byte offset of what was taken stays exact; the
+            # model sees it as U+FFFD. A UTF-16/32 log (a BOM) is read in its encoding.
+            codec, errors, start = "utf-8", "surrogateescape", done
+            wide = wide_codec(data)
+            if wide is not None:
+                codec, errors, start = wide[0], "replace", max(done, wide[1])
+            text = data[start:].decode(codec, errors)
             taken = ""
             for entry in mf.split_entries(text):
                 cost = self.tokens(entry)
@@ -447,8 +459,9 @@ class MemoryConsolidator:
                     break
                 taken += entry
                 used += cost
-            end = done + len(taken.encode())
-            segments.append(Segment(name, path, taken, done, end, content_hash(data[:end])))
+            end = start + len(taken.encode(codec, "surrogateescape"))
+            segment = Segment(name, path, storable(taken), done, end, content_hash(data[:end]))
+            segments.append(segment)
             if end < len(data):
                 return segments, True
         return segments, False

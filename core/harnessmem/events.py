@@ -179,8 +179,11 @@ class ContextOverBudgetEvent:
     """MEMORY.md was over ``context.max_tokens`` when ``system_context()`` rendered it.
 
     The injected copy kept its head and tail around a visible marker; ``omitted_lines`` is
-    the 1-based inclusive line range of MEMORY.md left out (readable with ``memory_get``).
-    ``consolidation_requested`` says whether maintenance was asked to trim the file.
+    the 1-based inclusive line range of MEMORY.md left out (readable with ``memory_get``),
+    ``omitted_bytes`` its size. ``consolidation_requested`` says whether maintenance was
+    asked to trim the file. A file too large to read whole is read only at its two ends:
+    ``unread_bytes`` (> 0) says how much was never read, and ``tokens`` is then an
+    estimate from the part read.
     """
 
     session_id: str
@@ -189,6 +192,8 @@ class ContextOverBudgetEvent:
     max_tokens: int
     omitted_lines: tuple[int, int]
     consolidation_requested: bool = False
+    omitted_bytes: int = 0
+    unread_bytes: int = 0
 
 
 @dataclass(frozen=True)

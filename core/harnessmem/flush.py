@@ -411,6 +411,16 @@ class MemoryFlusher:
         if mf.is_no_reply(completion.text):
             self._save_state(state_path, session_id, _State(mark))
             return base
+        if mf.is_refusal(completion.text):
+            # Asking again would get the same answer: the mark moves on, as for NO_REPLY
+            # (the messages stay in the session log).
+            logger.warning(
+                "the flush model declined session %r (%s); nothing written",
+                session_id,
+                _one_line(completion.text)[:120],
+            )
+            self._save_state(state_path, session_id, _State(mark))
+            return replace(base, warnings=("the answer was a refusal, not facts; nothing written",))
         facts = mf.parse_facts(completion.text)
         if not facts:
             self._save_state(state_path, session_id, _State(mark))

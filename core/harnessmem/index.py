@@ -38,6 +38,7 @@ from harnessmem._chunking import (
     chunk_markdown,
     chunk_session_log,
 )
+from harnessmem._text import decode
 from harnessmem.backends.base import (
     INDEX_SOURCES,
     FileUpdate,
@@ -367,7 +368,9 @@ class IndexSync:
                 self._drop(path, known, result)
                 known[path] = token  # not indexed; looked at again only once it changes
             else:
-                entries = chunk(path, data.decode("utf-8", errors="replace"))
+                # Decoded as read_text (and so memory_get) reads it: the line numbers agree,
+                # and a UTF-16 file is indexed as text.
+                entries = chunk(path, decode(data)[0])
                 batch.append(FileUpdate(path, content_hash(data), entries, source, token))
                 size += len(entries) + 1
             if batch and (size >= BATCH_ENTRIES or position == len(items) - 1):

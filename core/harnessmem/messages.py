@@ -234,7 +234,9 @@ def fingerprint(message: Mapping[str, Any]) -> str:
     payload = json.dumps(
         canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
     )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+    # surrogatepass: a lone surrogate (a surrogateescape'd file name) must not make the
+    # fingerprint, and with it the offload of the whole prefix, fail.
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 # ---------------------------------------------------------------- validation

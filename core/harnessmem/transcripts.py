@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import _text
 from harnessmem.messages import fingerprint
 from harnessmem.workspace import safe_id
 
@@ -338,12 +339,11 @@ class SessionTranscript:
     def _read_log(self) -> _Log | None:
         """The log with its version, on a remote store (where an append reads it anyway);
         None locally (appends grow the file in place, the size is a ``stat``) and for a
-        log that is not UTF-8 (then appended to as bytes)."""
+        log that is not clean UTF-8 (then appended to as bytes, which stay as they are)."""
         if self.workspace.is_local:
             return None
-        try:
-            snapshot = self.workspace.read_snapshot(self.path)
-        except UnicodeDecodeError:
+        snapshot = self.workspace.read_snapshot(self.path)
+        if snapshot.original is not None:
             return None
         return _Log(snapshot, snapshot.text.encode("utf-8"))
 
@@ -448,7 +448,9 @@ class SessionTranscript:
                     "fp": fp,
                     "message": _redact(message, self.transform),
                 }
-                text = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+                # Stored as UTF-8 can hold it (a lone surrogate becomes U+FFFD), so that one
+                # odd character never keeps a whole prefix out of the log.
+                text = _text.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
                 chunks.append(text)
                 size += len(text.encode("utf-8"))
                 new_mark = new_mark._advance(pos, fp, line, size)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import builtins
 import errno
 import hashlib
+import logging
 import os
 import random
 import re
@@ -37,16 +38,23 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harnessmem import _text
 from harnessmem._leases import Lease, acquire_lease
 from harnessmem._s3store import S3Store
 from harnessmem._stores import LOCKS, LocalStore, Store, hint, inside, protocols
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
 
-__all__ = ["FileInfo", "Lease", "Snapshot", "Workspace", "safe_id"]
+__all__ = ["ORIGINALS_DIR", "FileInfo", "Lease", "Snapshot", "Workspace", "safe_id"]
+
+logger = logging.getLogger("harnessmem.workspace")
+
+#: Where the original bytes of a file that was not clean UTF-8 are kept before the first
+#: write that replaces them (beside consolidation's previous versions of MEMORY.md).
+ORIGINALS_DIR = "memory/.history"
 
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -97,12 +105,15 @@ class Snapshot:
 
     ``version`` is None when the file does not exist (``text`` is then ""). ``token`` is
     the file's change token as :meth:`Workspace.info` gives it (``etag_or_hash``) when it
-    is known without another request, else None.
+    is known without another request, else None. ``original`` holds the stored bytes
+    when they were not clean UTF-8 (``text`` is then their tolerant reading, see
+    :meth:`Workspace.read_text`), else None.
     """
 
     text: str
     version: str | None
     token: str | None = None
+    original: bytes | None = field(default=None, repr=False)
 
 
 class Workspace:
@@ -136,6 +147,8 @@ class Workspace:
         # What update_text last wrote, by path, when its change token is known: an index
         # following the write takes it instead of reading the file back.
         self._written: dict[str, tuple[bytes, str]] = {}
+        # Files found not to be clean UTF-8, warned about once each.
+        self._damaged: set[str] = set()
 
     @classmethod
     def open(
@@ -308,8 +321,45 @@ class Workspace:
         return data
 
     def read_text(self, path: str | os.PathLike[str], *, max_age: float = 0.0) -> str:
-        """The content of ``path`` decoded as UTF-8 (``max_age``: see :meth:`read_bytes`)."""
-        return self.read_bytes(path, max_age=max_age).decode("utf-8")
+        """The content of ``path`` decoded as UTF-8 (``max_age``: see :meth:`read_bytes`).
+
+        Tolerant: a file with a byte-order mark is read in the encoding it names (UTF-16,
+        UTF-32), other bytes that are not UTF-8 each read as U+FFFD, and the path is
+        logged once as a warning. The bytes stay as they are; the first write through
+        :meth:`update_text` that replaces them keeps them in :data:`ORIGINALS_DIR`.
+        """
+        return self._decode(self._rel(path), self.read_bytes(path, max_age=max_age))[0]
+
+    def decode_text(self, path: str | os.PathLike[str], data: bytes) -> str:
+        """Bytes read from ``path`` (whole, or a :meth:`read_range` of it) as :meth:`read_text`
+        decodes them, with its one warning per path."""
+        return self._decode(self._rel(path), data)[0]
+
+    def _decode(self, rel: str, data: bytes) -> tuple[str, bool]:
+        """The text of ``data`` read from ``rel``, and whether the bytes were clean UTF-8."""
+        text, problem = _text.decode(data)
+        if problem is None:
+            return text, True
+        if rel not in self._damaged:
+            self._damaged.add(rel)
+            logger.warning(
+                "%s in %s is %s; it is read anyway (the file is left as it is)",
+                rel,
+                self.url,
+                problem,
+            )
+        return text, False
+
+    def read_range(self, path: str | os.PathLike[str], start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of ``path``; fewer at the end of the file.
+
+        One bounded read (a ranged GET on S3): for files too large to read whole.
+        """
+        if not 0 <= start <= end:
+            raise ValueError(f"read_range needs 0 <= start <= end, got {start}, {end}")
+        if start == end:
+            return b""
+        return self._store.read_range(self._full(self._rel(path)), start, end)
 
     def _remember(self, rel: str, at: float, data: bytes | None) -> None:
         with self._cache_lock:
@@ -341,7 +391,9 @@ class Workspace:
         current = self._store.read_versioned(self._full(rel))
         if current is None:
             return Snapshot("", None)
-        return Snapshot(current[0].decode("utf-8"), current[1], self._token(current[1]))
+        text, clean = self._decode(rel, current[0])
+        original = None if clean else current[0]
+        return Snapshot(text, current[1], self._token(current[1]), original)
 
     def _token(self, version: str) -> str | None:
         # On S3 the version is the ETag, which is also the change token listings give.
@@ -356,10 +408,15 @@ class Workspace:
         self._store.write(self._full(rel), bytes(data))
 
     def write_text(self, path: str | os.PathLike[str], text: str) -> None:
-        """Replace ``path`` with ``text`` (UTF-8) atomically."""
+        """Replace ``path`` with ``text`` (UTF-8) atomically.
+
+        Every ``*_text`` write stores what UTF-8 can hold: a lone surrogate (a file name
+        read with ``surrogateescape``, a JSON ``\\ud800`` escape) becomes U+FFFD, a
+        surrogate pair the character it encodes; the rest is kept as it is.
+        """
         if not isinstance(text, str):
             raise TypeError(f"write_text needs str, got {type(text).__name__}")
-        self.write_bytes(path, text.encode("utf-8"))
+        self.write_bytes(path, _text.encode(text))
 
     def append_text(self, path: str | os.PathLike[str], text: str) -> None:
         """Append ``text`` (UTF-8) to ``path``, creating it; concurrent appends are all kept.
@@ -370,7 +427,7 @@ class Workspace:
         if not isinstance(text, str):
             raise TypeError(f"append_text needs str, got {type(text).__name__}")
         rel = self._rel(path)
-        full, data = self._full(rel), text.encode("utf-8")
+        full, data = self._full(rel), _text.encode(text)
         store = self._store
         self._forget(rel)
         if isinstance(store, LocalStore):
@@ -389,7 +446,7 @@ class Workspace:
             raise TypeError(f"create_text needs str, got {type(text).__name__}")
         rel = self._rel(path)
         self._forget(rel)
-        store, full, data = self._store, self._full(rel), text.encode("utf-8")
+        store, full, data = self._store, self._full(rel), _text.encode(text)
         with store.thread_lock(full):
             if store.conditional:
                 return store.put_if(full, data, None) is not None
@@ -416,14 +473,28 @@ class Workspace:
         temp + rename under a file lock locally). ``append`` promises that ``change`` only
         adds text at the end: a local file then grows in place (``O_APPEND``, as
         :meth:`append_text` writes) instead of being replaced.
+
+        A file that is not clean UTF-8 reaches ``change`` as :meth:`read_text` reads it;
+        before the first write replaces its bytes they are copied to
+        :data:`ORIGINALS_DIR` (the file is UTF-8 from then on).
         """
         rel = self._rel(path)
         self._forget(rel)
-        base = None if current is None else (current.text.encode("utf-8"), current.version)
+        base = None
+        if current is not None:
+            stored = current.original
+            base = (_text.encode(current.text) if stored is None else stored, current.version)
+        kept: list[bytes] = []
 
         def encoded(data: bytes) -> bytes | None:
-            text = change(data.decode("utf-8"))
-            return None if text is None else text.encode("utf-8")
+            text, clean = self._decode(rel, data)
+            new = change(text)
+            if new is None:
+                return None
+            if not clean and data not in kept:
+                self._keep_original(rel, data)
+                kept.append(data)
+            return _text.encode(new)
 
         written = self._update(rel, encoded, base, "update", append=append)
         if written is None:
@@ -435,6 +506,22 @@ class Workspace:
                     self._written.clear()
                 self._written[rel] = (written[0], snapshot.token)
         return snapshot
+
+    def _keep_original(self, rel: str, data: bytes) -> str:
+        """Copy bytes of ``rel`` that are about to be replaced to :data:`ORIGINALS_DIR`."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock()))
+        name = safe_id(rel.replace("/", "--"), max_length=120)
+        digest = hashlib.blake2b(data, digest_size=4).hexdigest()
+        target = f"{ORIGINALS_DIR}/{name}.{stamp}-{digest}.original"
+        self._store.write(self._full(target), data)
+        logger.warning(
+            "%s in %s was not clean UTF-8; its original bytes are kept in %s before it is "
+            "rewritten as UTF-8",
+            rel,
+            self.url,
+            target,
+        )
+        return target
 
     def _update(
         self,

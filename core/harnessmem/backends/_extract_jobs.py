@@ -36,6 +36,7 @@ from harnessmem.backends._extract_text import (
     terms,
     third_person,
 )
+from harnessmem.prompts import strip_markers
 
 Message = Mapping[str, Any]
 SECTIONS: Final = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
@@ -421,7 +422,9 @@ def extract_facts(
     for turn in turns:
         if turn.role not in {"user", "assistant"}:
             continue
-        for sentence in split_sentences(turn.text):
+        # The harness's notes about what it cut ("[harnessmem: … left out …]") are no
+        # part of what was said.
+        for sentence in split_sentences(strip_markers(turn.text)):
             position += 1
             fact = _candidate(sentence, turn, position)
             if fact is not None and fact.score >= min_score:

@@ -24,6 +24,12 @@ starts a line with its role label (:func:`render_conversation`)::
 Build requests with :func:`summary_request`, :func:`flush_request` and
 :func:`consolidation_request`; read them back with :func:`read_blocks` and
 :func:`parse_conversation`.
+
+Texts may carry the harness's own notes about what it left out, in square brackets:
+``[harnessmem: 29,996,000 of 30,000,000 characters left out here …]`` (an evicted or
+shrunk tool output) and ``[… MEMORY.md lines 40-90 … are not shown …]`` (a bounded
+block). They are not content: :func:`strip_markers` removes them, and no job takes one
+for a fact.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ __all__ = [
     "read_blocks",
     "render_block",
     "render_conversation",
+    "strip_markers",
     "summary_request",
 ]
 
@@ -67,6 +74,17 @@ TAG_ALIASES = {
 }
 #: Name of the message that carries a compaction summary inside a conversation.
 SUMMARY_NAME = "__compaction_summary__"
+#: A note of the harness about text it left out (see the module doc); up to its closing
+#: bracket, or to the end of the line when a cut took that.
+HARNESS_MARKER = re.compile(r"\[(?:harnessmem: |… )[^\]\n]*\]?")
+
+
+def strip_markers(text: str) -> str:
+    """``text`` without the harness's notes about what it left out (see the module doc)."""
+    if "[" not in text:
+        return text
+    return HARNESS_MARKER.sub("", text)
+
 
 _ROLES = "user|assistant|system|developer|tool|human|ai"
 _BRACKET_HEADER = re.compile(

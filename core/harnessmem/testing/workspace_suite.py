@@ -15,6 +15,7 @@ Tests that a store cannot run (symlinks exist only on local disks) skip with the
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 from typing import Any, ClassVar
 
 import pytest
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from harnessmem.errors import LeaseError, PathNotAllowed
 from harnessmem.testing._suite import ConformanceSuite
-from harnessmem.workspace import Workspace, safe_id
+from harnessmem.workspace import ORIGINALS_DIR, Workspace, safe_id
 
 __all__ = ["FakeClock", "WorkspaceSuite"]
 
@@ -33,6 +34,8 @@ _SAFE_SEGMENT = st.text(alphabet="abcxyz019_-.", min_size=1, max_size=8).filter(
 _NASTY_SEGMENT = st.sampled_from(
     ["..", ".", "", "a", "b.md", "..\\x", "C:", "s3:", "file:", "\x00", "~", " ", ".locks"]
 )
+#: Lone surrogates, which strategies for text leave out (``str`` can hold them).
+_SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
 _NASTY_PREFIX = st.sampled_from(["", "/", "//", "s3://", "file:///", "memory://", "C:/", "\\"])
 # Each subclass runs these on its own store (hence differing executors), and the fixtures
 # are only read, never changed, by the examples (hence function-scoped fixtures are fine).
@@ -90,6 +93,96 @@ class WorkspaceSuite(ConformanceSuite):
         assert workspace.read_bytes("a/b/c/blob.bin") == blob
         assert workspace.read_text("memory/2026-11-30.md") == "## Flush — 12:00 · 日本語 🧠\n- ok\n"
         assert workspace.read_text("empty.md") == ""
+
+    def test_text_writes_store_what_utf8_can_hold(self, workspace: Workspace) -> None:
+        """A lone surrogate never makes a text write fail: it is stored as U+FFFD.
+
+        ``os.listdir`` gives ``report-\\udcff.txt`` for a file name that is not UTF-8, and
+        a JSON ``"\\ud800"`` escape gives a lone surrogate too; a surrogate pair is stored
+        as the character it encodes; everything else is kept. If this fails: a ``*_text``
+        write encodes with plain ``str.encode("utf-8")`` instead of the shared encoder.
+        """
+        name = "report-\udcff.txt"
+        workspace.write_text("w.md", f"{name} \ud83d\ude00 ok")
+        workspace.append_text("a.md", f"- {name}\n")
+        workspace.append_text("a.md", "- \ud800 next\n")
+        assert workspace.create_text("c.md", name)
+        workspace.update_text("u.md", lambda text: text + name, append=True)
+        assert workspace.read_bytes("w.md") == "report-\ufffd.txt 😀 ok".encode()
+        assert workspace.read_text("a.md") == "- report-\ufffd.txt\n- \ufffd next\n"
+        assert workspace.read_text("c.md") == workspace.read_text("u.md") == "report-\ufffd.txt"
+
+    @given(text=st.text(st.characters() | _SURROGATES, max_size=40))
+    @settings(_FUZZ, max_examples=40)
+    def test_any_str_can_be_written(self, workspace: Workspace, text: str) -> None:
+        """Every ``str`` (surrogates included) is written; what UTF-8 can hold is kept.
+
+        If this fails: see test_text_writes_store_what_utf8_can_hold.
+        """
+        workspace.write_text("any.md", text)
+        stored = workspace.read_text("any.md")
+        assert not any("\ud800" <= c <= "\udfff" for c in stored)
+        paired = any(
+            "\ud800" <= a <= "\udbff" and "\udc00" <= b <= "\udfff" for a, b in pairwise(text)
+        )
+        if not paired:  # each surrogate became one U+FFFD, the rest is as it was
+            assert stored == "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+    def test_text_that_is_not_utf8_is_read_tolerantly(self, workspace: Workspace) -> None:
+        """Latin-1 bytes read as U+FFFD, UTF-16/32 and UTF-8 files with a BOM as their text.
+
+        If this fails: read_text / read_snapshot decode strictly as UTF-8 (one byte from
+        another editor then disables every reader of the file).
+        """
+        text = "# Memory\n- Lives in São Paulo\n"
+        workspace.write_bytes("latin.md", text.encode("latin-1"))
+        encoded = {
+            "utf-16": text.encode("utf-16"),  # the platform's order, with its BOM
+            "utf-16-be": b"\xfe\xff" + text.encode("utf-16-be"),
+            "utf-32": text.encode("utf-32"),
+            "utf-8-sig": text.encode("utf-8-sig"),
+        }
+        for codec, data in encoded.items():
+            workspace.write_bytes(f"{codec}.md", data)
+            assert workspace.read_text(f"{codec}.md") == text, codec
+        assert workspace.read_text("latin.md") == text.replace("ã", "\ufffd")
+        snapshot = workspace.read_snapshot("latin.md")
+        assert snapshot.text == text.replace("ã", "\ufffd")
+        assert snapshot.original == text.encode("latin-1")
+        workspace.write_text("clean.md", text)
+        assert workspace.read_snapshot("clean.md").original is None
+
+    def test_rewriting_a_file_that_is_not_utf8_keeps_its_bytes(self, workspace: Workspace) -> None:
+        """The first update of a non-UTF-8 file copies its bytes to memory/.history/ first.
+
+        If this fails: update_text replaced the user's bytes (U+FFFD in place of the
+        Latin-1 letter) with no copy of the original left anywhere.
+        """
+        original = "- S\xe3o Paulo\n".encode("latin-1")
+        for path, append in (("MEMORY.md", True), ("memory/2026-11-30.md", False)):
+            workspace.write_bytes(path, original)
+            workspace.update_text(path, lambda text: text + "- new\n", append=append)
+            assert workspace.read_text(path) == "- S\ufffdo Paulo\n- new\n"
+        kept = workspace.list(ORIGINALS_DIR)
+        assert len(kept) == 2, kept
+        assert all(workspace.read_bytes(path) == original for path in kept)
+        assert any("MEMORY.md" in path for path in kept)
+        # From then on the file is UTF-8: no further copy.
+        workspace.update_text("MEMORY.md", lambda text: text + "- more\n", append=True)
+        assert len(workspace.list(ORIGINALS_DIR)) == 2
+
+    def test_read_range(self, workspace: Workspace) -> None:
+        """read_range gives the bytes asked for, fewer at the end, none past it.
+
+        If this fails: the store's ranged read (a Range GET on S3) is off by one.
+        """
+        workspace.write_bytes("r.bin", bytes(range(100)))
+        assert workspace.read_range("r.bin", 0, 10) == bytes(range(10))
+        assert workspace.read_range("r.bin", 95, 200) == bytes(range(95, 100))
+        assert workspace.read_range("r.bin", 100, 110) == b""
+        assert workspace.read_range("r.bin", 5, 5) == b""
+        with pytest.raises(FileNotFoundError):
+            workspace.read_range("missing.bin", 0, 10)
 
     def test_overwrite_is_atomic(self, workspace: Workspace) -> None:
         """A reader racing with overwrites sees the old or the new content, never a mix.
