@@ -262,7 +262,7 @@ def test_holders_are_judged_only_when_understood() -> None:
 
 
 _SUMMARY = (
-    "## User intent\nHelp.\n## Decisions\nNone.\n## Open questions\nNone.\n## Next steps\nGo on.\n"
+    "## SESSION INTENT\nHelp.\n## SUMMARY\nQuestions.\n## ARTIFACTS\nNone\n## NEXT STEPS\nNone"
 )
 
 
