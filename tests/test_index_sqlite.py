@@ -122,7 +122,7 @@ def test_corrupt_database_is_deleted_and_rebuilt(
     try:
         (record,) = caplog.records
         assert record.getMessage().startswith(f"index {db_path} was corrupt")
-        assert "deleted and rebuilt it" in record.getMessage()
+        assert "deleted it, it is rebuilt from the workspace files" in record.getMessage()
         assert index.resets == 1
         sync_text(index, "MEMORY.md", MEMORY)
         assert [h.path for h in index.search("Alice")] == ["MEMORY.md"]

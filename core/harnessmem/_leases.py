@@ -7,12 +7,21 @@ can never both believe they won. The holder remembers the version of its own rec
 renewal is one conditional PUT and a release one conditional DELETE, with no read first.
 A conditional write that "lost" to exactly the record we sent lost to itself (an earlier
 attempt of it landed) and counts as won. Expiry is judged by the workspace's injected
-clock; waiting for a held lease uses real time, because a fake clock may never move.
+clock; waiting for a held lease uses a :class:`Waiter` (real time by default, because a
+fake clock may never move; tests inject one that records or fails).
+
+A record also names the process holding it (:mod:`harnessmem._holders`: host name, boot
+id, pid namespace, pid and the pid's start time). A lease whose holder is a process of
+this very machine that is no longer running is taken over at once, without waiting for
+its expiry: a process killed while holding a lease no longer stalls the next one for the
+ttl. A holder on another machine, or one we cannot judge, is waited for as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import random
 import socket
@@ -23,11 +32,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
+from harnessmem._holders import Holder, this_process
 from harnessmem.errors import LeaseError
 
-__all__ = ["Lease", "LeaseStore", "acquire_lease"]
+__all__ = ["Lease", "LeaseStore", "Waiter", "acquire_lease"]
+
+logger = logging.getLogger("harnessmem.workspace")
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """How waiting for a held lease passes time: ``monotonic`` reads it, ``sleep`` waits."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+REAL_TIME = Waiter()
 
 
 class LeaseStore(Protocol):
@@ -55,9 +78,18 @@ class _Record:
     token: str
     acquired: float
     expires: float
+    holder: Holder | None = None  # None: written by a version that did not record it
 
     def dumps(self, name: str) -> bytes:
-        data = {"name": name, **self.__dict__}
+        data: dict[str, Any] = {
+            "name": name,
+            "owner": self.owner,
+            "token": self.token,
+            "acquired": self.acquired,
+            "expires": self.expires,
+        }
+        if self.holder is not None:
+            data["holder"] = self.holder.to_json()
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -65,11 +97,12 @@ class _Record:
         try:
             data = json.loads(raw)
             owner, token = str(data["owner"]), str(data["token"])
-            return cls(owner, token, float(data["acquired"]), float(data["expires"]))
+            times = float(data["acquired"]), float(data["expires"])
         except (ValueError, KeyError, TypeError):
             # Writes are atomic, so garbage is not a half-written lease: treat it as
             # long expired so it can be taken over instead of blocking forever.
             return cls("<unreadable lease>", "", 0.0, 0.0)
+        return cls(owner, token, *times, Holder.from_json(data.get("holder")))
 
 
 def _when(ts: float) -> str:
@@ -139,7 +172,7 @@ class Lease:
         ttl = self.ttl if ttl is None else ttl
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, got {ttl!r}")
-        record = _Record(self.owner, self.token, self._record.acquired, self._clock() + ttl)
+        record = dataclasses.replace(self._record, expires=self._clock() + ttl)
         data = record.dumps(self.name)
         version = self._store.put_if(self.path, data, self._version)
         if version is None:
@@ -214,7 +247,7 @@ def _try_once(
     holder = _Record("<contended>", "", 0.0, clock())
     for _ in range(8):  # loops only when the lease changes between our read and our write
         now = clock()
-        mine = _Record(_default_owner(), uuid.uuid4().hex, now, now + ttl)
+        mine = _Record(_default_owner(), uuid.uuid4().hex, now, now + ttl, this_process())
         version = store.put_if(path, mine.dumps(name), None)
         if version is not None:
             return Lease(store, name, path, mine, clock, version)
@@ -225,10 +258,20 @@ def _try_once(
         if holder.token == mine.token:
             # Our create landed and a repeat of it (after a dropped connection) lost to it.
             return Lease(store, name, path, mine, clock, current[1])
-        if holder.expires >= now:
+        gone = holder.expires >= now and holder.holder is not None and holder.holder.is_gone()
+        if holder.expires >= now and not gone:
             return holder
         version = store.put_if(path, mine.dumps(name), current[1])
         if version is not None:
+            if gone:
+                logger.warning(
+                    "lease %r in %s was held by %s, a process of this machine that is no "
+                    "longer running; taken over before its expiry %s",
+                    name,
+                    store.url,
+                    holder.owner,
+                    _when(holder.expires),
+                )
             return Lease(store, name, path, mine, clock, version)
     return holder
 
@@ -242,27 +285,29 @@ def acquire_lease(
     clock: Callable[[], float],
     timeout: float | None,
     required: bool,
+    waiter: Waiter = REAL_TIME,
 ) -> Lease | None:
     """Take lease ``name`` stored at ``path``.
 
     ``timeout`` 0 tries once, a positive value polls with jittered backoff for that many
-    real seconds, None waits forever. When it stays held: LeaseError naming the holder if
-    ``required``, else None.
+    seconds of ``waiter`` time, None waits forever. A holder that is a dead process of
+    this machine is taken over at the first try. When it stays held: LeaseError naming
+    the holder if ``required``, else None.
     """
     if ttl <= 0:
         raise ValueError(f"lease ttl must be positive, got {ttl!r}")
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if timeout is None else waiter.monotonic() + timeout
     delay = 0.01
     while True:
         result = _try_once(store, name, path, ttl, clock)
         if isinstance(result, Lease):
             return result
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and waiter.monotonic() >= deadline:
             break
         pause = random.uniform(delay / 2, delay)
         if deadline is not None:
-            pause = min(pause, max(0.0, deadline - time.monotonic()))
-        time.sleep(pause)
+            pause = min(pause, max(0.0, deadline - waiter.monotonic()))
+        waiter.sleep(pause)
         delay = min(delay * 1.5, 0.5)
     if not required:
         return None

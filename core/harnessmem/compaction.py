@@ -141,6 +141,7 @@ class ConversationCompactor:
             session_id,
             clock=harness.clock,
             transform=harness.hooks.transform_memory_text,
+            lease_timeout=harness.settings.compaction.offload_lease_timeout,
         )
         self.lock = threading.Lock()
         self.last_result: CompactionResult | None = None

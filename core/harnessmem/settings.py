@@ -268,6 +268,12 @@ class CompactionSettings(_Section):
     offload_before_compact: bool = Field(
         True, description="Append the raw prefix to sessions/<id>.log.jsonl before summarising."
     )
+    offload_lease_timeout: Seconds = Field(
+        5.0,
+        description="Seconds a compaction waits for the session log's lease held by another "
+        "live process before it is postponed to the next turn (a dead holder on this "
+        "machine is taken over at once).",
+    )
     summary_prompt: str | None = Field(
         None, description="Summary prompt template; unset: the built-in four-section prompt."
     )

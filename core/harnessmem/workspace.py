@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessmem import _text
-from harnessmem._leases import Lease, acquire_lease
+from harnessmem._leases import REAL_TIME, Lease, acquire_lease
 from harnessmem._s3store import S3Store
 from harnessmem._stores import LOCKS, LocalStore, Store, hint, inside, protocols
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
@@ -141,6 +141,8 @@ class Workspace:
         self.local_root = Path(store.root) if self.is_local else None
         self.storage_options = storage_options
         self.clock = clock
+        # How lock() waits for a held lease (real time; tests inject a _leases.Waiter).
+        self.lease_waiter = REAL_TIME
         # Reads asked for with max_age: path -> (read at, content or None when missing).
         self._cache: dict[str, tuple[float, bytes | None]] = {}
         self._cache_lock = threading.Lock()
@@ -627,7 +629,8 @@ class Workspace:
         Acquired on call; use as ``with ws.lock("maintenance"):`` to release on exit.
         ``timeout`` 0 tries once, a positive value waits that many seconds, None waits
         forever; LeaseError (naming the holder and its expiry) when still held. A lease
-        whose expiry has passed by the workspace clock is taken over.
+        whose expiry has passed by the workspace clock is taken over, and so is one held
+        by a process of this machine that is no longer running (see ``_holders``).
         """
         lease = acquire_lease(
             self._store,
@@ -637,6 +640,7 @@ class Workspace:
             clock=self.clock,
             timeout=timeout,
             required=True,
+            waiter=self.lease_waiter,
         )
         assert lease is not None
         return lease

@@ -43,6 +43,7 @@ __all__ = [
     "EntryBlock",
     "HitText",
     "StoredEntry",
+    "file_blocks",
     "is_corrupt",
     "load_hits",
     "load_places",
@@ -232,7 +233,7 @@ class EntryBlock:
         return struct.pack(f"<{len(ints)}i", *ints), "".join(pieces)
 
 
-def _file_blocks(file_no: int) -> tuple[int, int]:
+def file_blocks(file_no: int) -> tuple[int, int]:
     """The first and last possible block id of a file."""
     low = file_no << (FILE_SHIFT - BLOCK_SHIFT)
     return low, low + (FILE_SPAN >> BLOCK_SHIFT) - 1
@@ -240,7 +241,7 @@ def _file_blocks(file_no: int) -> tuple[int, int]:
 
 def stored_entries(db: sqlite3.Connection, file_no: int) -> list[StoredEntry]:
     """Every stored entry of a file, in id order."""
-    low, high = _file_blocks(file_no)
+    low, high = file_blocks(file_no)
     found: list[StoredEntry] = []
     for block_id, places, texts in db.execute(
         "SELECT id, places, texts FROM entry_blocks WHERE id BETWEEN ? AND ? ORDER BY id",

@@ -19,7 +19,13 @@ matching entries next to it in the same section (a question and its answer, a bu
 and its detail). Every hit still holds a query term.
 
 The database rebuilds itself, with one log line, when it is missing, of another schema
-version or corrupt (after which ``resets`` grows and the harness re-syncs every file).
+version or damaged (after which ``resets`` grows and the harness re-syncs every file).
+Damage is looked for when the index is opened (``_sqlite_engine.index_damage``: SQLite's
+quick check, FTS5's integrity check, the vocabulary against the stored entries) and
+whenever SQLite reports it (a corrupt-database error, or a constraint failure, which a
+damaged FTS5 structure record causes on the next write): the file is checked again under
+a file lock, deleted only when the check confirms it, and the one process that deletes
+it says so.
 
 This module holds the options and the lifecycle (open, rebuild, reopen, close); the
 connections are built in ``_sqlite_engine``, writes run in ``_sqlite_sync`` and searches
@@ -41,10 +47,12 @@ from pydantic import Field
 
 from harnessmem.backends._fts import QueryTerm
 from harnessmem.backends._sqlite_engine import (
+    IndexDamaged,
     create_engine,
+    damage_of,
     file_identity,
+    index_damage,
     prepare_schema,
-    still_corrupt,
 )
 from harnessmem.backends._sqlite_search import EntrySearcher, interrupt_after
 from harnessmem.backends._sqlite_store import (
@@ -76,6 +84,15 @@ _BATCH_ENTRIES = 32_768  # entries per write transaction of sync_files
 _T = TypeVar("_T")
 
 
+def _may_be_damage(exc: BaseException) -> bool:
+    """Whether ``exc`` may come from a damaged FTS5 index rather than from the statement.
+
+    A structure record that lost its segments makes FTS5 reuse their block ids on the
+    next write: a UNIQUE failure in ``*_fts_data``. Our own inserts never conflict.
+    """
+    return isinstance(getattr(exc, "orig", exc), sqlite3.IntegrityError)
+
+
 class SQLiteIndexOptions(RankingOptions):
     """Options of the ``sqlite`` index backend (``[index.options]``)."""
 
@@ -84,6 +101,11 @@ class SQLiteIndexOptions(RankingOptions):
     )
     wal: bool = Field(
         True, description="WAL journal (set false only for filesystems without shared memory)."
+    )
+    check_on_open: bool = Field(
+        True,
+        description="Look for damage SQLite's quick check misses (FTS5 segments) when the "
+        "index is opened: ~3 ms per 1,000 entries. Damage SQLite reports is healed either way.",
     )
 
 
@@ -135,8 +157,8 @@ class SQLiteIndex(IndexBackend):
         try:
             version = self._prepare_schema()
         except Exception as exc:
-            if is_corrupt(exc):
-                self._replace_corrupt(exc)
+            if isinstance(exc, IndexDamaged) or is_corrupt(exc):
+                self._replace_damaged(exc)
                 return
             self._engine.dispose()
             raise HarnessMemError(
@@ -159,18 +181,37 @@ class SQLiteIndex(IndexBackend):
             self.resets += 1
 
     def _prepare_schema(self) -> str | None:
-        """Create or rebuild the schema; the version found (None when there was none)."""
-        with self._write() as conn:
-            return prepare_schema(conn)
+        """Create or rebuild the schema; the version found (None when there was none).
 
-    def _replace_corrupt(self, exc: BaseException) -> None:
-        """Delete a corrupt database (it is derived data) and build an empty one."""
+        A current schema is checked for damage in the same write transaction, which
+        holds the write lock anyway (IndexDamaged; ``check_on_open``): ~60-80 ms at
+        20,000 entries, ~270 ms at 100,000, most of it FTS5's integrity check.
+        """
+        with self._write() as conn:
+            version = prepare_schema(conn)
+            if version == str(SCHEMA_VERSION) and self.opts.check_on_open:
+                problem = index_damage(conn.connection.driver_connection)
+                if problem is not None:
+                    raise IndexDamaged(problem)
+            return version
+
+    def _replace_damaged(self, exc: BaseException) -> bool:
+        """Delete the database if a check confirms the damage ``exc`` suggests; build it anew.
+
+        It is derived data: the harness re-syncs every file once ``resets`` has grown.
+        False (nothing done) when ``exc`` is only a hint of damage (a constraint failure)
+        and the file checks sound.
+        """
         from filelock import FileLock
 
         self._engine.dispose()
         with FileLock(f"{self.path}.lock"):
             # Another process may have replaced it already: only delete what is still bad.
-            if still_corrupt(self.path):
+            problem = damage_of(self.path, busy_timeout=self.opts.busy_timeout)
+            if problem is None and not (isinstance(exc, IndexDamaged) or is_corrupt(exc)):
+                self._engine = self._create_engine()
+                return False
+            if problem is not None:
                 for suffix in ("", "-wal", "-shm", "-journal"):
                     with suppress(FileNotFoundError):
                         os.unlink(f"{self.path}{suffix}")
@@ -179,7 +220,15 @@ class SQLiteIndex(IndexBackend):
         self._identity = file_identity(self.path)
         self._searcher.forget_frequencies()
         self.resets += 1
-        logger.warning("index %s was corrupt (%s); deleted and rebuilt it", self.path, exc)
+        if problem is not None:
+            logger.warning(
+                "index %s was corrupt (%s); deleted it, it is rebuilt from the workspace files",
+                self.path,
+                problem,
+            )
+        else:
+            logger.info("index %s was replaced meanwhile (%s); reopened it", self.path, exc)
+        return True
 
     def _check_file(self) -> None:
         """Reopen when the file was deleted or replaced under us (another process rebuilt it)."""
@@ -194,15 +243,16 @@ class SQLiteIndex(IndexBackend):
                     self.resets += 1
 
     def _guarded(self, work: Callable[[], _T]) -> _T:
-        """Run ``work``; on corruption rebuild the database and run it once more."""
+        """Run ``work``; on confirmed damage rebuild the database and run it once more."""
         self._check_file()
         try:
             return work()
         except Exception as exc:
-            if not is_corrupt(exc):
+            if not (is_corrupt(exc) or _may_be_damage(exc)):
                 raise
             with self._lock:
-                self._replace_corrupt(exc)
+                if not self._replace_damaged(exc):
+                    raise
             return work()
 
     @contextmanager
