@@ -6,10 +6,13 @@ replaces secrets with ``[REDACTED]`` and keeps the rest of the sentence, so that
 key is sk-proj-… and expires Friday" is remembered as "the deploy key is [REDACTED] and
 expires Friday". What it recognises:
 
-- private key blocks (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … -----``);
-- passwords in URLs (``postgres://user:pw@host`` keeps the user and the host);
-- well-known token formats: OpenAI / Anthropic (``sk-…``), AWS access key ids, GitHub,
-  GitLab, Slack, Google API, Stripe, Hugging Face and npm tokens, JSON Web Tokens;
+- private key blocks (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … -----``), PuTTY keys;
+- passwords in URLs (``postgres://user:pw@host`` keeps the user and the host; the password
+  may hold "/" and "@");
+- token formats by prefix (OpenAI / Anthropic ``sk-…``, AWS, GitHub, GitLab, Slack, Google,
+  Stripe, Hugging Face, npm, PyPI and some forty more; docs/memory.md lists them), JWTs;
+- passwords on command lines (``mysql -p…``, ``sshpass -p …``, ``curl -u user:…``,
+  ``--password …``, …);
 - ``Authorization: Bearer …`` / ``Basic …`` / ``Token …`` credentials;
 - assignments such as ``DB_PASSWORD=…``, ``"api_key": "…"``, ``client_secret: …``;
 - prose such as "my password is hunter2" or "the access token is 3f9a…".
@@ -44,20 +47,62 @@ _PRIVATE_KEY = re.compile(
     r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
     r"(?:[\s\S]*?-----END \1-----|[A-Za-z0-9+/=\s\\]*)"
 )
-# scheme://user:password@host — the password is what goes.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)")
+# scheme://user:password@host — the password is what goes. It may hold "/" (people type
+# them raw) and "@" when another "@" follows before any "/"; see _url_password for the
+# port-and-path look-alike ("http://host:8080/path@v2").
+_URL_PASSWORD = re.compile(
+    r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/][^\s@]*(?:@[^\s@/]+(?=@))*)(@)"
+)
+# PuTTY's private key file: header to MAC line.
+_PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC: *[0-9a-fA-F]+|$)")
 _TOKENS = re.compile(
     r"\b(?:"
     r"sk-(?:proj-|ant-(?:api\d+-)?|svcacct-)?[A-Za-z0-9_-]{20,}"
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}"
     r"|gh[pousr]_[A-Za-z0-9]{30,}"
     r"|github_pat_[A-Za-z0-9_]{22,}"
-    r"|glpat-[A-Za-z0-9_-]{20,}"
+    r"|gl(?:pat|dt|rt|ptt|soat|cbt|ffct|imt|agent|oas|ft)-[A-Za-z0-9_-]{20,}"
     r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|xapp-[A-Za-z0-9-]{20,}"
     r"|AIza[0-9A-Za-z_-]{35}"
-    r"|[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"
+    r"|[rs]k_(?:live|test|prod)_[0-9A-Za-z]{16,}"
+    r"|whsec_[A-Za-z0-9]{24,}"
     r"|hf_[A-Za-z0-9]{30,}"
+    r"|api_org_[A-Za-z0-9]{30,}"
     r"|npm_[A-Za-z0-9]{36}"
+    r"|pypi-AgE[A-Za-z0-9_-]{50,}"
+    r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"
+    r"|do[opr]_v1_[a-f0-9]{64}"
+    r"|lin_api_[A-Za-z0-9]{40}"
+    r"|sbp_[a-f0-9]{40}"
+    r"|glc_[A-Za-z0-9+/]{32,}={0,2}"
+    r"|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"
+    r"|gsk_[A-Za-z0-9]{48,}"
+    r"|r8_[A-Za-z0-9]{37}"
+    r"|sntry[su]_[A-Za-z0-9+/=_-]{40,}"
+    r"|ntn_[A-Za-z0-9]{40,}"
+    r"|secret_[A-Za-z0-9]{43}"
+    r"|ops_eyJ[A-Za-z0-9+/=_-]{40,}"
+    r"|(?:PMAK-[a-f0-9]{24}-[a-f0-9]{34}|NRAK-[A-Z0-9]{27}|HRKU-[A-Za-z0-9_-]{36,})"
+    r"|AGE-SECRET-KEY-1[0-9A-Z]{58}"
+    r"|GOCSPX-[A-Za-z0-9_-]{28}"
+    r"|xai-[A-Za-z0-9]{60,}"
+    r"|pplx-[A-Za-z0-9]{40,}"
+    r"|key-[0-9a-f]{32}"
+    r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"
+    r"|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{24,}"
+    r"|ya29\.[A-Za-z0-9_-]{30,}"
+    r"|[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"
+    r"|dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"
+    r"|ATATT3[A-Za-z0-9_=-]{180,}"
+    r"|\d{8,10}:AA[A-Za-z0-9_-]{33}"
+    r"|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"
+    r"|SK[0-9a-fA-F]{32}"
+    r"|dapi[a-f0-9]{32}"
+    r"|EAA[CM][A-Za-z0-9]{100,}"
+    r"|https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{20,}"
+    r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r")"
 )
@@ -69,18 +114,53 @@ _PASSWORD_KEYS = r"password|passwd|pwd|passphrase|passcode"
 _TOKEN_KEYS = (
     r"secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?token"
     r"|access[_-]?token|refresh[_-]?token|client[_-]?secret|session[_-]?token|token"
+    r"|(?:account|master|encryption|signing|license|app|client)[_-]?key|secret[_-]?key[_-]?base"
 )
 # key = value / "key": "value"; the key may carry a prefix such as DB_ or aws_. Any
 # identifier before ":" or "=" matches here (cheap: no keyword alternation at every
 # position); the replacement checks that it ends with a secret's keyword.
 _KEY = r"\b([A-Za-z0-9_.-]+)"
 _SEPARATOR = r"""["']?\s*[:=]"""
-_ASSIGNMENT = re.compile(rf"""{_KEY}({_SEPARATOR}\s*)("[^"\n]+"|'[^'\n]+'|[^\s"',;]+)""")
-_SECRET_KEY = re.compile(rf"(?i)(?:{_PASSWORD_KEYS}|{_TOKEN_KEYS})$")
+# A quoted value may hold backslash escapes: arguments are JSON text ("pa\\"ss").
+_ASSIGNMENT = re.compile(
+    rf"""{_KEY}({_SEPARATOR}\s*)("(?:[^"\\\n]|\\.)+"|'(?:[^'\\\n]|\\.)+'|[^\s"',;]+)"""
+)
+# "pass" only as a word of its own (DB_PASS, smtp.pass), not "bypass" or "compass".
+_PASS_KEY = re.compile(r"(?i)(?:^|[_.-])pass$")
+_SECRET_KEY = re.compile(
+    rf"(?i)(?:{_PASSWORD_KEYS}|{_TOKEN_KEYS}|(?:^|[_.-])(?:pass|auth|creds?|credentials?))$"
+)
+# Values of a "pass" key that are settings, not passwords (first_pass=1, PASS=true).
+_SETTING = re.compile(r"(?i)\d{1,3}|true|false|yes|no|on|off|none|null")
 _PROSE = re.compile(
     rf"(?i)\b((?:{_PASSWORD_KEYS})|pin(?: code)?|api key|secret key|access key|access token"
     r"|auth token|token|secret)(\s+(?:is|was|are|:)\s+)([\"']?)([^\s\"']+?)(\3)"
-    r"(?=[.,;:!?)]*(?:\s|$))"
+    r"(?=[.,;:!?)]*(?:[\s\"'\\]|$))"  # or the end of a JSON string
+)
+# Passwords on command lines, after the flag of the tool that takes them: mysql -pSECRET,
+# sshpass -p SECRET, redis-cli -a SECRET, docker login -p SECRET, curl -u user:SECRET,
+# smbclient -U user%SECRET, htpasswd -b file user SECRET, .netrc's "login u password SECRET".
+# ``[^\n;|&]*?`` stays within one command of the line.
+_ARG = r"[^\n;|&]*?[^\S\n]"
+_COMMAND = re.compile(
+    r"\b(?:"
+    rf"(?:mysql[a-z]*|mariadb[a-z-]*)\b{_ARG}-p(?=[^\s-])"
+    rf"|sshpass\b{_ARG}-p[^\S\n]*"
+    rf"|redis-cli\b{_ARG}(?:-a|--pass)[^\S\n]+"
+    rf"|docker[^\S\n]+login\b{_ARG}-p[^\S\n]+"
+    rf"|curl\b{_ARG}(?:-u|--user)(?:[^\S\n]+|=)['\"]?[^\s:'\"]*:"
+    rf"|smbclient\b{_ARG}(?:-U|--user)(?:[^\S\n]+|=)['\"]?[^\s%'\"]+%"
+    r"|htpasswd[^\S\n]+-[a-zA-Z]*b[a-zA-Z]*(?:[^\S\n]+-\S+)*(?:[^\S\n]+[^\s-]\S*){2}[^\S\n]+"
+    r"|login[^\S\n]+\S+[^\S\n]+password[^\S\n]+"
+    r")"
+    r"""(?:'([^'\n]+)'|"([^"\n]+)"|([^\s'";|&]+))"""
+)
+_COMMAND_WORDS = ("mysql", "mariadb", "redis-cli", "docker", "curl", "smbclient")
+# --password VALUE, --db-token VALUE (with "=" they are assignments).
+_FLAG = re.compile(
+    r"(?<![\w-])(--?(?:[A-Za-z0-9]+[-_])*(?:password|passwd|passphrase|pass|pwd|token|secret"
+    r"|api-?key|access-key|secret-key|private-key|client-secret)[^\S\n]+)"
+    r"""(?:'([^'\n]+)'|"([^"\n]+)"|([^\s'";|&]+))"""
 )
 # Words that follow "password is" without being one ("the password is changed weekly").
 _NOT_SECRETS = frozenset(
@@ -123,19 +203,55 @@ _PASSWORD_WORD = re.compile(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?")
 # pattern that begins with one literal character is scanned for fast; one that begins
 # with a set of several is not (about 20x slower), hence one pattern per character.
 _TOKEN_ANCHORS = (
-    (re.compile(r"-(?:(?<=sk-)|(?<=xox.-)|(?<=glpat-))"), (2, 4, 5)),
-    (re.compile(r"_(?:(?<=[rs]k_)|(?<=hf_)|(?<=gh._)|(?<=npm_)|(?<=github_))"), (2, 3, 6)),
-    (re.compile(r"A(?=KIA|SIA|GPA|IDA|ROA|NPA|Iza)"), (0,)),
+    # The character before "-" is tested first: most hyphens (drwxr-xr-x) stop there.
+    (
+        re.compile(
+            r"-(?<=[kstpiKUEXxy]-)(?:(?<=sk-)|(?<=gl[a-z]{2}-)|(?<=gl[a-z]{3}-)"
+            r"|(?<=gl[a-z]{4}-)|(?<=gl[a-z]{5}-)|(?<=xapp-)|(?<=pypi-)|(?<=PMAK-)|(?<=NRAK-)"
+            r"|(?<=HRKU-)|(?<=AGE-)|(?<=GOCSPX-)|(?<=xai-)|(?<=pplx-)|(?<=key-))"
+        ),
+        (2, 3, 4, 5, 6, 7),
+    ),
+    (re.compile(r"xox(?=[abposr]-)"), (0,)),
+    (
+        re.compile(
+            r"_(?:(?<=[rs]k_)|(?<=hf_)|(?<=r8_)|(?<=gh._)|(?<=npm_)|(?<=api_)|(?<=do._)"
+            r"|(?<=lin_)|(?<=sbp_)|(?<=glc_)|(?<=glsa_)|(?<=gsk_)|(?<=ntn_)|(?<=ops_)"
+            r"|(?<=shp.._)|(?<=whsec_)|(?<=sntry._)|(?<=secret_)|(?<=github_))"
+        ),
+        (2, 3, 4, 5, 6),
+    ),
+    (
+        re.compile(
+            r"\.(?<=[Gpsbr91]\.)(?:(?<=SG\.)|(?<=dp\.)|(?<=hv.\.)|(?<=ya29\.)|(?<=dt0c01\.))"
+        ),
+        (2, 3, 4, 6),
+    ),
+    (re.compile(r"\.atlasv1\."), (14,)),
+    (re.compile(r"A(?=KIA|SIA|GPA|IDA|ROA|NPA|Iza|TATT3|A[CM])"), (0, 1)),
     (re.compile(r"J(?<=eyJ)"), (2,)),
+    (
+        re.compile(r":(?=AA|//(?:hooks\.slack\.com/|(?:ptb\.|canary\.)?discord(?:app)?\.com/))"),
+        (5, 8, 9, 10),
+    ),
+    (re.compile(r"~(?<=Q~)"), (5,)),
+    (re.compile(r"SK(?=[0-9a-fA-F]{32})"), (0,)),
+    (re.compile(r"dapi(?=[0-9a-f]{32})"), (0,)),
 )
 # The words every key that _SECRET_KEY takes ends with, by the word searched for.
 _KEY_ENDINGS = {
-    "pass": ("passwd", "password", "passphrase", "passcode"),
+    "pass": ("pass", "passwd", "password", "passphrase", "passcode"),
     "pwd": ("pwd",),
     "secret": ("secret",),
     "key": ("key",),
     "token": ("token",),
+    "auth": ("auth",),
+    "cred": ("cred", "creds", "credential", "credentials"),
+    "base": ("base",),
 }
+# The words each _FLAG key ends with, by the word searched for.
+_FLAG_WORDS = ("pass", "pwd", "secret", "key", "token")
+_FLAG_CHARS = string.ascii_letters + string.digits + "-_"
 # Where a keyword of _PROSE starts, before a word it contains ("api key": 4 before "key").
 _PROSE_OFFSETS = {
     "pass": (0,),
@@ -189,6 +305,19 @@ def _run_start(text: str, end: int, chars: str | None = None) -> int:
         width *= 8
 
 
+def _word_start(text: str, end: int) -> int:
+    """Start of the run of non-white-space characters that ends at ``end``."""
+    low = max(0, end - 256)
+    while True:
+        piece = text[low:end]
+        split = (
+            len(piece) - len(piece.split()[-1]) if piece and not piece[-1].isspace() else len(piece)
+        )
+        if split or low == 0:
+            return low + split
+        low = max(0, low - 2048)
+
+
 def _run_end(text: str, start: int) -> int:
     """End of the run of white space that starts at ``start``."""
     width = 64
@@ -233,6 +362,28 @@ class _Words:
             *_find_all(text, "Basic", limit),
         )
         return _sorted(found, limit)
+
+    def command_starts(self) -> list[int]:
+        """Where _COMMAND can match: at each command's name; sshpass, htpasswd and .netrc's
+        "login … password" from the "pass" in them (a word searched for anyway)."""
+        text = self.text
+        found = [at for word in _COMMAND_WORDS for at in self(word)]
+        for at in self("pass"):
+            found += (at - 3, at - 2)  # sshpass, htpasswd
+            # login USER password: the word before the word before "password".
+            user_end = _run_start(text, at)
+            user_start = _word_start(text, user_end)
+            found.append(_run_start(text, user_start) - 5)
+        return _sorted((at for at in found if at >= 0), self.limit)
+
+    def flag_starts(self) -> list[int]:
+        """Where _FLAG can match: where the run of flag characters before a keyword starts
+        (a match starts after a character that is neither a word character nor "-")."""
+        text = self.text
+        return _sorted(
+            (_run_start(text, at, _FLAG_CHARS) for word in _FLAG_WORDS for at in self(word)),
+            self.limit,
+        )
 
     def prose_starts(self) -> list[int]:
         """Where _PROSE can match."""
@@ -330,12 +481,68 @@ def _safe_start(text: str, before: int, low: int) -> int:
     return low
 
 
+def _url_password(match: re.Match[str], replacement: str) -> str:
+    port, slash, _ = match[2].partition("/")
+    if slash and port.isdigit():  # http://host:8080/path@v2: a port and a path
+        return match[0]
+    return f"{match[1]}{replacement}{match[3]}"
+
+
+def _quoted(match: re.Match[str], first: int, replacement: str) -> str:
+    """``match`` with the value in groups ``first`` ('…'), +1 ("…") or +2 (bare) replaced."""
+    group = next(g for g in (first, first + 1, first + 2) if match[g] is not None)
+    head = match[0][: match.start(group) - match.start()]
+    quote = "'" if group == first else '"' if group == first + 1 else ""
+    return f"{head}{replacement}{quote}"
+
+
+def _reference(value: str, replacement: str) -> bool:
+    """A value that names a secret instead of holding one: $PASS, ${PASS}, $(cat f),
+    %PASS%, <password>, {{ pass }} (or the replacement itself)."""
+    return value == replacement or _REFERENCE.match(value) is not None
+
+
+_REFERENCE = re.compile(r"\$[A-Z_{(]|%[A-Za-z_]\w*%|\{\{|<[A-Za-z][\w -]*>?$")
+
+
+def _command(match: re.Match[str], replacement: str) -> str:
+    value = match[1] or match[2] or match[3]
+    if _reference(value, replacement):
+        return match[0]
+    return _quoted(match, 1, replacement)
+
+
+def _flag(match: re.Match[str], replacement: str) -> str:
+    key, value = match[1], match[2] or match[3] or match[4]
+    if _reference(value, replacement) or value[0] == "-" or key.lstrip("-").startswith("no-"):
+        return match[0]
+    if _FLAG_PASSWORD.search(key):
+        # A typed password holds a digit, a capital or a sign; "--password flag" is prose.
+        if value.isalpha() and value.islower() and len(value) < 12:
+            return match[0]
+    elif not _is_secret_like(value):
+        return match[0]
+    return _quoted(match, 2, replacement)
+
+
+_FLAG_PASSWORD = re.compile(r"pass|pwd")
+
+
 def _assignment(match: re.Match[str], replacement: str) -> str:
     key, sep, value = match[1], match[2], match[3]
     bare = value.strip("\"'")
-    if bare == replacement or not bare or not _SECRET_KEY.search(key):
+    if not _SECRET_KEY.search(key):
+        # "cmd": "DB_PASSWORD=…": the quoted value of another key may hold an assignment.
+        if len(value) > 2 and value[0] in "\"'" and ("=" in bare or ":" in bare):
+            inner = _ASSIGNMENT.sub(partial(_assignment, replacement=replacement), value[1:-1])
+            return f"{key}{sep}{value[0]}{inner}{value[-1]}"
         return match[0]
-    if not _PASSWORD_KEY.search(key) and not _is_secret_like(bare):
+    if not bare or _reference(bare, replacement):
+        return match[0]
+    if _PASS_KEY.search(key):
+        if _SETTING.fullmatch(bare):
+            return match[0]
+    elif not _PASSWORD_KEY.search(key) and not _is_secret_like(bare):
         return match[0]
     quote = value[0] if value[0] in "\"'" else ""
     return f"{key}{sep}{quote}{replacement}{quote}"
@@ -387,21 +594,36 @@ def _prose(match: re.Match[str], replacement: str) -> str:
 def redact(text: str, replacement: str = REPLACEMENT) -> str:
     """``text`` with every secret the built-in rules recognise replaced by ``replacement``."""
     text = _PRIVATE_KEY.sub(replacement, text)
+    text = _PUTTY_KEY.sub(replacement, text)
     text = _rule(
-        _URL_PASSWORD, text, partial(_url_starts, text), lambda m: f"{m[1]}{replacement}{m[3]}"
+        _URL_PASSWORD,
+        text,
+        partial(_url_starts, text),
+        partial(_url_password, replacement=replacement),
     )
     if "\\" in replacement:  # re.sub reads it as a template (r"\g<0>"): keep that
         text = _TOKENS.sub(replacement, text)
     else:
         text = _rule(_TOKENS, text, partial(_token_starts, text), lambda m: replacement)
     words = _Words(text)
-    text = _rule(_AUTH_HEADER, text, words.header_starts, lambda m: f"{m[1]}{m[2]}{replacement}")
-    if text is not words.text:
-        words = _Words(text)
+    for pattern, starts, replace in (
+        (_AUTH_HEADER, _Words.header_starts, _header),
+        (_COMMAND, _Words.command_starts, _command),
+        (_FLAG, _Words.flag_starts, _flag),
+    ):
+        text = _rule(
+            pattern, text, partial(starts, words), partial(replace, replacement=replacement)
+        )
+        if text is not words.text:
+            words = _Words(text)
     text = _redact_assignments(text, words, replacement)
     if text is not words.text:
         words = _Words(text)
     return _rule(_PROSE, text, words.prose_starts, lambda m: _prose(m, replacement))
+
+
+def _header(match: re.Match[str], replacement: str) -> str:
+    return f"{match[1]}{match[2]}{replacement}"
 
 
 class RedactionOptions(BaseModel):

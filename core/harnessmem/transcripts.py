@@ -215,10 +215,30 @@ def _redact(message: Mapping[str, Any], transform: Transform | None) -> dict[str
 
 
 def _shaped(mapping: Mapping[str, Any], transform: Transform) -> dict[str, Any]:
-    return {
-        key: value if key in _STRUCTURAL else _texts(value, transform, key in _SHAPED)
-        for key, value in mapping.items()
-    }
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in _STRUCTURAL:
+            out[key] = value
+        elif key == "arguments" and isinstance(value, str):
+            out[key] = _arguments(value, transform)
+        else:
+            out[key] = _texts(value, transform, key in _SHAPED)
+    return out
+
+
+def _arguments(text: str, transform: Transform) -> str:
+    """Tool-call arguments sent as JSON text: transformed as text, then each of its values as
+    dict arguments are (in the text a value's quotes and line breaks are escaped, which hides
+    "DB_PASSWORD=…" or 'curl -u "ci:…"' from rules that read the plain value)."""
+    text = transform(text, "offload")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(parsed, dict | list):
+        return text
+    redacted = _texts(parsed, transform, False)
+    return text if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
 
 
 def _texts(value: Any, transform: Transform, shaped: bool) -> Any:
