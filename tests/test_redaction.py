@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl, redaction
-from harnessmem.plugins import HookFacade, make_plugin_manager
-from harnessmem.redaction import (
+from harnessmem import _redaction_rules as rules
+from harnessmem._redaction_rules import (
     _ASSIGNMENT,
     _AUTH_HEADER,
     _NOT_SECRETS,
@@ -26,11 +26,10 @@ from harnessmem.redaction import (
     _PROSE,
     _TOKENS,
     _URL_PASSWORD,
-    REPLACEMENT,
-    SecretRedactor,
     _is_secret_like,
-    redact,
 )
+from harnessmem.plugins import HookFacade, make_plugin_manager
+from harnessmem.redaction import REPLACEMENT, SecretRedactor, redact
 
 OPENAI = "sk-proj-AbCdEf1234567890abcdefGHIJ"
 DATA = Path(
@@ -156,14 +155,14 @@ def test_plugin_class_default_options() -> None:
 def _former_redact(text: str, replacement: str = REPLACEMENT) -> str:
     """redact() as it was: one pass of pattern.sub over the whole text per rule."""
     text = _PRIVATE_KEY.sub(replacement, text)
-    text = redaction._PUTTY_KEY.sub(replacement, text)
-    text = _URL_PASSWORD.sub(lambda m: redaction._url_password(m, replacement), text)
+    text = rules._PUTTY_KEY.sub(replacement, text)
+    text = _URL_PASSWORD.sub(lambda m: rules._url_password(m, replacement), text)
     text = _TOKENS.sub(replacement, text)
     text = _AUTH_HEADER.sub(lambda m: f"{m[1]}{m[2]}{replacement}", text)
-    text = redaction._COMMAND.sub(lambda m: redaction._command(m, replacement), text)
-    text = redaction._FLAG.sub(lambda m: redaction._flag(m, replacement), text)
+    text = rules._COMMAND.sub(lambda m: rules._command(m, replacement), text)
+    text = rules._FLAG.sub(lambda m: rules._flag(m, replacement), text)
 
-    text = _ASSIGNMENT.sub(lambda m: redaction._assignment(m, replacement), text)
+    text = _ASSIGNMENT.sub(lambda m: rules._assignment(m, replacement), text)
 
     def prose(match: re.Match[str]) -> str:
         key, verb, quote, value = match[1], match[2], match[3], match[4]
