@@ -274,7 +274,7 @@ NEAR_MISSES = [
     "-pass- _api_ .SG. ~Q~ :AA SKU dapi EAA xox- .atlasv1.",
 ]
 _TEXT = st.text(
-    alphabet="aAkeyptsordwn0123456789 \n\t:=\"',;.!?)-_/@+\\\u00e9\u0131\u017f\u0130\u212a",
+    alphabet="aAkeyptsordwn0123456789 \n\t\xa0:=\"',;.!?)-_/@+%~\\\u00e9\u0131\u017f\u0130\u212a",
     max_size=30,
 )
 _FRAGMENT = st.one_of(st.sampled_from(SECRETS), st.sampled_from(NEAR_MISSES), _TEXT)

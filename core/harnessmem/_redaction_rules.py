@@ -110,7 +110,7 @@ _PROSE = re.compile(
 # sshpass -p SECRET, redis-cli -a SECRET, docker login -p SECRET, curl -u user:SECRET,
 # smbclient -U user%SECRET, htpasswd -b file user SECRET, .netrc's "login u password SECRET".
 # ``[^\n;|&]*?`` stays within one command of the line.
-_ARG = r"[^\n;|&]*?[^\S\n]"
+_ARG = r"[^\n;|&]*?[ \t]"  # the blank before the flag: its finder looks for " -" and "\t-"
 _COMMAND = re.compile(
     r"\b(?:"
     rf"(?:mysql[a-z]*|mariadb[a-z-]*)\b{_ARG}-p(?=[^\s-])"
