@@ -134,7 +134,9 @@ _KEY_ENDINGS = {
 # The words each _FLAG key ends with, by the word searched for.
 _FLAG_WORDS = ("pass", "pwd", "secret", "key", "token")
 _FLAG_CHARS = string.ascii_letters + string.digits + "-_"
-# The commands of _COMMAND searched for by name (the others are found from "pass").
+# The commands of _COMMAND searched for by name (the others are found from "pass"): on
+# each line holding a flag, or in the whole text when more than _FLAG_LINES lines do.
+_FLAG_LINES = 32
 _COMMAND_WORDS = ("mysql", "mariadb", "redis-cli", "docker", "curl", "smbclient")
 # Where a keyword of _PROSE starts, before a word it contains ("api key": 4 before "key").
 _PROSE_OFFSETS = {
@@ -187,6 +189,20 @@ def _run_start(text: str, end: int, chars: str | None = None) -> int:
         if kept or low == 0:
             return low + kept
         width *= 8
+
+
+def _lines_with(text: str, needle: str, most: int) -> list[tuple[int, int]] | None:
+    """(start, end) of each line holding ``needle``; None past ``most`` such lines."""
+    spans: list[tuple[int, int]] = []
+    at = text.find(needle)
+    while at >= 0:
+        if len(spans) == most:
+            return None
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        spans.append((text.rfind("\n", 0, at) + 1, end))
+        at = text.find(needle, end)
+    return spans
 
 
 def _word_start(text: str, end: int) -> int:
@@ -249,37 +265,44 @@ class _Words:
 
     def command_starts(self) -> list[int]:
         """Where _COMMAND can match: at each command's name on a line that holds a flag
-        (white space then "-"); sshpass, htpasswd and .netrc's "login … password" from the
-        "pass" in them (a word searched for anyway)."""
-        text, folded, limit = self.text, self._folded, self.limit
+        (a space or tab, then "-"), or anywhere when many lines do; sshpass, htpasswd and
+        .netrc's "login … password" from the "pass" in them (a word searched for anyway)."""
+        text, folded = self.text, self._folded
         found: list[int] = []
-        line_end = -1
-        for flag in sorted((*_find_all(text, " -", limit), *_find_all(text, "\t-", limit))):
-            if flag < line_end:
-                continue
-            line_start = text.rfind("\n", 0, flag) + 1
-            line_end = len(text) if (end := text.find("\n", flag)) < 0 else end
-            for word in _COMMAND_WORDS:
-                at = folded.find(word, line_start, line_end)
-                while at >= 0:
-                    found.append(at)
-                    at = folded.find(word, at + 1, line_end)
+        spans = _lines_with(text, " -", _FLAG_LINES)
+        tabs = _lines_with(text, "\t-", _FLAG_LINES)
+        if spans is None or tabs is None or len(spans) + len(tabs) > _FLAG_LINES:
+            found += (at for word in _COMMAND_WORDS for at in self(word))
+        else:
+            for line_start, line_end in (*spans, *tabs):
+                for word in _COMMAND_WORDS:
+                    at = folded.find(word, line_start, line_end)
+                    while at >= 0:
+                        found.append(at)
+                        at = folded.find(word, at + 1, line_end)
         for at in self("pass"):
-            found += (at - 3, at - 2)  # sshpass, htpasswd
-            # login USER password: the word before the word before "password".
-            user_end = _run_start(text, at)
-            user_start = _word_start(text, user_end)
-            found.append(_run_start(text, user_start) - 5)
-        return _sorted((at for at in found if at >= 0), limit)
+            if folded.startswith("sshpass", at - 3):
+                found.append(at - 3)
+            if folded.startswith("htpasswd", at - 2):
+                found.append(at - 2)
+            if folded.startswith("password", at):
+                # login USER password: the word before the word before "password".
+                user_start = _word_start(text, _run_start(text, at))
+                found.append(_run_start(text, user_start) - 5)
+        return _sorted((at for at in found if at >= 0), self.limit)
 
     def flag_starts(self) -> list[int]:
-        """Where _FLAG can match: where the run of flag characters before a keyword starts
-        (a match starts after a character that is neither a word character nor "-")."""
+        """Where _FLAG can match: where the run of flag characters before a keyword starts,
+        if that is a "-" (a match starts after a character that is neither a word character
+        nor "-")."""
         text = self.text
-        return _sorted(
-            (_run_start(text, at, _FLAG_CHARS) for word in _FLAG_WORDS for at in self(word)),
-            self.limit,
+        starts = (
+            _run_start(text, at, _FLAG_CHARS)
+            for word in _FLAG_WORDS
+            for at in self(word)
+            if at and text[at - 1] in _FLAG_CHARS  # else the run starts with the keyword
         )
+        return _sorted((at for at in starts if text.startswith("-", at)), self.limit)
 
     def prose_starts(self) -> list[int]:
         """Where _PROSE can match."""
