@@ -16,22 +16,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl, redaction
-from harnessmem.plugins import HookFacade, make_plugin_manager
-from harnessmem.redaction import (
+from harnessmem import _redaction_rules as rules
+from harnessmem._redaction_rules import (
     _ASSIGNMENT,
     _AUTH_HEADER,
     _NOT_SECRETS,
     _PASSWORD_KEYS,
     _PRIVATE_KEY,
     _PROSE,
-    _SECRET_KEY,
     _TOKENS,
     _URL_PASSWORD,
-    REPLACEMENT,
-    SecretRedactor,
     _is_secret_like,
-    redact,
 )
+from harnessmem.plugins import HookFacade, make_plugin_manager
+from harnessmem.redaction import REPLACEMENT, SecretRedactor, redact
 
 OPENAI = "sk-proj-AbCdEf1234567890abcdefGHIJ"
 DATA = Path(
@@ -155,24 +153,16 @@ def test_plugin_class_default_options() -> None:
 
 
 def _former_redact(text: str, replacement: str = REPLACEMENT) -> str:
-    """redact() as it was: six passes of pattern.sub over the whole text."""
+    """redact() as it was: one pass of pattern.sub over the whole text per rule."""
     text = _PRIVATE_KEY.sub(replacement, text)
-    text = _URL_PASSWORD.sub(lambda m: f"{m[1]}{replacement}{m[3]}", text)
+    text = rules._PUTTY_KEY.sub(replacement, text)
+    text = _URL_PASSWORD.sub(lambda m: rules._url_password(m, replacement), text)
     text = _TOKENS.sub(replacement, text)
     text = _AUTH_HEADER.sub(lambda m: f"{m[1]}{m[2]}{replacement}", text)
+    text = rules._COMMAND.sub(lambda m: rules._command(m, replacement), text)
+    text = rules._FLAG.sub(lambda m: rules._flag(m, replacement), text)
 
-    def assignment(match: re.Match[str]) -> str:
-        key, sep, value = match[1], match[2], match[3]
-        bare = value.strip("\"'")
-        if bare == replacement or not bare or not _SECRET_KEY.search(key):
-            return match[0]
-        is_password = re.search(_PASSWORD_KEYS, key, re.IGNORECASE) is not None
-        if not is_password and not _is_secret_like(bare):
-            return match[0]
-        quote = value[0] if value[0] in "\"'" else ""
-        return f"{key}{sep}{quote}{replacement}{quote}"
-
-    text = _ASSIGNMENT.sub(assignment, text)
+    text = _ASSIGNMENT.sub(lambda m: rules._assignment(m, replacement), text)
 
     def prose(match: re.Match[str]) -> str:
         key, verb, quote, value = match[1], match[2], match[3], match[4]
@@ -229,6 +219,34 @@ SECRETS = [
     "Pa\u017f\u017fWORD is \u017fecret99",
     "Tok\u0130n=0123456789abcdef",
     "TOKEN\u212a = 0123456789abcdef",
+    "mysql://root:pa55/w0rd!Zq@10.0.0.5/app",
+    "postgres://u:p@ss@host/db",
+    "mysql -u root -pTr0ub4dor3Zeta",
+    "sshpass -p 'S5hpassHunter22' ssh h",
+    "redis-cli -a R3dis99 ping",
+    "docker login -u a -p D0cker9 r",
+    "curl -u ana:Curl7pw https://x",
+    "smbclient //s/x -U ana%Smb9",
+    "htpasswd -bc f admin Ht9pw",
+    "machine m login ana password N3trc",
+    "tool --password Hunter2 --db-token " + "t0" * 9,
+    '{"cmd": "DB_PASS=hunter2"}',
+    "SMTP_PASS=Smtp9 AccountKey=" + "k1" * 20,
+    'my password is Hunter2."',
+    "glrt-" + "r" * 20,
+    "xapp-1-" + "A1" * 10,
+    "pypi-AgE" + "p" * 50,
+    "shpat_" + "a1" * 16,
+    "SG." + "s" * 22 + "." + "g" * 43,
+    "ya29." + "y" * 30,
+    "abcdefghij1234.atlasv1." + "t" * 60,
+    "123456789:AA" + "b" * 33,
+    "abc8Q~" + "z" * 32,
+    "SK" + "0a" * 16,
+    "dapi" + "0f" * 16,
+    "EAAC" + "e" * 100,
+    "https://hooks.slack.com/services/T0/B0/" + "h" * 24,
+    "PuTTY-User-Key-File-3: x\nPrivate-MAC: 0a",
 ]
 NEAR_MISSES = [
     *ORDINARY,
@@ -246,9 +264,17 @@ NEAR_MISSES = [
     "passwordpassword=1",
     "api_key\n\n:\n\n1234567890abcdef",
     "\u0131\u017f\u0130\u212a",
+    "http://host:8080/path@v2",
+    "mysql -u root -p app",
+    "sshpass -f f ssh h",
+    "login ana then password reset",
+    "tool --password $DB_PASS --token-file t",
+    "first_pass=1 compass=north",
+    "password=${DB_PASSWORD}",
+    "-pass- _api_ .SG. ~Q~ :AA SKU dapi EAA xox- .atlasv1.",
 ]
 _TEXT = st.text(
-    alphabet="aAkeyptsordwn0123456789 \n\t:=\"',;.!?)-_/@+\\\u00e9\u0131\u017f\u0130\u212a",
+    alphabet="aAkeyptsordwn0123456789 \n\t\xa0:=\"',;.!?)-_/@+%~\\\u00e9\u0131\u017f\u0130\u212a",
     max_size=30,
 )
 _FRAGMENT = st.one_of(st.sampled_from(SECRETS), st.sampled_from(NEAR_MISSES), _TEXT)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harnessmem.messages import fingerprint
+from harnessmem.redaction import SecretRedactor
 from harnessmem.testing import ScriptedModel
 from harnessmem.transcripts import OffloadMark, SessionTranscript, transcript_path
 from harnessmem.workspace import Workspace
@@ -202,6 +203,96 @@ def test_texts_pass_through_the_offload_transform(workspace: Workspace) -> None:
     assert set(seen) == {"offload"}
     assert transcript.records()[0].fp == fingerprint(message), "fingerprints name the original"
     assert message["content"][0]["text"] == "key sk-secret", "the caller's message is untouched"
+
+
+def test_every_string_of_every_message_is_redacted_whatever_its_key(
+    workspace: Workspace,
+) -> None:
+    """Secrets in the fields a reasoning model or another client library adds reach the log
+    redacted: the structural keys and the JSON shape stay as they were.
+
+    When it fails: a kind of field is written without the transform (see ``_redact``)."""
+    secret = "sk-proj-AbCdEf1234567890abcdefGHIJ"
+    transcript = SessionTranscript(workspace, "f", transform=SecretRedactor().transform_memory_text)
+    dict_call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "connect",
+            "arguments": {"password": "hunter2", "dsn": {"token": secret}, "n": 3},
+        },
+    }
+    messages: list[Message] = [
+        {
+            "role": "assistant",
+            "content": "done",
+            "reasoning_content": f"the user gave me {secret} earlier",
+            "function_call": {"name": "login", "arguments": json.dumps({"api_key": secret})},
+            "tool_calls": [dict_call],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": f"key {secret}"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": [{"type": "text", "text": f"again {secret}"}],
+                },
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://ana:Pa55w0rd@img.example/x.png"},
+                },
+                {
+                    "type": "tool_use",
+                    "id": "toolu_3",
+                    "name": "sh",
+                    "input": {"cmd": f"echo {secret}"},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "name": "connect",
+            "content": "ok",
+            "extra": [1, None, True, secret],
+        },
+    ]
+    original = json.loads(json.dumps(messages))
+    transcript.offload(entries(messages))
+    text = workspace.read_text(transcript.path)
+    for leaked in (secret, "hunter2", "Pa55w0rd"):
+        assert leaked not in text
+    logged = [r.message for r in transcript.records()]
+    assert messages == original, "the caller's messages are untouched"
+    assert [r.fp for r in transcript.records()] == [fingerprint(m) for m in messages]
+
+    def shape(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: shape(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [shape(v) for v in value]
+        return "str" if isinstance(value, str) else value
+
+    assert shape(logged) == shape(messages), "only string values change"
+    assert logged[0]["reasoning_content"] == "the user gave me [REDACTED] earlier"
+    arguments = logged[0]["tool_calls"][0]["function"]["arguments"]
+    assert arguments == {"password": "[REDACTED]", "dsn": {"token": "[REDACTED]"}, "n": 3}
+    assert logged[1]["content"][2]["image_url"]["url"] == (
+        "https://ana:[REDACTED]@img.example/x.png"
+    )
+    structural = [(m.get("role"), m.get("tool_call_id"), m.get("name")) for m in logged]
+    assert structural == [(m.get("role"), m.get("tool_call_id"), m.get("name")) for m in messages]
+    assert logged[0]["tool_calls"][0]["id"] == "call_1"
+    assert logged[0]["function_call"]["name"] == "login"
+    assert [p.get("tool_use_id") or p.get("id") for p in logged[1]["content"]] == [
+        "toolu_1",
+        "toolu_2",
+        None,
+        "toolu_3",
+    ]
+    assert [p["type"] for p in logged[1]["content"]] == [p["type"] for p in messages[1]["content"]]
 
 
 def test_concurrent_offloads_write_each_position_once(workspace: Workspace) -> None:

@@ -6,10 +6,13 @@ replaces secrets with ``[REDACTED]`` and keeps the rest of the sentence, so that
 key is sk-proj-… and expires Friday" is remembered as "the deploy key is [REDACTED] and
 expires Friday". What it recognises:
 
-- private key blocks (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … -----``);
-- passwords in URLs (``postgres://user:pw@host`` keeps the user and the host);
-- well-known token formats: OpenAI / Anthropic (``sk-…``), AWS access key ids, GitHub,
-  GitLab, Slack, Google API, Stripe, Hugging Face and npm tokens, JSON Web Tokens;
+- private key blocks (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … -----``), PuTTY keys;
+- passwords in URLs (``postgres://user:pw@host`` keeps the user and the host; the password
+  may hold "/" and "@");
+- token formats by prefix (OpenAI / Anthropic ``sk-…``, AWS, GitHub, GitLab, Slack, Google,
+  Stripe, Hugging Face, npm, PyPI and some forty more; docs/memory.md lists them), JWTs;
+- passwords on command lines (``mysql -p…``, ``sshpass -p …``, ``curl -u user:…``,
+  ``--password …``, …);
 - ``Authorization: Bearer …`` / ``Basic …`` / ``Token …`` credentials;
 - assignments such as ``DB_PASSWORD=…``, ``"api_key": "…"``, ``client_secret: …``;
 - prose such as "my password is hunter2" or "the access token is 3f9a…".
@@ -29,6 +32,25 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harnessmem._redaction_rules import (
+    _ASSIGNMENT,
+    _AUTH_HEADER,
+    _COMMAND,
+    _FLAG,
+    _KEY,
+    _PRIVATE_KEY,
+    _PROSE,
+    _PUTTY_KEY,
+    _SEPARATOR,
+    _TOKENS,
+    _URL_PASSWORD,
+    _assignment,
+    _command,
+    _flag,
+    _header,
+    _prose,
+    _url_password,
+)
 from harnessmem.errors import ConfigError
 from harnessmem.plugins import hookimpl
 
@@ -39,63 +61,6 @@ __all__ = ["RedactionOptions", "SecretRedactor", "redact"]
 
 PLUGIN_NAME = "redaction"
 REPLACEMENT = "[REDACTED]"
-
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
-    r"(?:[\s\S]*?-----END \1-----|[A-Za-z0-9+/=\s\\]*)"
-)
-# scheme://user:password@host — the password is what goes.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)")
-_TOKENS = re.compile(
-    r"\b(?:"
-    r"sk-(?:proj-|ant-(?:api\d+-)?|svcacct-)?[A-Za-z0-9_-]{20,}"
-    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"
-    r"|github_pat_[A-Za-z0-9_]{22,}"
-    r"|glpat-[A-Za-z0-9_-]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
-    r"|AIza[0-9A-Za-z_-]{35}"
-    r"|[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"
-    r"|hf_[A-Za-z0-9]{30,}"
-    r"|npm_[A-Za-z0-9]{36}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
-    r")"
-)
-# A credential after an auth scheme must hold a digit, so "Basic authentication" survives.
-_AUTH_HEADER = re.compile(
-    r"\b(Bearer|Basic|Token)(\s+)(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{16,}"
-)
-_PASSWORD_KEYS = r"password|passwd|pwd|passphrase|passcode"
-_TOKEN_KEYS = (
-    r"secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?token"
-    r"|access[_-]?token|refresh[_-]?token|client[_-]?secret|session[_-]?token|token"
-)
-# key = value / "key": "value"; the key may carry a prefix such as DB_ or aws_. Any
-# identifier before ":" or "=" matches here (cheap: no keyword alternation at every
-# position); the replacement checks that it ends with a secret's keyword.
-_KEY = r"\b([A-Za-z0-9_.-]+)"
-_SEPARATOR = r"""["']?\s*[:=]"""
-_ASSIGNMENT = re.compile(rf"""{_KEY}({_SEPARATOR}\s*)("[^"\n]+"|'[^'\n]+'|[^\s"',;]+)""")
-_SECRET_KEY = re.compile(rf"(?i)(?:{_PASSWORD_KEYS}|{_TOKEN_KEYS})$")
-_PROSE = re.compile(
-    rf"(?i)\b((?:{_PASSWORD_KEYS})|pin(?: code)?|api key|secret key|access key|access token"
-    r"|auth token|token|secret)(\s+(?:is|was|are|:)\s+)([\"']?)([^\s\"']+?)(\3)"
-    r"(?=[.,;:!?)]*(?:\s|$))"
-)
-# Words that follow "password is" without being one ("the password is changed weekly").
-_NOT_SECRETS = frozenset(
-    (  # noqa: SIM905 - a word list reads better as text
-        "a an the not no now still too very being been changed reset set updated incorrect "
-        "wrong expired required stored saved missing empty unknown invalid valid correct same "
-        "different weak strong secure insecure long short new old needed rotated shared "
-        "hidden public private available here there in on at"
-    ).split()
-)
-
-
-def _is_secret_like(value: str) -> bool:
-    """For tokens and keys in prose: only values that look generated, not words."""
-    return len(value) >= 16 or (len(value) >= 8 and any(ch.isdigit() for ch in value))
 
 
 # -- where a rule can match ----------------------------------------------------------------
@@ -117,25 +82,62 @@ _SCHEME_START = re.compile(r"\b[A-Za-z]")
 # _ASSIGNMENT up to its separator: searched for with an end bound, unlike the whole of it.
 _ASSIGNMENT_HEAD = re.compile(_KEY + _SEPARATOR)
 _AFTER_KEY = re.compile(_SEPARATOR)
-_PASSWORD_KEY = re.compile(_PASSWORD_KEYS, re.IGNORECASE)
-_PASSWORD_WORD = re.compile(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?")
 # Each token format holds one of these characters at a fixed distance from its start. A
 # pattern that begins with one literal character is scanned for fast; one that begins
 # with a set of several is not (about 20x slower), hence one pattern per character.
 _TOKEN_ANCHORS = (
-    (re.compile(r"-(?:(?<=sk-)|(?<=xox.-)|(?<=glpat-))"), (2, 4, 5)),
-    (re.compile(r"_(?:(?<=[rs]k_)|(?<=hf_)|(?<=gh._)|(?<=npm_)|(?<=github_))"), (2, 3, 6)),
-    (re.compile(r"A(?=KIA|SIA|GPA|IDA|ROA|NPA|Iza)"), (0,)),
+    # The character before "-" is tested first: most hyphens (drwxr-xr-x) stop there.
+    (
+        re.compile(
+            r"-(?<=[kstpiKUEXxy]-)(?:(?<=sk-)|(?<=gl[a-z]{2}-)|(?<=gl[a-z]{3}-)"
+            r"|(?<=gl[a-z]{4}-)|(?<=gl[a-z]{5}-)|(?<=xapp-)|(?<=pypi-)|(?<=PMAK-)|(?<=NRAK-)"
+            r"|(?<=HRKU-)|(?<=AGE-)|(?<=GOCSPX-)|(?<=xai-)|(?<=pplx-)|(?<=key-))"
+        ),
+        (2, 3, 4, 5, 6, 7),
+    ),
+    (re.compile(r"xox(?=[abposr]-)"), (0,)),
+    (
+        re.compile(
+            r"_(?:(?<=[rs]k_)|(?<=hf_)|(?<=r8_)|(?<=gh._)|(?<=npm_)|(?<=api_)|(?<=do._)"
+            r"|(?<=lin_)|(?<=sbp_)|(?<=glc_)|(?<=glsa_)|(?<=gsk_)|(?<=ntn_)|(?<=ops_)"
+            r"|(?<=shp.._)|(?<=whsec_)|(?<=sntry._)|(?<=secret_)|(?<=github_))"
+        ),
+        (2, 3, 4, 5, 6),
+    ),
+    (
+        re.compile(
+            r"\.(?<=[Gpsbr91]\.)(?:(?<=SG\.)|(?<=dp\.)|(?<=hv.\.)|(?<=ya29\.)|(?<=dt0c01\.)"
+            r"|(?<=\.atlasv1\.))"
+        ),
+        (2, 3, 4, 6, 22),
+    ),
+    (re.compile(r"A(?=KIA|SIA|GPA|IDA|ROA|NPA|Iza|TATT3|A[CM])"), (0, 1)),
     (re.compile(r"J(?<=eyJ)"), (2,)),
+    (
+        re.compile(r":(?=AA|//(?:hooks\.slack\.com/|(?:ptb\.|canary\.)?discord(?:app)?\.com/))"),
+        (5, 8, 9, 10),
+    ),
+    (re.compile(r"~(?<=Q~)"), (5,)),
+    (re.compile(r"SK(?=[0-9a-fA-F]{32})"), (0,)),
+    (re.compile(r"dapi(?=[0-9a-f]{32})"), (0,)),
 )
 # The words every key that _SECRET_KEY takes ends with, by the word searched for.
 _KEY_ENDINGS = {
-    "pass": ("passwd", "password", "passphrase", "passcode"),
+    "pass": ("pass", "passwd", "password", "passphrase", "passcode"),
     "pwd": ("pwd",),
     "secret": ("secret",),
-    "key": ("key",),
+    "key": ("key", "key_base", "key-base"),
     "token": ("token",),
+    "auth": ("auth",),
+    "cred": ("cred", "creds", "credential", "credentials"),
 }
+# The words each _FLAG key ends with, by the word searched for.
+_FLAG_WORDS = ("pass", "pwd", "secret", "key", "token")
+_FLAG_CHARS = string.ascii_letters + string.digits + "-_"
+# The commands of _COMMAND searched for by name (the others are found from "pass"): on
+# each line holding a flag, or in the whole text when more than _FLAG_LINES lines do.
+_FLAG_LINES = 32
+_COMMAND_WORDS = ("mysql", "mariadb", "redis-cli", "docker", "curl", "smbclient")
 # Where a keyword of _PROSE starts, before a word it contains ("api key": 4 before "key").
 _PROSE_OFFSETS = {
     "pass": (0,),
@@ -189,6 +191,33 @@ def _run_start(text: str, end: int, chars: str | None = None) -> int:
         width *= 8
 
 
+def _lines_with(text: str, needle: str, most: int) -> list[tuple[int, int]] | None:
+    """(start, end) of each line holding ``needle``; None past ``most`` such lines."""
+    spans: list[tuple[int, int]] = []
+    at = text.find(needle)
+    while at >= 0:
+        if len(spans) == most:
+            return None
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        spans.append((text.rfind("\n", 0, at) + 1, end))
+        at = text.find(needle, end)
+    return spans
+
+
+def _word_start(text: str, end: int) -> int:
+    """Start of the run of non-white-space characters that ends at ``end``."""
+    low = max(0, end - 256)
+    while True:
+        piece = text[low:end]
+        split = (
+            len(piece) - len(piece.split()[-1]) if piece and not piece[-1].isspace() else len(piece)
+        )
+        if split or low == 0:
+            return low + split
+        low = max(0, low - 2048)
+
+
 def _run_end(text: str, start: int) -> int:
     """End of the run of white space that starts at ``start``."""
     width = 64
@@ -233,6 +262,47 @@ class _Words:
             *_find_all(text, "Basic", limit),
         )
         return _sorted(found, limit)
+
+    def command_starts(self) -> list[int]:
+        """Where _COMMAND can match: at each command's name on a line that holds a flag
+        (a space or tab, then "-"), or anywhere when many lines do; sshpass, htpasswd and
+        .netrc's "login … password" from the "pass" in them (a word searched for anyway)."""
+        text, folded = self.text, self._folded
+        found: list[int] = []
+        spans = _lines_with(text, " -", _FLAG_LINES)
+        tabs = _lines_with(text, "\t-", _FLAG_LINES)
+        if spans is None or tabs is None or len(spans) + len(tabs) > _FLAG_LINES:
+            found += (at for word in _COMMAND_WORDS for at in self(word))
+        else:
+            for line_start, line_end in (*spans, *tabs):
+                for word in _COMMAND_WORDS:
+                    at = folded.find(word, line_start, line_end)
+                    while at >= 0:
+                        found.append(at)
+                        at = folded.find(word, at + 1, line_end)
+        for at in self("pass"):
+            if folded.startswith("sshpass", at - 3):
+                found.append(at - 3)
+            if folded.startswith("htpasswd", at - 2):
+                found.append(at - 2)
+            if folded.startswith("password", at):
+                # login USER password: the word before the word before "password".
+                user_start = _word_start(text, _run_start(text, at))
+                found.append(_run_start(text, user_start) - 5)
+        return _sorted((at for at in found if at >= 0), self.limit)
+
+    def flag_starts(self) -> list[int]:
+        """Where _FLAG can match: where the run of flag characters before a keyword starts,
+        if that is a "-" (a match starts after a character that is neither a word character
+        nor "-")."""
+        text = self.text
+        starts = (
+            _run_start(text, at, _FLAG_CHARS)
+            for word in _FLAG_WORDS
+            for at in self(word)
+            if at and text[at - 1] in _FLAG_CHARS  # else the run starts with the keyword
+        )
+        return _sorted((at for at in starts if text.startswith("-", at)), self.limit)
 
     def prose_starts(self) -> list[int]:
         """Where _PROSE can match."""
@@ -330,17 +400,6 @@ def _safe_start(text: str, before: int, low: int) -> int:
     return low
 
 
-def _assignment(match: re.Match[str], replacement: str) -> str:
-    key, sep, value = match[1], match[2], match[3]
-    bare = value.strip("\"'")
-    if bare == replacement or not bare or not _SECRET_KEY.search(key):
-        return match[0]
-    if not _PASSWORD_KEY.search(key) and not _is_secret_like(bare):
-        return match[0]
-    quote = value[0] if value[0] in "\"'" else ""
-    return f"{key}{sep}{quote}{replacement}{quote}"
-
-
 def _redact_assignments(text: str, words: _Words, replacement: str) -> str:
     """``_ASSIGNMENT.sub`` with :func:`_assignment`, run only near secret keys.
 
@@ -375,29 +434,31 @@ def _redact_assignments(text: str, words: _Words, replacement: str) -> str:
     return "".join(pieces)
 
 
-def _prose(match: re.Match[str], replacement: str) -> str:
-    key, verb, quote, value = match[1], match[2], match[3], match[4]
-    if value == replacement or value.casefold() in _NOT_SECRETS:
-        return match[0]
-    if not _PASSWORD_WORD.fullmatch(key) and not _is_secret_like(value):
-        return match[0]
-    return f"{key}{verb}{quote}{replacement}{quote}"
-
-
 def redact(text: str, replacement: str = REPLACEMENT) -> str:
     """``text`` with every secret the built-in rules recognise replaced by ``replacement``."""
     text = _PRIVATE_KEY.sub(replacement, text)
+    text = _PUTTY_KEY.sub(replacement, text)
     text = _rule(
-        _URL_PASSWORD, text, partial(_url_starts, text), lambda m: f"{m[1]}{replacement}{m[3]}"
+        _URL_PASSWORD,
+        text,
+        partial(_url_starts, text),
+        partial(_url_password, replacement=replacement),
     )
     if "\\" in replacement:  # re.sub reads it as a template (r"\g<0>"): keep that
         text = _TOKENS.sub(replacement, text)
     else:
         text = _rule(_TOKENS, text, partial(_token_starts, text), lambda m: replacement)
     words = _Words(text)
-    text = _rule(_AUTH_HEADER, text, words.header_starts, lambda m: f"{m[1]}{m[2]}{replacement}")
-    if text is not words.text:
-        words = _Words(text)
+    for pattern, starts, replace in (
+        (_AUTH_HEADER, _Words.header_starts, _header),
+        (_COMMAND, _Words.command_starts, _command),
+        (_FLAG, _Words.flag_starts, _flag),
+    ):
+        text = _rule(
+            pattern, text, partial(starts, words), partial(replace, replacement=replacement)
+        )
+        if text is not words.text:
+            words = _Words(text)
     text = _redact_assignments(text, words, replacement)
     if text is not words.text:
         words = _Words(text)
