@@ -40,6 +40,7 @@ ORDER = [
     "turn",
     "tokens",
     "compaction",
+    "upkeep",
     "extractive",
     "locomo",
     "index",

@@ -82,6 +82,9 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if key.startswith("HARNESSMEM_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ".cache"))
+    # Most tests exercise the flush engine call by call; the tests of batching (and of
+    # the defaults as a user meets them) set flush.batch_tokens themselves.
+    monkeypatch.setenv("HARNESSMEM_FLUSH__BATCH_TOKENS", "0")
     monkeypatch.chdir(tmp_path)
 
 

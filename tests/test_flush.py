@@ -240,7 +240,7 @@ def test_secret_in_a_user_message_never_reaches_a_file(
 
 def test_reference_is_bounded(open_harness: HarnessFactory) -> None:
     model = ScriptedModel("NO_REPLY")
-    harness = open_harness(model, flush={"reference_chars": 1_000})
+    harness = open_harness(model, flush={"reference_chars": 1_000, "reference": "full"})
     harness.workspace.write_text("MEMORY.md", "- old fact\n" * 5_000)
     harness.workspace.write_text(TODAY, "- early\n" + "- today fact\n" * 5_000 + "- latest\n")
     harness.flush(conversation("hello"), session_id="s")
@@ -337,7 +337,7 @@ def test_flush_can_be_disabled_and_plugin_blocked(open_harness: HarnessFactory) 
 def test_reindex_and_consolidation_request_follow_a_write(
     open_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    harness = open_harness(ScriptedModel("- fact one"))
+    harness = open_harness(ScriptedModel("- fact one"), consolidation={"min_new_tokens": 0})
     calls: list[Any] = []
     monkeypatch.setattr(harness, "reindex", lambda paths: calls.append(paths))
     monkeypatch.setattr(harness, "request_maintenance", lambda: calls.append("maintain") or True)

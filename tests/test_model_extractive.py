@@ -239,7 +239,9 @@ def test_flush_honours_max_facts_and_max_tokens() -> None:
         for i in range(30)
     ]
     few = ExtractiveBackend.create({"max_facts": 3})
-    assert len(bullets(few.complete(flush_request(chat), purpose="flush").text)) == 3
+    # 30 turns: the cap of 3 per 20 turns read gives 6.
+    assert len(bullets(few.complete(flush_request(chat), purpose="flush").text)) == 6
+    assert len(bullets(few.complete(flush_request(chat[:20]), purpose="flush").text)) == 3
     capped = ExtractiveBackend.create({}).complete(
         flush_request(chat), purpose="flush", max_tokens=60
     )

@@ -252,6 +252,7 @@ def test_every_hook_spec_has_a_docstring_contract() -> None:
         "pre_reasoning",
         "post_acting",
         "post_call",
+        "session_end",
         "on_context_overflow",
         "on_budget_exceeded",
         "on_compaction",

@@ -210,8 +210,9 @@ def test_compaction_of_a_flushed_session_costs_five_requests(
 def test_compaction_of_a_new_session_flushes_then_offloads_in_eleven_requests(
     s3_server: S3TestServer, new_harness: Callable[..., MemoryHarness]
 ) -> None:
-    """The benchmark's case: the session never flushed, so the compaction's flush reads
-    its mark, MEMORY.md and today's log and writes mark and log; then the offload."""
+    """The benchmark's case: the offload, then the session never flushed, so the
+    compaction's flush (its facts asked for in the summary call) reads its mark, MEMORY.md
+    and today's log and writes mark and log."""
     harness = new_harness()
     harness.save("- the user likes trains")
     with s3_server.record() as requests:
@@ -219,12 +220,12 @@ def test_compaction_of_a_new_session_flushes_then_offloads_in_eleven_requests(
     assert len(out) < 31
     calls = [c for c in described(requests) if not c.startswith(INDEX_SWEEP)]
     assert calls == [
+        *_offload(first=True),
         "GetObject memory/.flush_state/trip.json",
         "GetObject MEMORY.md",
         f"GetObject {TODAY}",
         "PutObject memory/.flush_state/trip.json",
         f"PutObject {TODAY} [If-None-Match]",
-        *_offload(first=True),
     ]
 
 

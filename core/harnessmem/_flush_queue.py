@@ -86,7 +86,7 @@ class BackgroundFlushes:
         delay = self.settings.retry_delay
         for attempt in range(self.settings.retries + 1):
             try:
-                self.flusher.flush(job.messages, session_id=job.session_id)
+                self.flusher.flush(job.messages, session_id=job.session_id, batch=True)
                 return
             except Exception as exc:
                 job.error = f"{type(exc).__name__}: {exc}"

@@ -293,19 +293,19 @@ def reindex_paths(harness: MemoryHarness, paths: Sequence[str]) -> str | None:
 def request_consolidation(harness: MemoryHarness, why: str) -> bool:
     """Ask the maintenance scheduler for an opportunistic consolidation, if there is one.
 
-    Never raises: the request is a hint, and the scheduler throttles it anyway.
+    Never raises: the request is a hint, and the scheduler throttles it anyway. True when
+    the scheduler took it (False: throttled, no scheduler, or the request failed).
     """
     request = getattr(harness, "request_maintenance", None)
     if not callable(request):
         return False
     try:
-        request()
+        return bool(request())
     except Exception as exc:
         logger.warning(
             "asking for maintenance after %s failed: %s: %s", why, type(exc).__name__, exc
         )
         return False
-    return True
 
 
 def utc_now_compact(timestamp: float) -> str:

@@ -68,6 +68,22 @@ class Session:
         self.harness.hooks.post_call(ctx)
         return ctx
 
+    def close(self, messages: Sequence[Message] | None = None) -> TurnContext:
+        """End of the conversation: plugins finish its upkeep (the flush writes what its
+        batching held back). Pass the final ``messages`` when you have them; without
+        them the flush uses the last list ``after_call`` saw. The session may go on
+        being used afterwards (a new conversation under the same id continues it)."""
+        ctx = self._context(list(messages or ()), "close")
+        self.harness.hooks.session_end(ctx)
+        return ctx
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.harness.closed:
+            self.close()
+
     def recover_overflow(self, messages: Sequence[Message], error: BaseException) -> list[Message]:
         """A shorter list to retry with after a context-length error, or re-raise ``error``."""
         ctx = self._context(messages, "recover_overflow")
@@ -91,6 +107,11 @@ class Session:
     async def aafter_call(self, messages: Sequence[Message]) -> TurnContext:
         ctx = self._context(messages, "aafter_call")
         await self.harness.hooks.apost_call(ctx)
+        return ctx
+
+    async def aclose(self, messages: Sequence[Message] | None = None) -> TurnContext:
+        ctx = self._context(list(messages or ()), "aclose")
+        await self.harness.hooks.asession_end(ctx)
         return ctx
 
     async def arecover_overflow(

@@ -44,6 +44,7 @@ __all__ = [
     "last_user_text",
     "normalise_summary",
     "parse_anchor",
+    "split_facts",
 ]
 
 #: The four sections every summary must have, in order.
@@ -284,6 +285,24 @@ def normalise_summary(text: str, *, prompt: str | None = None) -> tuple[str | No
         body = bodies.get(name, "")
         sections.append(f"## {name}\n{body if not _EMPTY_BODY.match(body) else 'None'}")
     return "\n\n".join(sections), ""
+
+
+_FACTS_LABEL = re.compile(
+    r"^[ \t]*(?:\d{1,2}[.)][ \t]+)?(?:#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*NEW[ \t_-]*FACTS"
+    r"[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def split_facts(text: str) -> tuple[str, str | None]:
+    """An answer to a summary request that also asked for facts, split in two: the
+    summary, and the text of its ``NEW FACTS`` section (None when it has none)."""
+    # The last such heading: a summary may quote the words earlier.
+    match = next(reversed(list(_FACTS_LABEL.finditer(text or ""))), None)
+    if match is None:
+        return text, None
+    facts = _FENCE.sub("", text[match.end() :]).strip()
+    return text[: match.start()].rstrip(), facts
 
 
 def _dedent(body: str) -> str:

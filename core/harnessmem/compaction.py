@@ -12,9 +12,11 @@ returns a list that fits. One compaction:
    :func:`harnessmem._cutoff.choose_cut`): system head pinned, tail by
    ``keep_messages`` / ``keep_tokens``, bounded so the result fits under the triggers,
    call groups never split;
-4. *flush* the dropped messages into the daily log (``harness.flush``, a verified write);
-5. *offload* them to ``sessions/<id>.log.jsonl``, each exactly once
+4. *offload* them to ``sessions/<id>.log.jsonl``, each exactly once
    (:mod:`harnessmem.transcripts`);
+5. *flush* the dropped messages into the daily log (``harness.flush``, a verified write),
+   their facts asked for in the summary call itself when one model serves both
+   (``compaction.facts_in_summary``; else a flush call of its own, before the offload);
 6. *summarise*: one ``summary`` model call, incremental (previous summary + dropped
    messages), validated (:func:`harnessmem._summary.normalise_summary`: four sections as
    headings or labels, no refusal or echo, size bound);
@@ -36,7 +38,7 @@ from __future__ import annotations
 import logging
 import string
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,7 @@ from harnessmem._summary import (
     last_user_text,
     normalise_summary,
     parse_anchor,
+    split_facts,
 )
 from harnessmem.events import CompactionEvent
 from harnessmem.plugins import hookimpl
@@ -74,6 +77,9 @@ __all__ = [
 logger = logging.getLogger("harnessmem.compaction")
 
 Message = dict[str, Any]
+#: Tool results in a summary request are cut here: the summary needs their gist and
+#: identifiers, and their full text is in the session log.
+_RESULT_CHARS = 500
 #: An overflow retry aims this far under the limit the provider reported (its count
 #: includes tool schemas and framing ours does not see).
 _OVERFLOW_MARGIN = 0.9
@@ -230,18 +236,34 @@ class ConversationCompactor:
             out, shrunk = self._fit(work, plan)
             return out, self._finish(out, plan, base, compacted=bool(shrunk), shrunk=shrunk)
         may_wait = budget is None and not self._over_twice(work)
-        flush, flush_result = self._flush(plan, backoff=may_wait)
-        failures = [flush] if flush.startswith("failed") else []
-        offload, offload_error = (None, "") if failures and may_wait else self._offload(plan)
-        failures += [offload_error] if offload_error else []
-        if offload is not None and offload.restarted:
-            # A different conversation under this session id: nothing remembered applies.
-            plan.previous, plan.covered, self._memory = "", 0, None
+        asked: dict[str, Any] = {}
+        if self._one_call():
+            # Offload first, then one model call for the summary and the prefix's facts:
+            # the flush asks through the summariser, and asks its own model only when the
+            # facts part of the answer is missing or junk.
+            offload, offload_error = self._offload(plan)
+            failures = [offload_error] if offload_error else []
+            if failures and may_wait:
+                flush, flush_result = "not run (the offload failed)", None
+            else:
+                self._restart_if(offload, plan)
+                flush, flush_result = self._flush(
+                    plan,
+                    backoff=may_wait,
+                    ask=lambda reference: self._ask_both(plan, reference, asked),
+                )
+                failures += [flush] if flush.startswith("failed") else []
+        else:
+            flush, flush_result = self._flush(plan, backoff=may_wait)
+            failures = [flush] if flush.startswith("failed") else []
+            offload, offload_error = (None, "") if failures and may_wait else self._offload(plan)
+            failures += [offload_error] if offload_error else []
+            self._restart_if(offload, plan)
         done = {"flush": flush, "flush_result": flush_result, "offload": offload}
         if failures and may_wait:
             reason = "postponed: " + "; ".join(failures)
             return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
-        answer, usage, problem = self._summarise(plan)
+        answer, usage, problem = asked["summary"] if asked else self._summarise(plan)
         automatic = answer is None
         note = None
         if answer is None:
@@ -310,7 +332,46 @@ class ConversationCompactor:
             and self.counter.count_messages(messages) >= 2 * settings.trigger_tokens
         )
 
-    def _flush(self, plan: Plan, *, backoff: bool) -> tuple[str, Any]:
+    def _restart_if(self, offload: OffloadResult | None, plan: Plan) -> None:
+        if offload is not None and offload.restarted:
+            # A different conversation under this session id: nothing remembered applies.
+            plan.previous, plan.covered, self._memory = "", 0, None
+
+    def _one_call(self) -> bool:
+        """Whether the summary and the prefix's facts come from one model call: asked for
+        (``compaction.facts_in_summary``), a flush before compaction, and one model
+        serving both purposes."""
+        settings = self.settings
+        if not (settings.facts_in_summary and settings.flush_before_compact):
+            return False
+        harness = self.harness
+        try:
+            return harness.model_for("summary").backend is harness.model_for("flush").backend
+        except Exception:  # no model backend installed: the plain path reports it
+            return False
+
+    def _ask_both(self, plan: Plan, reference: str, asked: dict[str, Any]) -> Completion | None:
+        """The flush's ``ask``: one summary call that also asks for the new facts. Keeps
+        the summary outcome in ``asked``; returns the facts as the flush model's answer,
+        or None (missing or junk: the flush asks its own model)."""
+        from harnessmem import _memory_files as mf
+        from harnessmem.backends.base import Completion
+
+        if not self.backoff.ready():
+            asked["summary"] = (None, None, self._backed_off())
+            return None
+        text, completion, problem, facts = self._ask_summariser(plan, facts_reference=reference)
+        asked["summary"] = (text, completion, problem)
+        self._record_outcome(text, completion, problem)
+        bullets = any(line.lstrip().startswith(("- ", "* ")) for line in (facts or "").splitlines())
+        if facts is None or not (mf.is_no_reply(facts) or bullets):
+            return None
+        model = completion.model if completion is not None else ""
+        return Completion(text=facts, prompt_tokens=0, completion_tokens=0, model=model)
+
+    def _flush(
+        self, plan: Plan, *, backoff: bool, ask: Callable[[str], Completion | None] | None = None
+    ) -> tuple[str, Any]:
         """Flush the dropped messages (a verified write); the status text and the result.
 
         ``backoff``: the compaction may wait, so a backed-off flush model is not asked
@@ -321,7 +382,9 @@ class ConversationCompactor:
         from harnessmem.errors import BackendNotFound
 
         try:
-            result = self.harness.flush(plan.originals, session_id=self.session_id, backoff=backoff)
+            result = self.harness.flush(
+                plan.originals, session_id=self.session_id, backoff=backoff, ask=ask
+            )
         except NotImplementedError:
             return "unavailable", None
         except BackendNotFound as exc:
@@ -351,49 +414,68 @@ class ConversationCompactor:
 
         While the summariser is backed off after failures, it is not asked at all.
         """
-        backoff = self.backoff
-        if not backoff.ready():
-            state = backoff.state
-            return (
-                None,
-                None,
-                f"the summariser is backed off after {state.failures} failure(s) in a row "
-                f"(last: {state.last_error})",
-            )
-        text, completion, problem = self._ask_summariser(plan)
-        if text is None:
-            backoff.failed(problem)
-            model = self.harness.model_for("summary")
-            if completion is not None:
-                # A call that answered junk is a failure too: the ledger and status say so.
-                model.rejected("summary", problem)
-        else:
-            backoff.succeeded()
+        if not self.backoff.ready():
+            return None, None, self._backed_off()
+        text, completion, problem, _ = self._ask_summariser(plan)
+        self._record_outcome(text, completion, problem)
         return text, completion, problem
 
-    def _ask_summariser(self, plan: Plan) -> tuple[str | None, Completion | None, str]:
-        from harnessmem.prompts import load_template, summary_request
+    def _backed_off(self) -> str:
+        state = self.backoff.state
+        return (
+            f"the summariser is backed off after {state.failures} failure(s) in a row "
+            f"(last: {state.last_error})"
+        )
+
+    def _record_outcome(
+        self, text: str | None, completion: Completion | None, problem: str
+    ) -> None:
+        if text is None:
+            self.backoff.failed(problem)
+            if completion is not None:
+                # A call that answered junk is a failure too: the ledger and status say so.
+                self.harness.model_for("summary").rejected("summary", problem)
+        else:
+            self.backoff.succeeded()
+
+    def _ask_summariser(
+        self, plan: Plan, *, facts_reference: str | None = None
+    ) -> tuple[str | None, Completion | None, str, str | None]:
+        """One summary call: the summary (or None), the completion, what went wrong, and
+        (when ``facts_reference`` asked for them) the text of the answer's facts section."""
+        from harnessmem import _memory_files as mf
+        from harnessmem.prompts import FACTS_TOKENS, load_template, summary_request
 
         bound = summary_tokens(self.settings, plan.limit)
         template = self.settings.summary_prompt or load_template("summary")
         template = string.Template(template).safe_substitute(max_words=str(bound * 3 // 4))
+        settings = self.harness.settings
         try:
             request = summary_request(
-                self._new_messages(plan), previous_summary=plan.previous or None, template=template
+                self._new_messages(plan),
+                previous_summary=plan.previous or None,
+                template=template,
+                facts_reference=facts_reference,
+                today=mf.local_date(self.harness.clock(), settings.workspace.timezone),
+                max_result_chars=_RESULT_CHARS,
             )
+            extra = FACTS_TOKENS if facts_reference is not None else 0
             completion = self.harness.model_for("summary").complete(
-                request, purpose="summary", max_tokens=bound
+                request, purpose="summary", max_tokens=bound + extra
             )
         except Exception as exc:
-            return None, None, f"the summariser failed: {type(exc).__name__}: {exc}"
-        text, problem = normalise_summary(completion.text, prompt=template)
+            return None, None, f"the summariser failed: {type(exc).__name__}: {exc}", None
+        answer, facts = completion.text, None
+        if facts_reference is not None:
+            answer, facts = split_facts(answer)
+        text, problem = normalise_summary(answer, prompt=template)
         if text is None:
-            return None, completion, f"the summariser's answer was rejected: {problem}"
+            return None, completion, f"the summariser's answer was rejected: {problem}", facts
         tokens = self.counter.count_text(text)
         if tokens > bound:
             problem = f"{tokens} tokens, over the bound of {bound}"
-            return None, completion, f"the summariser's answer was rejected: {problem}"
-        return text, completion, ""
+            return None, completion, f"the summariser's answer was rejected: {problem}", facts
+        return text, completion, "", facts
 
     @staticmethod
     def _new_messages(plan: Plan) -> list[Message]:

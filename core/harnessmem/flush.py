@@ -34,13 +34,14 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
 from harnessmem._backoff import Backoff, BackoffState
+from harnessmem._flush_request import related_reference, render_transcript
 from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.messages import fingerprint
@@ -49,8 +50,10 @@ from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem._flush_queue import BackgroundFlushes
+    from harnessmem.backends.base import Completion
     from harnessmem.events import TurnContext
     from harnessmem.harness import MemoryHarness
+    from harnessmem.tokens import TokenCounter
     from harnessmem.workspace import Snapshot
 
 __all__ = ["FlushResult", "MemoryFlushPlugin", "MemoryFlusher", "render_transcript"]
@@ -58,16 +61,23 @@ __all__ = ["FlushResult", "MemoryFlushPlugin", "MemoryFlusher", "render_transcri
 logger = logging.getLogger("harnessmem.flush")
 
 Message = dict[str, Any]
+#: ``ask(reference)``: a Completion whose text holds the facts, or None (ask the flush model).
+AskForFacts = Callable[[str], "Completion | None"]
 FlushStatus = Literal[
-    "written", "nothing_new", "no_reply", "duplicates", "failed", "deferred", "queued", "disabled"
+    "written",
+    "nothing_new",
+    "no_reply",
+    "duplicates",
+    "failed",
+    "deferred",
+    "batched",
+    "queued",
+    "disabled",
 ]
 STATE_DIR = "memory/.flush_state"
 #: Fingerprints of flushed messages the mark remembers, to find the new part of a list
 #: that compaction rewrote. A conversation is compacted long before it has this many.
 _SEEN_LIMIT = 1024
-_TEXT_CHARS = 4_000
-_TOOL_RESULT_CHARS = 1_000
-_TOOL_ARGS_CHARS = 500
 #: Sessions whose state this process remembers (each up to _SEEN_LIMIT fingerprints).
 _STATES_KEPT = 256
 
@@ -81,9 +91,10 @@ class FlushResult:
     ``duplicates`` (every fact was already on file), ``failed`` (``error`` says why; the
     mark did not move, so the messages are sent again next time), ``deferred`` (the flush
     model failed on the last occasions and is backed off: it was not asked, the mark did
-    not move; ``error`` says why), ``queued`` (background mode) or ``disabled``. ``ok`` is
-    true for every status but ``failed`` and ``deferred``: after an ok result, the messages
-    are durably covered.
+    not move; ``error`` says why), ``batched`` (under ``flush.batch_tokens`` of new
+    conversation: held back for a later flush, the mark did not move), ``queued``
+    (background mode) or ``disabled``. ``ok`` is true for every status but ``failed``,
+    ``deferred`` and ``batched``: after an ok result, the messages are durably covered.
     """
 
     session_id: str
@@ -99,82 +110,11 @@ class FlushResult:
 
     @property
     def ok(self) -> bool:
-        return self.status not in ("failed", "deferred")
+        return self.status not in ("failed", "deferred", "batched")
 
     @property
     def written(self) -> bool:
         return self.status == "written"
-
-
-# ------------------------------------------------------------------------------ transcript
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 3 // 4
-    return f"{text[:head]} …({len(text) - limit} chars cut)… {text[-(limit - head) :]}"
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list | tuple):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "\n".join(parts)
-    return ""
-
-
-def _is_internal(message: Mapping[str, Any]) -> bool:
-    """System prompts and harness-made messages (compaction summaries) hold no new facts."""
-    if message.get("role") in ("system", "developer"):
-        return True
-    name = message.get("name")
-    return isinstance(name, str) and name.startswith("__")
-
-
-def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The messages as the flush model reads them: ``[ROLE]: text`` lines.
-
-    System messages and harness-internal ones (``name`` starting ``__``) are left out; tool
-    calls show as ``[tool_call: name(args)]``, results as ``[tool_result: name] text``;
-    long texts are cut in the middle. Empty when nothing has text.
-    """
-    tool_names: dict[str, str] = {}
-    lines = []
-    for message in messages:
-        if not isinstance(message, Mapping) or _is_internal(message):
-            continue
-        role = str(message.get("role") or "unknown").upper()
-        parts = []
-        if role == "TOOL":
-            name = message.get("name") or tool_names.get(str(message.get("tool_call_id")), "")
-            text = _content_text(message.get("content")).strip()
-            if text:
-                label = f"[tool_result: {name}]" if name else "[tool_result]"
-                parts.append(f"{label} {_cut(text, _TOOL_RESULT_CHARS)}")
-        else:
-            text = _content_text(message.get("content")).strip()
-            if text:
-                parts.append(_cut(text, _TEXT_CHARS))
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") if isinstance(call, Mapping) else None
-                if not isinstance(function, Mapping):
-                    continue
-                name = str(function.get("name") or "?")
-                if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                    tool_names[call["id"]] = name
-                args = str(function.get("arguments") or "").strip()
-                shown = f"({_cut(args, _TOOL_ARGS_CHARS)})" if args and args != "{}" else ""
-                parts.append(f"[tool_call: {name}{shown}]")
-        if parts:
-            lines.append(f"[{role}]: " + "\n".join(parts))
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------ the mark
@@ -263,11 +203,22 @@ class MemoryFlusher:
         self._states: OrderedDict[str, _State] = OrderedDict()
         # Sessions whose flush model failed recently: their next flushes skip it a while.
         self._backoffs: OrderedDict[str, Backoff] = OrderedDict()
+        # The last list of each session whose flush is held back by batching, for close().
+        self._held: OrderedDict[str, list[Message]] = OrderedDict()
+        self._finishing = False  # finish_all is among the harness's drainers
+        self._fresh_tokens = 0  # of facts written since this process last asked to consolidate
+        self._counter: TokenCounter | None = None
 
     # public ----------------------------------------------------------------------------------
 
     def flush(
-        self, messages: Sequence[Message], *, session_id: str, backoff: bool = False
+        self,
+        messages: Sequence[Message],
+        *,
+        session_id: str,
+        backoff: bool = False,
+        batch: bool = False,
+        ask: AskForFacts | None = None,
     ) -> FlushResult:
         """Flush the unflushed part of ``messages``; returns after the write was verified.
 
@@ -276,6 +227,11 @@ class MemoryFlusher:
         ``backoff`` (the automatic flushes), after the model failed the session's next
         flushes return ``deferred`` without asking it (1, 2, 4 ... of them, up to
         ``flush.backoff_max``); every call counts the model's failures and successes.
+        With ``batch`` (the automatic flushes), an unflushed part under
+        ``flush.batch_tokens`` is held back (``batched``) for a later flush. ``ask``, when
+        there is something to flush, is called with the dedup reference and may return
+        the model's answer with the facts (compaction asks for them in its summary call);
+        when it returns None the flush model is asked as usual.
         """
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session id must be a non-empty string, got {session_id!r}")
@@ -294,14 +250,77 @@ class MemoryFlusher:
             )
         with self._lock_for(session_id):
             try:
-                result = self._flush_locked(list(messages), session_id)
+                result = self._flush_locked(list(messages), session_id, batch, ask)
             except ModelError as exc:
                 record.failed(f"{type(exc).__name__}: {exc}")
                 raise
         record.succeeded()
         if self._queue is not None:
             self._queue.covered(session_id)
+        if result.status == "batched":
+            self._trim_held()
         return result
+
+    def finish(self, session_id: str, messages: Sequence[Message] = ()) -> FlushResult | None:
+        """Flush what batching held back for ``session_id`` (its conversation ended):
+        ``messages`` when given, else the last list held. None when nothing was held."""
+        with self._locks_guard:
+            held = self._held.pop(session_id, None)
+        final = list(messages) or held
+        if not final:
+            return None
+        return self.flush(final, session_id=session_id)
+
+    def finish_all(self, timeout: float | None = None) -> list[FlushResult]:
+        """Flush every session batching held back (the harness closes): the failures."""
+        failures: list[FlushResult] = []
+        while True:
+            with self._locks_guard:
+                if not self._held:
+                    return failures
+                session_id = next(iter(self._held))
+            try:
+                result = self.finish(session_id)
+            except Exception as exc:
+                result = self.failed(session_id, exc)
+            if result is not None and not result.ok:
+                failures.append(result)
+
+    def _hold(self, session_id: str, messages: list[Message]) -> None:
+        """Keep ``messages`` for close()."""
+        with self._locks_guard:
+            if not self._finishing:
+                # close() flushes what is held, while the model and workspace are open.
+                self._finishing = True
+                drainers = getattr(self.harness, "_drainers", None)
+                if isinstance(drainers, list):
+                    drainers.append(self.finish_all)
+            self._held[session_id] = messages
+            self._held.move_to_end(session_id)
+
+    def _trim_held(self) -> None:
+        """Too many conversations held at once: the oldest are flushed now rather than
+        kept in memory without bound."""
+        while True:
+            with self._locks_guard:
+                if len(self._held) <= _STATES_KEPT:
+                    return
+                oldest = next(iter(self._held))
+            try:
+                self.finish(oldest)
+            except Exception as exc:
+                self.failed(oldest, exc)
+
+    def _release(self, session_id: str) -> None:
+        with self._locks_guard:
+            self._held.pop(session_id, None)
+
+    def _count(self, text: str) -> int:
+        if self._counter is None:
+            from harnessmem.tokens import TokenCounter
+
+            self._counter = TokenCounter()
+        return self._counter.count_text(text)
 
     def backoff_state(self, session_id: str) -> BackoffState:
         """How the session's flush model has fared lately (see :mod:`harnessmem._backoff`)."""
@@ -364,10 +383,16 @@ class MemoryFlusher:
         with self._locks_guard:
             return self._locks.setdefault(session_id, threading.Lock())
 
-    def _flush_locked(self, messages: list[Message], session_id: str) -> FlushResult:
+    def _flush_locked(
+        self,
+        messages: list[Message],
+        session_id: str,
+        batch: bool = False,
+        ask: AskForFacts | None = None,
+    ) -> FlushResult:
         state_path = f"{STATE_DIR}/{safe_id(session_id)}.json"
         try:
-            return self._flush_session(messages, session_id, state_path)
+            return self._flush_session(messages, session_id, state_path, batch, ask)
         except BaseException:
             # The outcome is unknown (the entry may or may not be on file): the next flush
             # reads the state file and lets the log decide.
@@ -376,12 +401,32 @@ class MemoryFlusher:
             raise
 
     def _flush_session(
-        self, messages: list[Message], session_id: str, state_path: str
+        self,
+        messages: list[Message],
+        session_id: str,
+        state_path: str,
+        batch: bool,
+        ask: AskForFacts | None,
     ) -> FlushResult:
         harness = self.harness
         state, logs = self._load_state(state_path)
         new, mark = state.mark.split(messages)
-        transcript = render_transcript(new)
+        transcript = render_transcript(new, lean=harness.settings.flush.transcript == "lean")
+        threshold = harness.settings.flush.batch_tokens
+        if batch and threshold and transcript.strip():
+            size = self._count(transcript)
+            if size < threshold:
+                # Not worth a model call yet: the mark stays, so these messages go with a
+                # later flush (the next due one, compaction's, close()'s, or another
+                # process's after a crash). The list is kept for close().
+                self._hold(session_id, messages)
+                return FlushResult(
+                    session_id,
+                    "batched",
+                    messages=len(new),
+                    warnings=(f"{size} of {threshold} tokens to flush",),
+                )
+        self._release(session_id)
         if not transcript.strip():
             if new or (mark.count, mark.last) != (state.mark.count, state.mark.last):
                 # Also after a rewrite (compaction) with nothing new: the next turn then
@@ -392,9 +437,13 @@ class MemoryFlusher:
         path = mf.daily_path(now, harness.settings.workspace.timezone)
         memory_text = self._read(mf.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or harness.workspace.read_snapshot(path)
-        prompt = self._prompt(transcript, memory_text, log.text, path, now)
-        model = harness.model_for("flush")
-        completion = model.complete(prompt, purpose="flush")
+        reference = self._reference(transcript, memory_text, log.text, path)
+        # A caller that asks a model anyway (compaction's summary) may get the facts in
+        # the same answer; None: ask the flush model.
+        completion = ask(reference) if ask is not None else None
+        if completion is None:
+            prompt = self._prompt(transcript, reference, path, now)
+            completion = harness.model_for("flush").complete(prompt, purpose="flush")
         base = FlushResult(
             session_id,
             "no_reply",
@@ -484,34 +533,29 @@ class MemoryFlusher:
                 completion_tokens=result.completion_tokens,
             )
         )
-        mf.request_consolidation(harness, f"flushing session {session_id!r}")
+        self._ask_for_consolidation(fresh, session_id)
         return result
 
-    def _prompt(
-        self, transcript: str, memory_text: str, today_text: str, path: str, now: float
-    ) -> list[Message]:
+    def _ask_for_consolidation(self, facts: list[str], session_id: str) -> None:
+        """Ask for an opportunistic consolidation once enough new log text has piled up
+        (``consolidation.min_new_tokens``): a consolidation resends all of MEMORY.md, so
+        one per flush would cost more than the facts it adds. Scheduled ticks consolidate
+        whatever waits."""
+        with self._locks_guard:
+            self._fresh_tokens += sum(self._count(fact) for fact in facts)
+            due = self._fresh_tokens >= self.harness.settings.consolidation.min_new_tokens
+        if due and mf.request_consolidation(self.harness, f"flushing session {session_id!r}"):
+            with self._locks_guard:
+                self._fresh_tokens = 0
+
+    def _prompt(self, transcript: str, reference: str, path: str, now: float) -> list[Message]:
+        """The flush request: instructions, then the reference, then the new messages
+        (the stable part first, so that a provider's prompt cache can reuse it)."""
         settings = self.harness.settings
         today = mf.local_date(now, settings.workspace.timezone)
         template = settings.flush.prompt or mf.prompt_template("flush.md")
         system = Template(template).safe_substitute(today=today, log_path=path)
-        limit = settings.flush.reference_chars
-        parts = []
-        if limit and memory_text.strip():
-            shown = memory_text if len(memory_text) <= limit else memory_text[:limit]
-            more = len(memory_text) - len(shown)
-            note = f"\n[… {more} more characters of MEMORY.md not shown]" if more else ""
-            parts.append(
-                "Curated long-term memory (read-only; do not restate):\n"
-                f"<memory_md>\n{mf.escape_tag(shown, 'memory_md')}{note}\n</memory_md>"
-            )
-        if limit and today_text.strip():
-            shown = today_text if len(today_text) <= limit else today_text[-limit:]
-            more = len(today_text) - len(shown)
-            note = f"[… {more} earlier characters of the log not shown]\n" if more else ""
-            parts.append(
-                f"Today's log {path} so far (your bullets are appended after it):\n"
-                f"<todays_log>\n{note}{mf.escape_tag(shown, 'todays_log')}\n</todays_log>"
-            )
+        parts = [reference] if reference else []
         parts.append(
             "Extract only NEW facts worth remembering from this conversation excerpt:\n"
             f"<conversation>\n{mf.escape_tag(transcript, 'conversation')}\n</conversation>"
@@ -520,6 +564,46 @@ class MemoryFlusher:
             {"role": "system", "content": system},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
+
+    def _reference(self, transcript: str, memory_text: str, today_text: str, path: str) -> str:
+        """The dedup reference for ``transcript`` ("" for none): with ``flush.reference =
+        "related"`` the entries of MEMORY.md and today's log that relate to it, within
+        ``flush.reference_chars`` in all; with ``"full"`` both files, each cut to it."""
+        settings = self.harness.settings.flush
+        limit = settings.reference_chars
+        if not limit:
+            return ""
+        if settings.reference == "related":
+            memory, memory_left = related_reference(memory_text, transcript, limit)
+            today, today_left = related_reference(today_text, transcript, limit - len(memory))
+            if not (memory or today):
+                return ""
+            left = memory_left + today_left
+            note = f"\n[{left} other entries not shown: unrelated to this excerpt]" if left else ""
+            return (
+                "Entries already in memory that relate to this excerpt (MEMORY.md and today's "
+                f"log {path}; read-only, do not restate):\n"
+                f"<memory_md>\n{mf.escape_tag(memory, 'memory_md')}\n</memory_md>\n"
+                f"<todays_log>\n{mf.escape_tag(today, 'todays_log')}{note}\n</todays_log>"
+            )
+        parts = []
+        if memory_text.strip():
+            shown = memory_text if len(memory_text) <= limit else memory_text[:limit]
+            more = len(memory_text) - len(shown)
+            note = f"\n[… {more} more characters of MEMORY.md not shown]" if more else ""
+            parts.append(
+                "Curated long-term memory (read-only; do not restate):\n"
+                f"<memory_md>\n{mf.escape_tag(shown, 'memory_md')}{note}\n</memory_md>"
+            )
+        if today_text.strip():
+            shown = today_text if len(today_text) <= limit else today_text[-limit:]
+            more = len(today_text) - len(shown)
+            note = f"[… {more} earlier characters of the log not shown]\n" if more else ""
+            parts.append(
+                f"Today's log {path} so far (your bullets are appended after it):\n"
+                f"<todays_log>\n{note}{mf.escape_tag(shown, 'todays_log')}\n</todays_log>"
+            )
+        return "\n\n".join(parts)
 
     def _drop_indexed(self, facts: list[str]) -> tuple[list[str], int]:
         """Facts the index finds verbatim in some memory file are not written again."""
@@ -640,7 +724,21 @@ class MemoryFlushPlugin:
                 ctx.outcomes["flush"] = flusher.submit(ctx.messages, session_id=session_id)
             else:
                 ctx.outcomes["flush"] = flusher.flush(
-                    ctx.messages, session_id=session_id, backoff=True
+                    ctx.messages, session_id=session_id, backoff=True, batch=True
                 )
         except Exception as exc:
             ctx.outcomes["flush"] = flusher.failed(session_id, exc)
+
+    @hookimpl(tryfirst=True)
+    def session_end(self, ctx: TurnContext) -> None:
+        """Flush what batching held back: the conversation ended (``Session.close``)."""
+        harness, session_id = ctx.harness, ctx.session_id
+        if not harness.settings.flush.enabled:
+            return
+        flusher = harness._memory_flusher()
+        try:
+            result = flusher.finish(session_id, ctx.messages)
+        except Exception as exc:
+            result = flusher.failed(session_id, exc)
+        if result is not None:
+            ctx.outcomes["flush"] = result

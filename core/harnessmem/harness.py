@@ -33,7 +33,13 @@ from harnessmem.settings import HarnessSettings
 if TYPE_CHECKING:
     import pluggy
 
-    from harnessmem.backends.base import IndexBackend, ModelBackend, SearchHit, SearchMode
+    from harnessmem.backends.base import (
+        Completion,
+        IndexBackend,
+        ModelBackend,
+        SearchHit,
+        SearchMode,
+    )
     from harnessmem.consolidation import ConsolidationResult, MemoryConsolidator, SaveResult
     from harnessmem.context import MemoryContext
     from harnessmem.flush import FlushResult, MemoryFlusher
@@ -312,7 +318,12 @@ class MemoryHarness:
         return self._memory_consolidator().save(text)
 
     def flush(
-        self, messages: Sequence[Message], *, session_id: str, backoff: bool = False
+        self,
+        messages: Sequence[Message],
+        *,
+        session_id: str,
+        backoff: bool = False,
+        ask: Callable[[str], Completion | None] | None = None,
     ) -> FlushResult:
         """Extract the new facts of ``messages`` into today's daily log.
 
@@ -321,9 +332,13 @@ class MemoryHarness:
         raises the model's or the workspace's error, leaving the mark where it was. With
         ``backoff``, while the model is backed off after failures the result is
         ``deferred`` (nothing asked, the mark unmoved): the automatic flushes pass it.
+        ``ask(reference)`` lets a caller that asks a model anyway supply the answer with
+        the facts (compaction's one call); see :meth:`harnessmem.flush.MemoryFlusher.flush`.
         """
         self._check_open()
-        return self._memory_flusher().flush(messages, session_id=session_id, backoff=backoff)
+        return self._memory_flusher().flush(
+            messages, session_id=session_id, backoff=backoff, ask=ask
+        )
 
     def consolidate(self, *, backoff: bool = False) -> ConsolidationResult:
         """Rewrite MEMORY.md from the daily-log text past the watermark, within budget.

@@ -82,6 +82,16 @@ def post_call(ctx: TurnContext) -> Awaitable[None] | None:
     """
 
 
+@hookspec
+def session_end(ctx: TurnContext) -> Awaitable[None] | None:
+    """The conversation ended, from ``Session.close(messages)``.
+
+    ``ctx.messages`` is the final conversation when the caller passed it, else
+    empty. The built-in memory flush writes what its batching held back here.
+    Every implementation runs. May return an awaitable.
+    """
+
+
 @hookspec(firstresult=True)
 def on_context_overflow(
     ctx: TurnContext, error: BaseException

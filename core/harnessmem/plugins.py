@@ -329,6 +329,10 @@ class HookFacade:
         for value in self._hook.post_call(ctx=ctx):
             _run_sync(value, "post_call")
 
+    def session_end(self, ctx: TurnContext) -> None:
+        for value in self._hook.session_end(ctx=ctx):
+            _run_sync(value, "session_end")
+
     def on_context_overflow(
         self, ctx: TurnContext, error: BaseException
     ) -> list[dict[str, Any]] | None:
@@ -347,6 +351,9 @@ class HookFacade:
 
     async def apost_call(self, ctx: TurnContext) -> None:
         await _await_all(await asyncio.to_thread(self._hook.post_call, ctx=ctx))
+
+    async def asession_end(self, ctx: TurnContext) -> None:
+        await _await_all(await asyncio.to_thread(self._hook.session_end, ctx=ctx))
 
     async def aon_context_overflow(
         self, ctx: TurnContext, error: BaseException

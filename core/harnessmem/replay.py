@@ -224,6 +224,17 @@ class ReplayReport:
     memory_tokens: int = 0
     memory_budget: int = 0
     flush_failures: list[str] = field(default_factory=list)
+    #: Tokens sent to the agent's model, summed over its calls (what the loop sent).
+    sent_tokens: int = 0
+    #: Prompt tokens of the harness's own model calls during the replay, by purpose.
+    upkeep_tokens: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def upkeep_share(self) -> float | None:
+        """Upkeep tokens over the tokens the agent's model was sent (None before a call)."""
+        if not self.sent_tokens:
+            return None
+        return sum(self.upkeep_tokens.values()) / self.sent_tokens
 
     def of_kind(self, kind: str) -> list[ReplayEvent]:
         """The events of one kind, in order."""
@@ -368,6 +379,7 @@ def replay(
         memory_budget=harness.settings.consolidation.max_memory_tokens,
     )
     loop = _Loop(harness, session_id, recorder, counter, report)
+    spent_before = _upkeep_spent(harness)
     harness.pm.register(recorder, name=f"{_Recorder.name}-{id(recorder)}")
     try:
         for index, (message, moment) in enumerate(zip(messages, times, strict=True), 1):
@@ -387,6 +399,7 @@ def replay(
                 progress(index)
         recorder.index = len(messages)
         loop.end_call()
+        loop.session.close(loop.context)  # the conversation ended: what was held is flushed
         if consolidate:
             loop.consolidate("end")
         report.final_context_messages = len(loop.context)
@@ -397,7 +410,18 @@ def replay(
             clock.set(None)
     report.events = recorder.events
     report.memory_tokens = _memory_tokens(harness, counter)
+    spent = _upkeep_spent(harness)
+    report.upkeep_tokens = {
+        purpose: tokens - spent_before.get(purpose, 0) for purpose, tokens in spent.items()
+    }
     return report
+
+
+def _upkeep_spent(harness: MemoryHarness) -> dict[str, int]:
+    """Prompt tokens of the harness's model calls so far, by purpose (the usage ledger)."""
+    return {
+        purpose: totals.prompt_tokens for purpose, totals in harness.usage().by_purpose().items()
+    }
 
 
 class _Loop:
@@ -433,6 +457,7 @@ class _Loop:
             self.report.model_calls += 1
             tokens = self.counter.count_messages(self.context)
             self.report.peak_context_tokens = max(self.report.peak_context_tokens, tokens)
+            self.report.sent_tokens += tokens
             for call in message.get("tool_calls") or []:
                 if isinstance(call, Mapping) and isinstance(call.get("id"), str):
                     self.calls[call["id"]] = dict(call)

@@ -285,6 +285,13 @@ class CompactionSettings(_Section):
             "answer is rejected (degraded compaction)."
         ),
     )
+    facts_in_summary: bool = Field(
+        True,
+        description=(
+            "Ask for the dropped messages' new facts in the summary call (one model call per "
+            "compaction, not two) when one model serves both; off: a separate flush call."
+        ),
+    )
     summary_backoff_max: int = Field(
         16,
         ge=0,
@@ -307,10 +314,37 @@ class FlushSettings(_Section):
     )
     queue_size: int = Field(64, gt=0, description="Capacity of the background flush queue.")
     prompt: str | None = Field(None, description="Extraction prompt; unset: the built-in prompt.")
-    reference_chars: int = Field(
-        16_000,
+    batch_tokens: int = Field(
+        4_000,
         ge=0,
-        description="Bound on MEMORY.md and on today's log each, sent as the dedup reference.",
+        description=(
+            "after_call flushes once the unflushed part of the conversation reaches this many "
+            "tokens; compaction, Session.close() and closing the harness flush the rest "
+            "(0 = flush after every call)."
+        ),
+    )
+    transcript: Literal["lean", "full"] = Field(
+        "lean",
+        description=(
+            "'lean' sends tool results and arguments as compact JSON cut to head and tail; "
+            "'full' sends them longer and as they are."
+        ),
+    )
+    reference: Literal["related", "full"] = Field(
+        "related",
+        description=(
+            "Dedup reference: 'related' sends the MEMORY.md and today's-log entries that share "
+            "the most words with the new messages; 'full' sends both files (each cut to "
+            "reference_chars)."
+        ),
+    )
+    reference_chars: int = Field(
+        800,
+        ge=0,
+        description=(
+            "Bound on the dedup reference in characters: in all for 'related', for each of "
+            "MEMORY.md and today's log for 'full' (0 = no reference)."
+        ),
     )
     dedup_search: bool = Field(
         True,
@@ -350,6 +384,15 @@ class ConsolidationSettings(_Section):
         description=(
             "Reject a rewrite that drops more than this share of the prior entries while the "
             "prior MEMORY.md was within budget."
+        ),
+    )
+    min_new_tokens: int = Field(
+        2_000,
+        ge=0,
+        description=(
+            "A flush asks for an opportunistic consolidation once the facts it and earlier "
+            "flushes of this process wrote reach this many tokens (0: after every flush); "
+            "scheduled ticks consolidate whatever waits."
         ),
     )
     backoff_max: int = Field(

@@ -38,7 +38,7 @@ from harnessmem.backends._extract_jobs import (
 )
 from harnessmem.backends.base import PURPOSES, BackendOptions, Completion, ModelBackend
 from harnessmem.errors import ModelResponseError
-from harnessmem.prompts import NO_REPLY, parse_conversation, read_blocks
+from harnessmem.prompts import FACTS_TOKENS, NO_REPLY, parse_conversation, read_blocks
 
 if TYPE_CHECKING:
     from harnessmem.tokens import TokenCounter
@@ -52,6 +52,10 @@ _BUDGET = re.compile(
 )
 
 
+#: Turns of conversation each ``max_facts`` bullets stand for.
+_TURNS_PER_CAP = 20
+
+
 class ExtractiveOptions(BackendOptions):
     """Options of the extractive backend (``model.options`` when ``model.backend`` is it)."""
 
@@ -61,7 +65,12 @@ class ExtractiveOptions(BackendOptions):
     max_artifacts: int = Field(
         30, ge=0, le=500, description="Most items in a summary's ARTIFACTS section."
     )
-    max_facts: int = Field(20, ge=1, le=500, description="Most bullets one flush writes.")
+    max_facts: int = Field(
+        20,
+        ge=1,
+        le=500,
+        description="Most bullets one flush writes for each 20 turns of conversation it reads.",
+    )
     min_fact_score: float = Field(
         1.5,
         ge=0,
@@ -133,6 +142,19 @@ class ExtractiveBackend(ModelBackend):
     def _summary(
         self, messages: Sequence[Mapping[str, Any]], blocks: dict[str, str], cap: int | None
     ) -> str:
+        system = "\n".join(
+            str(m.get("content") or "") for m in messages if m.get("role") == "system"
+        )
+        if "## NEW FACTS" in system:
+            # The request asks for the facts too (compaction's one call): both jobs.
+            bound = None if cap is None else max(64, cap - FACTS_TOKENS)
+            facts = self._flush(messages, blocks, None)
+            return f"{self._summary_only(messages, blocks, bound)}\n\n## NEW FACTS\n{facts}"
+        return self._summary_only(messages, blocks, cap)
+
+    def _summary_only(
+        self, messages: Sequence[Mapping[str, Any]], blocks: dict[str, str], cap: int | None
+    ) -> str:
         turns = self._conversation(messages, blocks)
         previous = blocks.get("previous_summary")
         sentences, artifacts = self.options.summary_sentences, self.options.max_artifacts
@@ -150,7 +172,9 @@ class ExtractiveBackend(ModelBackend):
         facts = extract_facts(
             turns,
             reference,
-            max_facts=self.options.max_facts,
+            # A batched flush reads many turns at once: the cap grows with them, so that a
+            # long excerpt is not held to the few facts of a short one.
+            max_facts=self.options.max_facts * (1 + (max(len(turns), 1) - 1) // _TURNS_PER_CAP),
             threshold=self.options.duplicate_threshold,
             min_score=self.options.min_fact_score,
         )

@@ -332,6 +332,15 @@ def _print_summary(
             f"The model never saw more than {report.peak_context_tokens:,} tokens at once of "
             f"this {report.transcript_tokens:,}-token conversation."
         )
+    share = report.upkeep_share
+    if share is not None:
+        jobs = ", ".join(
+            f"{purpose} {tokens:,}" for purpose, tokens in sorted(report.upkeep_tokens.items())
+        )
+        click.echo(
+            f"Memory upkeep sent {sum(report.upkeep_tokens.values()):,} tokens to its models "
+            f"({jobs}): {share:.2f}x the {report.sent_tokens:,} tokens the agent's model was sent."
+        )
     if not totals["facts"] and report.agent_calls:
         click.echo(
             "No new facts: they were already on file (a transcript replayed twice is "

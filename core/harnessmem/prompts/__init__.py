@@ -44,9 +44,11 @@ from typing import Any
 
 __all__ = [
     "BLOCK_TAGS",
+    "FACTS_TOKENS",
     "NO_REPLY",
     "SUMMARY_NAME",
     "TAG_ALIASES",
+    "compact_json",
     "consolidation_request",
     "flush_request",
     "load_template",
@@ -74,6 +76,8 @@ TAG_ALIASES = {
 }
 #: Name of the message that carries a compaction summary inside a conversation.
 SUMMARY_NAME = "__compaction_summary__"
+#: Answer tokens a summary request that also asks for facts keeps for the facts.
+FACTS_TOKENS = 800
 #: A note of the harness about text it left out (see the module doc); up to its closing
 #: bracket, or to the end of the line when a cut took that.
 HARNESS_MARKER = re.compile(r"\[(?:harnessmem: |… )[^\]\n]*\]?")
@@ -98,7 +102,8 @@ _ROLE_ALIASES = {"human": "user", "ai": "assistant", "developer": "system"}
 
 @cache
 def load_template(name: str) -> str:
-    """The built-in template ``name`` (``"summary"``, ``"flush"`` or ``"consolidation"``)."""
+    """The built-in template ``name`` (``"summary"``, ``"flush"``, ``"consolidation"``, or
+    ``"summary_facts"``, the addition that asks a summary for the new facts too)."""
     try:
         return resources.files(__name__).joinpath(f"{name}.md").read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -162,6 +167,17 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "...(truncated)"
 
 
+def compact_json(text: str) -> str:
+    """``text`` without the whitespace of its JSON, when it is a JSON object or array."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return text
+    try:
+        return json.dumps(json.loads(stripped), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
+
+
 def render_conversation(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -171,8 +187,9 @@ def render_conversation(
 ) -> str:
     """The conversation window as role-labelled lines (see the module docstring).
 
-    System messages are left out unless ``include_system``; tool results and tool-call
-    arguments longer than the limits are cut (the raw messages live in the session log).
+    System messages are left out unless ``include_system``; JSON in tool results is sent
+    without its whitespace; tool results and tool-call arguments longer than the limits
+    are cut (the raw messages live in the session log).
     """
     tool_names: dict[str, str] = {}
     lines: list[str] = []
@@ -186,7 +203,7 @@ def render_conversation(
             call_id = str(message.get("tool_call_id") or "")
             tool = name if isinstance(name, str) and name else tool_names.get(call_id, "")
             label = f"[tool_result: {tool}]" if tool else "[tool_result]"
-            lines.append(f"{label}: {_cut(text, max_result_chars)}")
+            lines.append(f"{label}: {_cut(compact_json(text), max_result_chars)}")
             continue
         calls = message.get("tool_calls") or []
         if not text and not calls:
@@ -270,15 +287,31 @@ def summary_request(
     *,
     previous_summary: str | None = None,
     template: str | None = None,
+    facts_reference: str | None = None,
+    today: str = "",
+    max_result_chars: int = 1_000,
 ) -> list[Message]:
-    """The ``summary`` request for ``messages`` (the compacted prefix, without old summaries)."""
+    """The ``summary`` request for ``messages`` (the compacted prefix, without old summaries).
+
+    Tool results are cut at ``max_result_chars`` (their full text is in the session log).
+    With ``facts_reference`` (the flush's dedup reference, "" for none) the request also
+    asks for the messages' new facts, in a ``## NEW FACTS`` section after the four
+    (``summary_facts.md``): compaction then needs one model call, not two.
+    """
+    system = _system(template, "summary")
     parts = []
+    if facts_reference is not None:
+        extra = string.Template(load_template("summary_facts")).safe_substitute(today=today)
+        system["content"] += "\n\n" + extra.strip()
+        if facts_reference:
+            parts.append(facts_reference)
     if previous_summary and previous_summary.strip():
         parts.append("The summary of the conversation before these messages:")
         parts.append(render_block("previous_summary", previous_summary))
     parts.append("The messages to summarise:")
-    parts.append(render_block("conversation", render_conversation(messages)))
-    return [_system(template, "summary"), {"role": "user", "content": "\n\n".join(parts)}]
+    conversation = render_conversation(messages, max_result_chars=max_result_chars)
+    parts.append(render_block("conversation", conversation))
+    return [system, {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def flush_request(
