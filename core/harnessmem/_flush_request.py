@@ -19,12 +19,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from string import Template
+from typing import TYPE_CHECKING, Any, Final
 
+from harnessmem import _memory_files as mf
 from harnessmem.prompts import compact_json
 
-__all__ = ["related_reference", "render_transcript"]
+if TYPE_CHECKING:
+    from harnessmem.settings import FlushSettings, HarnessSettings
 
+__all__ = ["dedup_reference", "flush_prompt", "related_reference", "render_transcript"]
+
+Message = dict[str, Any]
 #: Bounds of the full transcript (characters): texts, tool results, tool-call arguments.
 _FULL: Final = (4_000, 1_000, 500)
 #: The lean transcript's bounds: user texts, other texts, tool results, tool-call arguments.
@@ -147,3 +153,64 @@ def related_reference(text: str, transcript: str, limit: int) -> tuple[str, int]
         used += len(line) + 1
     chosen.sort()
     return "\n".join(line for _, line in chosen), len(entries) - len(chosen)
+
+
+def flush_prompt(
+    settings: HarnessSettings, transcript: str, reference: str, path: str, now: float
+) -> list[Message]:
+    """The flush request: instructions, then the reference, then the new messages
+    (the stable part first, so that a provider's prompt cache can reuse it)."""
+    today = mf.local_date(now, settings.workspace.timezone)
+    template = settings.flush.prompt or mf.prompt_template("flush.md")
+    system = Template(template).safe_substitute(today=today, log_path=path)
+    parts = [reference] if reference else []
+    parts.append(
+        "Extract only NEW facts worth remembering from this conversation excerpt:\n"
+        f"<conversation>\n{mf.escape_tag(transcript, 'conversation')}\n</conversation>"
+    )
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def dedup_reference(
+    settings: FlushSettings, transcript: str, memory_text: str, today_text: str, path: str
+) -> str:
+    """The dedup reference for ``transcript`` ("" for none): with ``flush.reference =
+    "related"`` the entries of MEMORY.md and today's log that relate to it, within
+    ``flush.reference_chars`` in all; with ``"full"`` both files, each cut to it."""
+    limit = settings.reference_chars
+    if not limit:
+        return ""
+    if settings.reference == "related":
+        memory, memory_left = related_reference(memory_text, transcript, limit)
+        today, today_left = related_reference(today_text, transcript, limit - len(memory))
+        if not (memory or today):
+            return ""
+        left = memory_left + today_left
+        note = f"\n[{left} other entries not shown: unrelated to this excerpt]" if left else ""
+        return (
+            "Entries already in memory that relate to this excerpt (MEMORY.md and today's "
+            f"log {path}; read-only, do not restate):\n"
+            f"<memory_md>\n{mf.escape_tag(memory, 'memory_md')}\n</memory_md>\n"
+            f"<todays_log>\n{mf.escape_tag(today, 'todays_log')}{note}\n</todays_log>"
+        )
+    parts = []
+    if memory_text.strip():
+        shown = memory_text if len(memory_text) <= limit else memory_text[:limit]
+        more = len(memory_text) - len(shown)
+        note = f"\n[… {more} more characters of MEMORY.md not shown]" if more else ""
+        parts.append(
+            "Curated long-term memory (read-only; do not restate):\n"
+            f"<memory_md>\n{mf.escape_tag(shown, 'memory_md')}{note}\n</memory_md>"
+        )
+    if today_text.strip():
+        shown = today_text if len(today_text) <= limit else today_text[-limit:]
+        more = len(today_text) - len(shown)
+        note = f"[… {more} earlier characters of the log not shown]\n" if more else ""
+        parts.append(
+            f"Today's log {path} so far (your bullets are appended after it):\n"
+            f"<todays_log>\n{note}{mf.escape_tag(shown, 'todays_log')}\n</todays_log>"
+        )
+    return "\n\n".join(parts)

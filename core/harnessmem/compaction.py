@@ -36,25 +36,21 @@ next 1, 2, 4 ... compactions of the session do not ask it, up to
 from __future__ import annotations
 
 import logging
-import string
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harnessmem._backoff import Backoff
-from harnessmem._compaction_plan import Plan, plan_compaction, summary_tokens
+from harnessmem._compaction_plan import Plan, plan_compaction
 from harnessmem._cutoff import head_length, keep_start, truncate_tool_args
 from harnessmem._overflow import is_context_overflow, overflow_limits
 from harnessmem._shrink import MessageShrinker, Originals
+from harnessmem._summariser import Summariser
 from harnessmem._summary import (
-    SECTIONS,
     Anchor,
     build_anchor,
     last_user_text,
-    normalise_summary,
     parse_anchor,
-    split_facts,
 )
 from harnessmem.events import CompactionEvent
 from harnessmem.plugins import hookimpl
@@ -77,9 +73,6 @@ __all__ = [
 logger = logging.getLogger("harnessmem.compaction")
 
 Message = dict[str, Any]
-#: Tool results in a summary request are cut here: the summary needs their gist and
-#: identifiers, and their full text is in the session log.
-_RESULT_CHARS = 500
 #: An overflow retry aims this far under the limit the provider reported (its count
 #: includes tool schemas and framing ours does not see).
 _OVERFLOW_MARGIN = 0.9
@@ -157,7 +150,7 @@ class ConversationCompactor:
         )
         self._memory: Anchor | None = None  # last summary made, for raw-history callers
         # Survives new Session objects: the plugin keeps one compactor per session id.
-        self.backoff = Backoff(harness.settings.compaction.summary_backoff_max)
+        self.summariser = Summariser(harness, session_id, self.counter)
 
     @property
     def settings(self) -> CompactionSettings:
@@ -250,7 +243,7 @@ class ConversationCompactor:
                 flush, flush_result = self._flush(
                     plan,
                     backoff=may_wait,
-                    ask=lambda reference: self._ask_both(plan, reference, asked),
+                    ask=lambda reference: self.summariser.ask_both(plan, reference, asked),
                 )
                 failures += [flush] if flush.startswith("failed") else []
         else:
@@ -263,13 +256,13 @@ class ConversationCompactor:
         if failures and may_wait:
             reason = "postponed: " + "; ".join(failures)
             return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
-        answer, usage, problem = asked["summary"] if asked else self._summarise(plan)
+        answer, usage, problem = asked["summary"] if asked else self.summariser.summarise(plan)
         automatic = answer is None
         note = None
         if answer is None:
             failures.insert(0, problem)
-            note = self._automatic_note(plan, offload, problem)
-        summary = answer if answer is not None else self._automatic_summary(plan)
+            note = self.summariser.automatic_note(plan, offload, problem, self._log_path())
+        summary = answer if answer is not None else self.summariser.automatic_summary(plan)
         out, dropped = self._replace(work, plan, summary, note=note), len(plan.dropped)
         out, shrunk = self._fit(out, plan)
         done.update(summary=summary, usage=usage, dropped=dropped, shrunk=shrunk)
@@ -350,25 +343,6 @@ class ConversationCompactor:
         except Exception:  # no model backend installed: the plain path reports it
             return False
 
-    def _ask_both(self, plan: Plan, reference: str, asked: dict[str, Any]) -> Completion | None:
-        """The flush's ``ask``: one summary call that also asks for the new facts. Keeps
-        the summary outcome in ``asked``; returns the facts as the flush model's answer,
-        or None (missing or junk: the flush asks its own model)."""
-        from harnessmem import _memory_files as mf
-        from harnessmem.backends.base import Completion
-
-        if not self.backoff.ready():
-            asked["summary"] = (None, None, self._backed_off())
-            return None
-        text, completion, problem, facts = self._ask_summariser(plan, facts_reference=reference)
-        asked["summary"] = (text, completion, problem)
-        self._record_outcome(text, completion, problem)
-        bullets = any(line.lstrip().startswith(("- ", "* ")) for line in (facts or "").splitlines())
-        if facts is None or not (mf.is_no_reply(facts) or bullets):
-            return None
-        model = completion.model if completion is not None else ""
-        return Completion(text=facts, prompt_tokens=0, completion_tokens=0, model=model)
-
     def _flush(
         self, plan: Plan, *, backoff: bool, ask: Callable[[str], Completion | None] | None = None
     ) -> tuple[str, Any]:
@@ -408,121 +382,6 @@ class ConversationCompactor:
         except Exception as exc:
             logger.warning("offload of session %s failed: %s", self.session_id, exc)
             return None, f"offload failed: {type(exc).__name__}: {exc}"
-
-    def _summarise(self, plan: Plan) -> tuple[str | None, Completion | None, str]:
-        """One ``summary`` call; the validated summary, or None and what went wrong.
-
-        While the summariser is backed off after failures, it is not asked at all.
-        """
-        if not self.backoff.ready():
-            return None, None, self._backed_off()
-        text, completion, problem, _ = self._ask_summariser(plan)
-        self._record_outcome(text, completion, problem)
-        return text, completion, problem
-
-    def _backed_off(self) -> str:
-        state = self.backoff.state
-        return (
-            f"the summariser is backed off after {state.failures} failure(s) in a row "
-            f"(last: {state.last_error})"
-        )
-
-    def _record_outcome(
-        self, text: str | None, completion: Completion | None, problem: str
-    ) -> None:
-        if text is None:
-            self.backoff.failed(problem)
-            if completion is not None:
-                # A call that answered junk is a failure too: the ledger and status say so.
-                self.harness.model_for("summary").rejected("summary", problem)
-        else:
-            self.backoff.succeeded()
-
-    def _ask_summariser(
-        self, plan: Plan, *, facts_reference: str | None = None
-    ) -> tuple[str | None, Completion | None, str, str | None]:
-        """One summary call: the summary (or None), the completion, what went wrong, and
-        (when ``facts_reference`` asked for them) the text of the answer's facts section."""
-        from harnessmem import _memory_files as mf
-        from harnessmem.prompts import FACTS_TOKENS, load_template, summary_request
-
-        bound = summary_tokens(self.settings, plan.limit)
-        template = self.settings.summary_prompt or load_template("summary")
-        template = string.Template(template).safe_substitute(max_words=str(bound * 3 // 4))
-        settings = self.harness.settings
-        try:
-            request = summary_request(
-                self._new_messages(plan),
-                previous_summary=plan.previous or None,
-                template=template,
-                facts_reference=facts_reference,
-                today=mf.local_date(self.harness.clock(), settings.workspace.timezone),
-                max_result_chars=_RESULT_CHARS,
-            )
-            extra = FACTS_TOKENS if facts_reference is not None else 0
-            completion = self.harness.model_for("summary").complete(
-                request, purpose="summary", max_tokens=bound + extra
-            )
-        except Exception as exc:
-            return None, None, f"the summariser failed: {type(exc).__name__}: {exc}", None
-        answer, facts = completion.text, None
-        if facts_reference is not None:
-            answer, facts = split_facts(answer)
-        text, problem = normalise_summary(answer, prompt=template)
-        if text is None:
-            return None, completion, f"the summariser's answer was rejected: {problem}", facts
-        tokens = self.counter.count_text(text)
-        if tokens > bound:
-            problem = f"{tokens} tokens, over the bound of {bound}"
-            return None, completion, f"the summariser's answer was rejected: {problem}", facts
-        return text, completion, "", facts
-
-    @staticmethod
-    def _new_messages(plan: Plan) -> list[Message]:
-        """The dropped messages the previous summary does not stand for yet."""
-        return [m for p, m in zip(plan.positions, plan.originals, strict=True) if p > plan.covered]
-
-    def _automatic_summary(self, plan: Plan) -> str:
-        """The four sections built without a model (the extractive backend's summary),
-        within the summary's size bound; it continues the previous summary as a model's
-        would."""
-        from harnessmem.backends.extractive import ExtractiveBackend
-        from harnessmem.prompts import summary_request
-
-        bound = summary_tokens(self.settings, plan.limit)
-        request = summary_request(
-            self._new_messages(plan), previous_summary=plan.previous or None, template=""
-        )
-        try:
-            text = ExtractiveBackend().complete(request, purpose="summary", max_tokens=bound).text
-        except Exception as exc:  # nothing to distil: the sections say so
-            logger.debug("automatic summary of session %s: %s", self.session_id, exc)
-            text = ""
-        body, _ = normalise_summary(text)
-        if body is None:
-            body = "\n\n".join(f"## {name}\nNone" for name in SECTIONS)
-        # The extractive summary halves itself under the bound; a few long lines may
-        # still be over it: keep whole lines from the top while they fit.
-        while self.counter.count_text(body) > bound and "\n" in body:
-            body = body.rsplit("\n", 1)[0]
-        return body
-
-    def _automatic_note(self, plan: Plan, offload: OffloadResult | None, problem: str) -> str:
-        """The first line of an automatic summary: what it is, why, and where the text is."""
-        first, last = plan.positions[0], plan.positions[-1]
-        note = (
-            f"The first {last} messages of this conversation were compacted into this summary. "
-            f"It is an automatic summary, built without a model ({problem.rstrip('.')}); "
-            f"it is coarser than a model's."
-        )
-        lines = [line for line in (offload.lines if offload is not None else ()) if line]
-        if lines:
-            note += (
-                f" Messages {first}-{last} are on lines {min(lines)}-{max(lines)} of the "
-                f"session log {self._log_path()}: read them with memory_get when a detail "
-                "is missing here."
-            )
-        return note
 
     def _log_path(self) -> str | None:
         return self.transcript.path if self.settings.offload_before_compact else None
@@ -565,7 +424,7 @@ class ConversationCompactor:
         fits = plan.limit is None or tokens < plan.limit
         if self.settings.trigger_messages and base["trigger"] != "overflow":
             fits = fits and len(out) < self.settings.trigger_messages
-        backoff = self.backoff.state
+        backoff = self.summariser.backoff.state
         result = CompactionResult(
             **base,
             messages_after=len(out),

@@ -1,17 +1,21 @@
 """The memory flush: new facts of a conversation go to today's daily log.
 
 :class:`MemoryFlusher` is the engine behind ``harness.flush(messages, session_id=...)``;
-:class:`MemoryFlushPlugin` is the built-in ``post_call`` plugin (entry point ``flush``)
-that runs it at the end of every agent call, synchronously or through a bounded
-background queue (``flush.mode``).
+:class:`MemoryFlushPlugin` is the built-in plugin (entry point ``flush``) that runs it in
+``post_call`` once enough new conversation has accumulated (``flush.batch_tokens``) and in
+``session_end`` for what batching held back, synchronously or through a bounded background
+queue (``flush.mode``). Compaction flushes the prefix it drops, its facts asked for in the
+summary call when one model serves both.
 
 One flush:
 
 1. picks the messages of the session not flushed yet, by a high-water mark persisted in
-   ``memory/.flush_state/<session>.json`` (fast path: the mark's position in a list that
-   only grew; after compaction rewrote the list, the fingerprints the mark remembers);
-2. asks the ``flush`` model for new facts, with MEMORY.md and today's log (each bounded by
-   ``flush.reference_chars``) as the dedup reference;
+   ``memory/.flush_state/<session>.json`` (:mod:`harnessmem._flush_mark`; fast path: the
+   mark's position in a list that only grew; after compaction rewrote the list, the
+   fingerprints the mark remembers);
+2. asks the ``flush`` model for new facts (:mod:`harnessmem._flush_request`: the lean
+   transcript, and the MEMORY.md and today's-log entries related to it as the dedup
+   reference, within ``flush.reference_chars``);
 3. treats ``NO_REPLY`` (in quotes, fences, any case) as "nothing to write";
 4. passes the facts through ``transform_memory_text`` (the secret redactor), drops the ones
    already in MEMORY.md, today's log or (via the index) an older log, and appends one entry
@@ -22,7 +26,8 @@ One flush:
    compare-and-swap (``Workspace.update_text``: a conditional PUT on S3), so a returned
    result means the write is on file, and a log that another writer changed meanwhile is
    read again and deduplicated again;
-6. reindexes the log and asks maintenance for an opportunistic consolidation.
+6. reindexes the log and, once ``consolidation.min_new_tokens`` of new facts wait, asks
+   maintenance for an opportunistic consolidation.
 
 MEMORY.md is never written here.
 """
@@ -35,16 +40,15 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from string import Template
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import _memory_files as mf
 from harnessmem._backoff import Backoff, BackoffState
-from harnessmem._flush_request import related_reference, render_transcript
+from harnessmem._flush_mark import Mark, State
+from harnessmem._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
-from harnessmem.messages import fingerprint
 from harnessmem.plugins import hookimpl
 from harnessmem.workspace import safe_id
 
@@ -75,10 +79,7 @@ FlushStatus = Literal[
     "disabled",
 ]
 STATE_DIR = "memory/.flush_state"
-#: Fingerprints of flushed messages the mark remembers, to find the new part of a list
-#: that compaction rewrote. A conversation is compacted long before it has this many.
-_SEEN_LIMIT = 1024
-#: Sessions whose state this process remembers (each up to _SEEN_LIMIT fingerprints).
+#: Sessions whose state this process remembers (each up to SEEN_LIMIT fingerprints).
 _STATES_KEPT = 256
 
 
@@ -117,71 +118,6 @@ class FlushResult:
         return self.status == "written"
 
 
-# ------------------------------------------------------------------------------ the mark
-
-
-@dataclass
-class _Mark:
-    """How far a session is flushed: ``count`` messages of its list, ending with ``last``."""
-
-    count: int = 0
-    last: str | None = None
-    seen: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "last": self.last, "seen": self.seen}
-
-    @classmethod
-    def from_json(cls, data: Any) -> _Mark:
-        if not isinstance(data, Mapping):
-            return cls()
-        seen = data.get("seen")
-        last = data.get("last")
-        return cls(
-            count=int(data.get("count") or 0),
-            last=last if isinstance(last, str) else None,
-            seen=[s for s in seen if isinstance(s, str)] if isinstance(seen, list) else [],
-        )
-
-    def split(self, messages: Sequence[Message]) -> tuple[list[Message], _Mark]:
-        """The unflushed messages, and the mark that covers all of ``messages``."""
-        size = len(messages)
-        fps: list[str] | None = None
-        count = self.count
-        if count and count <= size and _fp(messages[count - 1]) == self.last:
-            new = list(messages[count:])
-        else:
-            # The list is not an extension of what was flushed (compaction rewrote it, or
-            # the caller passed a slice): everything after the last flushed message is new,
-            # or, when that message is gone, everything not flushed before.
-            fps = [_fp(m) for m in messages]
-            if self.last in fps:
-                start = size - fps[::-1].index(self.last)
-                new = list(messages[start:])
-            else:
-                known = set(self.seen)
-                new = [m for m, f in zip(messages, fps, strict=True) if f not in known]
-                if not new:
-                    # A part of what was flushed (compaction flushing the prefix it
-                    # drops): this mark still finds the place of the list that goes on,
-                    # one moved to this part would not. Nothing to write, either.
-                    return [], self
-        added = [_fp(m) for m in new]
-        seen = list(dict.fromkeys([*self.seen, *added]))[-_SEEN_LIMIT:]
-        last = (fps[-1] if fps else _fp(messages[-1])) if size else self.last
-        return new, _Mark(size, last, seen)
-
-
-def _fp(message: Message) -> str:
-    return fingerprint(message)[:16]
-
-
-@dataclass
-class _State:
-    mark: _Mark
-    pending: dict[str, Any] | None = None
-
-
 # ------------------------------------------------------------------------------ the engine
 
 
@@ -200,7 +136,7 @@ class MemoryFlusher:
         # State files this process wrote last, by path: a session's next flush needs no
         # read. A session served by two replicas at once costs at worst a repeated
         # extraction, whose facts the write-time dedup drops.
-        self._states: OrderedDict[str, _State] = OrderedDict()
+        self._states: OrderedDict[str, State] = OrderedDict()
         # Sessions whose flush model failed recently: their next flushes skip it a while.
         self._backoffs: OrderedDict[str, Backoff] = OrderedDict()
         # The last list of each session whose flush is held back by batching, for close().
@@ -431,18 +367,18 @@ class MemoryFlusher:
             if new or (mark.count, mark.last) != (state.mark.count, state.mark.last):
                 # Also after a rewrite (compaction) with nothing new: the next turn then
                 # finds its place by the fast path again.
-                self._save_state(state_path, session_id, _State(mark))
+                self._save_state(state_path, session_id, State(mark))
             return FlushResult(session_id, "nothing_new", messages=len(new))
         now = harness.clock()
         path = mf.daily_path(now, harness.settings.workspace.timezone)
         memory_text = self._read(mf.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or harness.workspace.read_snapshot(path)
-        reference = self._reference(transcript, memory_text, log.text, path)
+        reference = dedup_reference(harness.settings.flush, transcript, memory_text, log.text, path)
         # A caller that asks a model anyway (compaction's summary) may get the facts in
         # the same answer; None: ask the flush model.
         completion = ask(reference) if ask is not None else None
         if completion is None:
-            prompt = self._prompt(transcript, reference, path, now)
+            prompt = flush_prompt(harness.settings, transcript, reference, path, now)
             completion = harness.model_for("flush").complete(prompt, purpose="flush")
         base = FlushResult(
             session_id,
@@ -458,7 +394,7 @@ class MemoryFlusher:
                 hint="the model should answer NO_REPLY when there is nothing to remember",
             )
         if mf.is_no_reply(completion.text):
-            self._save_state(state_path, session_id, _State(mark))
+            self._save_state(state_path, session_id, State(mark))
             return base
         if mf.is_refusal(completion.text):
             # Asking again would get the same answer: the mark moves on, as for NO_REPLY
@@ -468,11 +404,11 @@ class MemoryFlusher:
                 session_id,
                 _one_line(completion.text)[:120],
             )
-            self._save_state(state_path, session_id, _State(mark))
+            self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer was a refusal, not facts; nothing written",))
         facts = mf.parse_facts(completion.text)
         if not facts:
-            self._save_state(state_path, session_id, _State(mark))
+            self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer held no facts; taken as NO_REPLY",))
         body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "flush")
         facts = list(dict.fromkeys(mf.parse_facts(body)))
@@ -499,17 +435,17 @@ class MemoryFlusher:
             if pending is None or pending["entry"] != entry:
                 # The new mark goes on file first, as pending on this entry (see _load_state).
                 pending = {"path": path, "entry": entry, "mark": mark.to_json()}
-                self._save_state(state_path, session_id, _State(state.mark, pending))
+                self._save_state(state_path, session_id, State(state.mark, pending))
             return current + entry
 
         written = harness.workspace.update_text(path, add_entry, current=log, append=True)
         duplicates = len(facts) - len(fresh) + indexed
         if written is None:
-            self._save_state(state_path, session_id, _State(mark))
+            self._save_state(state_path, session_id, State(mark))
             return replace(base, status="duplicates", duplicates=duplicates)
         # The conditional write succeeded, so the entry is on file and the pending mark
         # holds (whoever reads the state file next adopts it from the log).
-        self._remember(state_path, _State(mark))
+        self._remember(state_path, State(mark))
         warnings = []
         problem = mf.reindex_paths(harness, [path])
         if problem:
@@ -549,61 +485,12 @@ class MemoryFlusher:
                 self._fresh_tokens = 0
 
     def _prompt(self, transcript: str, reference: str, path: str, now: float) -> list[Message]:
-        """The flush request: instructions, then the reference, then the new messages
-        (the stable part first, so that a provider's prompt cache can reuse it)."""
-        settings = self.harness.settings
-        today = mf.local_date(now, settings.workspace.timezone)
-        template = settings.flush.prompt or mf.prompt_template("flush.md")
-        system = Template(template).safe_substitute(today=today, log_path=path)
-        parts = [reference] if reference else []
-        parts.append(
-            "Extract only NEW facts worth remembering from this conversation excerpt:\n"
-            f"<conversation>\n{mf.escape_tag(transcript, 'conversation')}\n</conversation>"
-        )
-        return [
-            {"role": "system", "content": system},
-            {"role": "user", "content": "\n\n".join(parts)},
-        ]
+        return flush_prompt(self.harness.settings, transcript, reference, path, now)
 
     def _reference(self, transcript: str, memory_text: str, today_text: str, path: str) -> str:
-        """The dedup reference for ``transcript`` ("" for none): with ``flush.reference =
-        "related"`` the entries of MEMORY.md and today's log that relate to it, within
-        ``flush.reference_chars`` in all; with ``"full"`` both files, each cut to it."""
-        settings = self.harness.settings.flush
-        limit = settings.reference_chars
-        if not limit:
-            return ""
-        if settings.reference == "related":
-            memory, memory_left = related_reference(memory_text, transcript, limit)
-            today, today_left = related_reference(today_text, transcript, limit - len(memory))
-            if not (memory or today):
-                return ""
-            left = memory_left + today_left
-            note = f"\n[{left} other entries not shown: unrelated to this excerpt]" if left else ""
-            return (
-                "Entries already in memory that relate to this excerpt (MEMORY.md and today's "
-                f"log {path}; read-only, do not restate):\n"
-                f"<memory_md>\n{mf.escape_tag(memory, 'memory_md')}\n</memory_md>\n"
-                f"<todays_log>\n{mf.escape_tag(today, 'todays_log')}{note}\n</todays_log>"
-            )
-        parts = []
-        if memory_text.strip():
-            shown = memory_text if len(memory_text) <= limit else memory_text[:limit]
-            more = len(memory_text) - len(shown)
-            note = f"\n[… {more} more characters of MEMORY.md not shown]" if more else ""
-            parts.append(
-                "Curated long-term memory (read-only; do not restate):\n"
-                f"<memory_md>\n{mf.escape_tag(shown, 'memory_md')}{note}\n</memory_md>"
-            )
-        if today_text.strip():
-            shown = today_text if len(today_text) <= limit else today_text[-limit:]
-            more = len(today_text) - len(shown)
-            note = f"[… {more} earlier characters of the log not shown]\n" if more else ""
-            parts.append(
-                f"Today's log {path} so far (your bullets are appended after it):\n"
-                f"<todays_log>\n{note}{mf.escape_tag(shown, 'todays_log')}\n</todays_log>"
-            )
-        return "\n\n".join(parts)
+        return dedup_reference(
+            self.harness.settings.flush, transcript, memory_text, today_text, path
+        )
 
     def _drop_indexed(self, facts: list[str]) -> tuple[list[str], int]:
         """Facts the index finds verbatim in some memory file are not written again."""
@@ -639,7 +526,7 @@ class MemoryFlusher:
             return 0.0
         return self.harness._refresh_interval()
 
-    def _load_state(self, path: str) -> tuple[_State, dict[str, Snapshot]]:
+    def _load_state(self, path: str) -> tuple[State, dict[str, Snapshot]]:
         """The session's state; and the daily log it had to read, by path (the flush
         that follows needs no second read of it when it is today's)."""
         with self._locks_guard:
@@ -650,15 +537,15 @@ class MemoryFlusher:
             return cached, {}
         raw = self._read(path)
         if not raw.strip():
-            return _State(_Mark()), {}
+            return State(Mark()), {}
         try:
             data = json.loads(raw)
         except ValueError:
             # Writes are atomic, so this is not a torn write but a damaged file: start over
             # (at worst facts are extracted again, and write-time dedup drops the repeats).
             logger.warning("flush state %s is not JSON; starting a new high-water mark", path)
-            return _State(_Mark()), {}
-        state = _State(_Mark.from_json(data.get("mark")), data.get("pending"))
+            return State(Mark()), {}
+        state = State(Mark.from_json(data.get("mark")), data.get("pending"))
         pending = state.pending
         logs: dict[str, Snapshot] = {}
         if isinstance(pending, Mapping) and isinstance(pending.get("entry"), str):
@@ -667,12 +554,12 @@ class MemoryFlusher:
             log_path = str(pending.get("path") or "")
             logs[log_path] = self.harness.workspace.read_snapshot(log_path)
             if pending["entry"] in logs[log_path].text:
-                state = _State(_Mark.from_json(pending.get("mark")))
+                state = State(Mark.from_json(pending.get("mark")))
             else:
-                state = _State(state.mark)
+                state = State(state.mark)
         return state, logs
 
-    def _save_state(self, path: str, session_id: str, state: _State) -> None:
+    def _save_state(self, path: str, session_id: str, state: State) -> None:
         data: dict[str, Any] = {"version": 1, "session": session_id, "mark": state.mark.to_json()}
         if state.pending is not None:
             data["pending"] = state.pending
@@ -682,7 +569,7 @@ class MemoryFlusher:
         if state.pending is None:
             self._remember(path, state)
 
-    def _remember(self, path: str, state: _State) -> None:
+    def _remember(self, path: str, state: State) -> None:
         with self._locks_guard:
             self._states[path] = state
             self._states.move_to_end(path)
