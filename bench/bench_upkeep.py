@@ -31,8 +31,10 @@ from typing import Any
 
 from bench._util import Row
 from harnessmem import MemoryHarness
+from harnessmem._summary import parse_anchor
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
+from harnessmem.transcripts import SessionTranscript
 from harnessmem.usage import UsageTotals
 
 DATA = Path(
@@ -113,7 +115,7 @@ def day(runs: list[list[Message]], variant: dict[str, dict[str, Any]]) -> dict[s
     """One agent's day on a fresh workspace with the settings sections of ``variant``."""
     counter = TokenCounter()
     model = ScriptedModel(stand_in)
-    agent_chars = agent_tokens = 0
+    agent_chars = agent_tokens = unlogged = 0
     clock = [1_796_112_000.0]  # 2026-12-01T08:00:00Z; each model call takes a minute
     with tempfile.TemporaryDirectory() as folder:
         harness = MemoryHarness.open(
@@ -144,6 +146,13 @@ def day(runs: list[list[Message]], variant: dict[str, dict[str, Any]]) -> dict[s
                     context.append(message)
                 session.after_call(context)
                 session.close()
+                # Every message that left the context is in the session log, once.
+                anchor = parse_anchor(context[1]) if len(context) > 1 else None
+                covers = anchor.covers if anchor is not None else 0
+                logged = SessionTranscript(harness.workspace, f"run-{number}").records()
+                unlogged += abs(covers - len(logged)) + sum(
+                    r.message != m for r, m in zip(logged, run[1 : 1 + covers], strict=False)
+                )
             logs = sorted((Path(folder) / "ws" / "memory").glob("*.md"))
             facts = {
                 line
@@ -164,6 +173,7 @@ def day(runs: list[list[Message]], variant: dict[str, dict[str, Any]]) -> dict[s
         "agent_tokens": agent_tokens,
         "upkeep": upkeep,
         "facts": facts,
+        "unlogged": unlogged,
     }
 
 
@@ -242,7 +252,10 @@ def run(quick: bool) -> list[Row]:
                 unit="chars",
                 baseline="characters sent to the agent model",
                 baseline_value=seen["agent_chars"],
-                notes=f"{len(runs)} airline runs; {parts}",
+                notes=(
+                    f"{len(runs)} airline runs; {parts}; messages removed from the context "
+                    f"and missing from the session logs: {seen['unlogged']}"
+                ),
             )
         )
         rows.append(

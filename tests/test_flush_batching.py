@@ -292,3 +292,4 @@ def test_upkeep_is_a_tenth_of_the_agent_spend_on_real_runs(monkeypatch: pytest.M
     assert upkeep_tokens <= 0.10 * now["agent_tokens"]
     assert sum(u[0] for u in before["upkeep"].values()) > 0.5 * before["agent_chars"]
     assert len(now["facts"] & before["facts"]) >= 0.9 * len(before["facts"])
+    assert now["unlogged"] == 0  # every message removed from a context is in a session log
