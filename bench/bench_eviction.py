@@ -221,7 +221,7 @@ def run(quick: bool) -> list[Row]:
         harness.close()
 
         harness = MemoryHarness.open(root / "tick", maintenance={"enabled": False})
-        harness.consolidate = lambda: None  # type: ignore[assignment,method-assign]
+        harness.consolidate = lambda backoff=False: None  # type: ignore[assignment,method-assign]
         harness.reindex = lambda full=False: None  # type: ignore[assignment,method-assign]
         ws = harness.workspace
         for i in range(100):

@@ -75,6 +75,10 @@ def _schema(url: str) -> Iterator[str]:
     import psycopg
 
     name = f"harnessmem_bench_{uuid.uuid4().hex[:8]}"
+    # Made here, not by the first backend that opens it: the raw baseline of the speed
+    # step may come first (the LoCoMo step is skipped without its data).
+    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{name}"')
     try:
         yield name
     finally:

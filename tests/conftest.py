@@ -74,6 +74,38 @@ def fake_distributions(
     importlib.invalidate_caches()
 
 
+#: The shared data (real transcripts, benchmarks) beside the checkout, or SHARED_DATA_DIR.
+SHARED_DATA = Path(
+    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+#: The small data written for these tests, shipped in the repository.
+TEST_DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def shared_file() -> Callable[[str], Path]:
+    """``shared_file("tau-bench/x.json")``: that file of the shared data, or the test skips
+    saying how to get it (the suite passes on a clean clone without it)."""
+
+    def find(relative: str) -> Path:
+        path = SHARED_DATA / relative
+        if not path.is_file():
+            pytest.skip(
+                f"shared data missing at {path}: put the shared data folder beside the "
+                "checkout (../shared/data) or set SHARED_DATA_DIR"
+            )
+        return path
+
+    return find
+
+
+@pytest.fixture
+def airline_run() -> list[dict[str, Any]]:
+    """An airline support conversation written for these tests (tests/data/airline-run.json)."""
+    data = json.loads((TEST_DATA / "airline-run.json").read_text(encoding="utf-8"))
+    return list(data["messages"])
+
+
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No HARNESSMEM_* variable or ./harnessmem.toml of the developer leaks into a test,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +25,6 @@ from harnessmem.prompts import (
 from harnessmem.testing import ModelBackendSuite
 from harnessmem.testing.model_suite import Script
 from harnessmem.tokens import TokenCounter
-
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
 
 
 class TestExtractiveConformance(ModelBackendSuite):
@@ -131,8 +126,9 @@ def test_summary_of_nothing_says_none_in_every_section(model: ExtractiveBackend)
 
 
 def test_summary_respects_max_tokens(model: ExtractiveBackend) -> None:
-    runs = json.loads((DATA / "tau-bench" / "gpt-4o-airline-dev.json").read_text())
-    messages = [m for run in runs[:5] for m in run["traj"]]
+    from harnessmem.examples import example_path
+
+    messages = [json.loads(line) for line in example_path().read_text().splitlines() if line]
     full = model.complete(summary_request(messages), purpose="summary")
     capped = model.complete(summary_request(messages), purpose="summary", max_tokens=300)
 
@@ -141,9 +137,18 @@ def test_summary_respects_max_tokens(model: ExtractiveBackend) -> None:
     assert capped.text.startswith("## SESSION INTENT")
 
 
-def test_summary_of_a_real_agent_run_keeps_its_ids(model: ExtractiveBackend) -> None:
-    runs = json.loads((DATA / "tau-bench" / "gpt-4o-airline-dev.json").read_text())
-    run = runs[3]["traj"]
+@pytest.mark.parametrize("source", ["tests/data", "tau-bench"])
+def test_summary_of_an_agent_run_keeps_its_ids(
+    model: ExtractiveBackend,
+    source: str,
+    airline_run: list[dict[str, Any]],
+    shared_file: Callable[[str], Path],
+) -> None:
+    if source == "tau-bench":
+        runs = json.loads(shared_file("tau-bench/gpt-4o-airline-dev.json").read_text())
+        run = runs[3]["traj"]
+    else:
+        run = airline_run
     text = model.complete(summary_request(run), purpose="summary").text
 
     arguments = [
@@ -154,9 +159,11 @@ def test_summary_of_a_real_agent_run_keeps_its_ids(model: ExtractiveBackend) -> 
     assert all(f"reservation_id={i}" in text for i in ids)
 
 
-def test_summary_of_a_swe_agent_trajectory_names_the_files(model: ExtractiveBackend) -> None:
+def test_summary_of_a_swe_agent_trajectory_names_the_files(
+    model: ExtractiveBackend, shared_file: Callable[[str], Path]
+) -> None:
     trajectory = json.loads(
-        (DATA / "swe-agent" / "marshmallow-1867.function_calling.traj").read_text()
+        shared_file("swe-agent/marshmallow-1867.function_calling.traj").read_text()
     )
     messages = from_swe_agent(trajectory)
     text = model.complete(summary_request(messages), purpose="summary").text

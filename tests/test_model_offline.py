@@ -4,9 +4,9 @@ offline with the extractive backend (no key, no network)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,6 @@ import pytest
 
 from harnessmem import MemoryHarness
 from harnessmem.backends.extractive import ExtractiveBackend
-
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
 
 
 @pytest.fixture
@@ -33,13 +29,24 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
-def test_a_default_harness_does_all_three_jobs_offline(tmp_path: Path, no_network: None) -> None:
-    runs = json.loads((DATA / "tau-bench" / "gpt-4o-airline-dev.json").read_text())
+@pytest.mark.parametrize("source", ["tests/data", "tau-bench"])
+def test_a_default_harness_does_all_three_jobs_offline(
+    tmp_path: Path,
+    no_network: None,
+    source: str,
+    airline_run: list[dict[str, Any]],
+    shared_file: Callable[[str], Path],
+) -> None:
+    if source == "tau-bench":
+        runs = json.loads(shared_file("tau-bench/gpt-4o-airline-dev.json").read_text())
+        run = runs[3]["traj"]
+    else:
+        run = airline_run
     opening = {
         "role": "user",
         "content": "Please remember that my seat preference is aisle. I prefer vegetarian meals.",
     }
-    conversation = [opening, *runs[3]["traj"]]
+    conversation = [opening, *run]
     workspace = tmp_path / "ws"
     with MemoryHarness.open(
         workspace,
