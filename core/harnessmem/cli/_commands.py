@@ -189,13 +189,13 @@ def usage_command(
     """Show model calls, tokens and cost per purpose and model, and the daily budget."""
     import time
 
-    from harnessmem.cli._common import check_reachable
+    from harnessmem.cli._existing import require_workspace
     from harnessmem.usage import UsageLedger
     from harnessmem.workspace import Workspace
 
     settings, _ = load_settings(config, workspace)
+    require_workspace(settings)
     where = Workspace.open(settings.workspace.url, settings.workspace.storage_options)
-    check_reachable(where)
     ledger = UsageLedger(
         where,
         clock=time.time,
@@ -266,7 +266,7 @@ def index_rebuild(config: str | None, workspace: str | None, as_json: bool) -> N
 @common_options()
 def index_status(config: str | None, workspace: str | None, as_json: bool) -> None:
     """Show what the index holds (files and entries per source), without syncing it."""
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         stats = harness.index.stats()
     data = {"files": stats.files, "entries": stats.entries, **dict(stats.details)}
     if as_json:
@@ -307,7 +307,7 @@ def search_command(
     from harnessmem.tools import format_hits
 
     source = "sessions" if sessions or session_id else "memory"
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         hits = harness.search(
             query, limit, mode=cast("SearchMode", mode), source=source, session_id=session_id
         )
@@ -332,7 +332,7 @@ def get_command(
     lines: int | None,
 ) -> None:
     """Print lines of a memory file, session log or evicted result (PATH in the workspace)."""
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         try:
             text = harness.get(path, start_line=start_line, lines=lines)
         except FileNotFoundError:
