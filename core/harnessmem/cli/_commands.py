@@ -17,6 +17,7 @@ from harnessmem.cli._common import (
     common_options,
     echo_json,
     load_settings,
+    print_fields,
     print_table,
     redact,
 )
@@ -156,28 +157,7 @@ def consolidate_command(config: str | None, workspace: str | None, as_json: bool
 
 def describe_consolidation(result: Any, budget: int) -> str:
     """One line for a :class:`~harnessmem.consolidation.ConsolidationResult`."""
-    files = len(result.files)
-    source = f"{files} daily log{'s' if files != 1 else ''}"
-    if result.status == "consolidated":
-        text = (
-            f"consolidated {source} into MEMORY.md: {result.tokens_before:,} -> "
-            f"{result.tokens_after:,} tokens (budget {budget:,})"
-        )
-        if result.history_path:
-            text += f"; previous version kept in {result.history_path}"
-    elif result.status == "unchanged":
-        text = f"read {source}: nothing to add to MEMORY.md"
-    elif result.status == "nothing_new":
-        text = "nothing new to consolidate: every daily log is past the watermark"
-    elif result.status == "rejected":
-        text = f"rewrite rejected, MEMORY.md unchanged: {result.reason}"
-    elif result.status == "busy":
-        text = "another process is consolidating this workspace; try again later"
-    else:
-        text = "consolidation is disabled (consolidation.enabled = false)"
-    if result.pending:
-        text += "\nmore daily-log text waits for the next run"
-    return text
+    return str(result.describe(budget))
 
 
 @click.command("usage")
@@ -272,8 +252,14 @@ def index_status(config: str | None, workspace: str | None, as_json: bool) -> No
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
         return
-    for key, value in data.items():
-        click.echo(f"{key}: {value}")
+    sources = data.pop("sources", None)
+    print_fields([(str(key), str(value)) for key, value in data.items()])
+    if isinstance(sources, dict) and sources:
+        print_table(
+            "indexed sources",
+            ["source", "files", "entries"],
+            [[name, f"{s['files']:,}", f"{s['entries']:,}"] for name, s in sorted(sources.items())],
+        )
 
 
 # ------------------------------------------------------------------------------ memory
