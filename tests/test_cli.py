@@ -187,6 +187,7 @@ def test_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_warnings_are_shown_as_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ws" / "memory").mkdir(parents=True)
     monkeypatch.setenv("HARNESSMEM_COMPACTION__KEEP_MESSAGES", "60")
     result = invoke("status", "-w", str(tmp_path / "ws"))
     assert result.exit_code == 0
@@ -330,12 +331,12 @@ def test_status_shows_a_failing_summariser(tmp_path: Path) -> None:
 
 def test_status(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
     empty = invoke("status", "-w", str(ws))
     assert empty.exit_code == 0, empty.output
     assert "daily logs   none yet" in empty.output
     assert "MEMORY.md    not written yet" in empty.output
     assert "maintenance  never run here" in empty.output
-    (ws / "memory").mkdir()
     (ws / "memory" / "2026-11-28.md").write_text("- The staging database is on port 5433\n")
     (ws / "memory" / "2026-11-29.md").write_text("- Jonas is the release manager\n")
     assert invoke("maintain", "-w", str(ws)).exit_code == 0

@@ -102,6 +102,37 @@ class ConsolidationResult:
     def accepted(self) -> bool:
         return self.status in ("consolidated", "unchanged")
 
+    def describe(self, budget: int | None = None) -> str:
+        """What the run did, as a person reads it (``budget``: MEMORY.md's token budget)."""
+        files = len(self.files)
+        source = f"{files} daily log{'s' if files != 1 else ''}"
+        if self.status == "consolidated":
+            within = f" (budget {budget:,})" if budget is not None else ""
+            text = (
+                f"consolidated {source} into MEMORY.md: {self.tokens_before:,} -> "
+                f"{self.tokens_after:,} tokens{within}"
+            )
+            if self.history_path:
+                text += f"; previous version kept in {self.history_path}"
+        elif self.status == "unchanged":
+            text = f"read {source}: nothing to add to MEMORY.md"
+        elif self.status == "nothing_new":
+            text = "nothing new to consolidate: every daily log is past the watermark"
+        elif self.status == "rejected":
+            text = f"rewrite rejected, MEMORY.md unchanged: {self.reason}"
+        elif self.status == "deferred":
+            text = f"not asked, the model is backed off: {self.reason}"
+        elif self.status == "busy":
+            text = "another process is consolidating this workspace; try again later"
+        else:
+            text = "consolidation is disabled (consolidation.enabled = false)"
+        if self.pending:
+            text += "; more daily-log text waits for the next run"
+        return text
+
+    def __str__(self) -> str:
+        return self.describe()
+
 
 @dataclass(frozen=True)
 class SaveResult:

@@ -20,6 +20,7 @@ __all__ = [
     "PluginError",
     "WorkspaceError",
     "WorkspaceFileNotFound",
+    "WorkspaceNotFound",
 ]
 
 
@@ -66,6 +67,13 @@ class BackendNotFound(PluginError, LookupError):
 
 class WorkspaceError(HarnessMemError, OSError):
     """Reading or writing the workspace failed (after retries, where they apply)."""
+
+
+class WorkspaceNotFound(WorkspaceError):
+    """A command that only reads was pointed at a folder that holds no workspace.
+
+    Nothing is created there; ``url`` is the workspace URL as given.
+    """
 
 
 class WorkspaceFileNotFound(WorkspaceError, FileNotFoundError):

@@ -159,11 +159,13 @@ class Workspace:
         storage_options: dict[str, Any] | None = None,
         *,
         clock: Callable[[], float] | None = None,
+        create: bool = True,
     ) -> Workspace:
         """Open the workspace at ``url``; a local directory is created when missing.
 
         ``storage_options`` go to the fsspec filesystem (for S3: ``endpoint_url``, ``key``,
         ``secret``, ...). ``clock`` (default ``time.time``) judges lease expiry only.
+        ``create=False`` leaves a missing local directory missing (to look before writing).
         """
         import fsspec
         from fsspec.implementations.local import LocalFileSystem
@@ -187,7 +189,8 @@ class Workspace:
             else:
                 fs, path = LocalFileSystem(), os.path.abspath(os.path.expanduser(text))
             if isinstance(fs, LocalFileSystem):
-                Path(path).mkdir(parents=True, exist_ok=True)
+                if create:
+                    Path(path).mkdir(parents=True, exist_ok=True)
                 root = os.path.realpath(path)
                 store: Store = LocalStore(fs, root, Path(root).as_uri())
             else:

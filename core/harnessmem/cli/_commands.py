@@ -17,6 +17,7 @@ from harnessmem.cli._common import (
     common_options,
     echo_json,
     load_settings,
+    print_fields,
     print_table,
     redact,
 )
@@ -156,28 +157,7 @@ def consolidate_command(config: str | None, workspace: str | None, as_json: bool
 
 def describe_consolidation(result: Any, budget: int) -> str:
     """One line for a :class:`~harnessmem.consolidation.ConsolidationResult`."""
-    files = len(result.files)
-    source = f"{files} daily log{'s' if files != 1 else ''}"
-    if result.status == "consolidated":
-        text = (
-            f"consolidated {source} into MEMORY.md: {result.tokens_before:,} -> "
-            f"{result.tokens_after:,} tokens (budget {budget:,})"
-        )
-        if result.history_path:
-            text += f"; previous version kept in {result.history_path}"
-    elif result.status == "unchanged":
-        text = f"read {source}: nothing to add to MEMORY.md"
-    elif result.status == "nothing_new":
-        text = "nothing new to consolidate: every daily log is past the watermark"
-    elif result.status == "rejected":
-        text = f"rewrite rejected, MEMORY.md unchanged: {result.reason}"
-    elif result.status == "busy":
-        text = "another process is consolidating this workspace; try again later"
-    else:
-        text = "consolidation is disabled (consolidation.enabled = false)"
-    if result.pending:
-        text += "\nmore daily-log text waits for the next run"
-    return text
+    return str(result.describe(budget))
 
 
 @click.command("usage")
@@ -189,13 +169,13 @@ def usage_command(
     """Show model calls, tokens and cost per purpose and model, and the daily budget."""
     import time
 
-    from harnessmem.cli._common import check_reachable
+    from harnessmem.cli._existing import require_workspace
     from harnessmem.usage import UsageLedger
     from harnessmem.workspace import Workspace
 
     settings, _ = load_settings(config, workspace)
+    require_workspace(settings)
     where = Workspace.open(settings.workspace.url, settings.workspace.storage_options)
-    check_reachable(where)
     ledger = UsageLedger(
         where,
         clock=time.time,
@@ -266,14 +246,20 @@ def index_rebuild(config: str | None, workspace: str | None, as_json: bool) -> N
 @common_options()
 def index_status(config: str | None, workspace: str | None, as_json: bool) -> None:
     """Show what the index holds (files and entries per source), without syncing it."""
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         stats = harness.index.stats()
     data = {"files": stats.files, "entries": stats.entries, **dict(stats.details)}
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
         return
-    for key, value in data.items():
-        click.echo(f"{key}: {value}")
+    sources = data.pop("sources", None)
+    print_fields([(str(key), str(value)) for key, value in data.items()])
+    if isinstance(sources, dict) and sources:
+        print_table(
+            "indexed sources",
+            ["source", "files", "entries"],
+            [[name, f"{s['files']:,}", f"{s['entries']:,}"] for name, s in sorted(sources.items())],
+        )
 
 
 # ------------------------------------------------------------------------------ memory
@@ -307,7 +293,7 @@ def search_command(
     from harnessmem.tools import format_hits
 
     source = "sessions" if sessions or session_id else "memory"
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         hits = harness.search(
             query, limit, mode=cast("SearchMode", mode), source=source, session_id=session_id
         )
@@ -332,7 +318,7 @@ def get_command(
     lines: int | None,
 ) -> None:
     """Print lines of a memory file, session log or evicted result (PATH in the workspace)."""
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         try:
             text = harness.get(path, start_line=start_line, lines=lines)
         except FileNotFoundError:

@@ -292,8 +292,10 @@ def open_harness(
     settings: HarnessSettings, *, plugins: tuple[object, ...] = (), **kwargs: Any
 ) -> MemoryHarness:
     """A harness for one command: no maintenance thread (it would only idle), bucket checked."""
+    from harnessmem.cli._existing import check_backends
     from harnessmem.harness import MemoryHarness
 
+    check_backends(settings)  # a misspelt backend fails before the workspace is created
     settings.maintenance.enabled = False
     harness = MemoryHarness(settings, plugins=plugins, **kwargs)
     try:
@@ -305,9 +307,18 @@ def open_harness(
 
 
 @contextmanager
-def command_harness(config: str | None, workspace: str | None) -> Iterator[MemoryHarness]:
-    """``with command_harness(config, workspace) as harness:`` for the simple commands."""
+def command_harness(
+    config: str | None, workspace: str | None, *, existing: bool = False
+) -> Iterator[MemoryHarness]:
+    """``with command_harness(config, workspace) as harness:`` for the simple commands.
+
+    ``existing=True`` (the commands that only read) refuses a folder that holds no
+    workspace, and creates nothing there."""
     settings, _ = load_settings(config, workspace)
+    if existing:
+        from harnessmem.cli._existing import require_workspace
+
+        require_workspace(settings)
     with open_harness(settings) as harness:
         yield harness
 

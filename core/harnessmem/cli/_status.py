@@ -315,7 +315,7 @@ def _lines(data: dict[str, Any]) -> list[tuple[str, str]]:
 def status_command(config: str | None, workspace: str | None, as_json: bool) -> None:
     """Show what the workspace holds: size, daily logs, MEMORY.md against its budget,
     the index, the consolidation watermark, the last maintenance and the model usage."""
-    with command_harness(config, workspace) as harness:
+    with command_harness(config, workspace, existing=True) as harness:
         data = collect_status(harness)
     if as_json:
         echo_json(data)
