@@ -9,6 +9,7 @@ carry the dotted path (``index.options.url``).
 from __future__ import annotations
 
 import asyncio
+import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,9 +82,16 @@ class _Backend:
             return cls.Options.model_validate(dict(raw or {}))
         except ValidationError as exc:
             problems = problem_lines(exc, where)
+            known = list(cls.Options.model_fields)
+            for number, item in enumerate(exc.errors(include_url=False)):
+                loc = item.get("loc", ())
+                if item.get("type") == "extra_forbidden" and len(loc) == 1:
+                    close = difflib.get_close_matches(str(loc[0]), known, n=1)
+                    if close:
+                        problems[number] += f"; did you mean '{where}.{close[0]}'?"
             raise ConfigError(
-                f"invalid options for {cls.__name__} ({where}): {problems[0]}",
-                hint="; ".join(problems[1:]) or None,
+                f"invalid options for {cls.__name__} ({where}): " + "; ".join(problems),
+                hint=f"the options of {cls.__name__} are: {', '.join(known) or 'none'}",
                 problems=problems,
             ) from None
 
