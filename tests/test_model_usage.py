@@ -358,6 +358,7 @@ def test_the_usage_command_shows_the_ledger(tmp_path: Path, clock: FakeClock) ->
     from harnessmem.cli import main
 
     workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)  # a workspace (read commands create none)
     runner = CliRunner()
     empty = runner.invoke(main, ["usage", "-w", str(workspace)])
     with open_harness(workspace, clock, ScriptedModel("- fact", model="small-model")) as harness:
