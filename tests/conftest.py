@@ -106,6 +106,20 @@ def airline_run() -> list[dict[str, Any]]:
     return list(data["messages"])
 
 
+@pytest.fixture(params=["tests/data", "tau-bench"])
+def agent_run(
+    request: pytest.FixtureRequest,
+    airline_run: list[dict[str, Any]],
+    shared_file: Callable[[str], Path],
+) -> list[dict[str, Any]]:
+    """A whole agent run with tool calls: the one written for these tests, and a real
+    tau-bench airline run (skipped without the shared data)."""
+    if request.param == "tests/data":
+        return airline_run
+    runs = json.loads(shared_file("tau-bench/gpt-4o-airline-dev.json").read_text())
+    return list(runs[3]["traj"])
+
+
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No HARNESSMEM_* variable or ./harnessmem.toml of the developer leaks into a test,

@@ -137,18 +137,10 @@ def test_summary_respects_max_tokens(model: ExtractiveBackend) -> None:
     assert capped.text.startswith("## SESSION INTENT")
 
 
-@pytest.mark.parametrize("source", ["tests/data", "tau-bench"])
 def test_summary_of_an_agent_run_keeps_its_ids(
-    model: ExtractiveBackend,
-    source: str,
-    airline_run: list[dict[str, Any]],
-    shared_file: Callable[[str], Path],
+    model: ExtractiveBackend, agent_run: list[dict[str, Any]]
 ) -> None:
-    if source == "tau-bench":
-        runs = json.loads(shared_file("tau-bench/gpt-4o-airline-dev.json").read_text())
-        run = runs[3]["traj"]
-    else:
-        run = airline_run
+    run = agent_run
     text = model.complete(summary_request(run), purpose="summary").text
 
     arguments = [

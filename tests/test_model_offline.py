@@ -3,10 +3,8 @@ offline with the extractive backend (no key, no network)."""
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,24 +27,14 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
-@pytest.mark.parametrize("source", ["tests/data", "tau-bench"])
 def test_a_default_harness_does_all_three_jobs_offline(
-    tmp_path: Path,
-    no_network: None,
-    source: str,
-    airline_run: list[dict[str, Any]],
-    shared_file: Callable[[str], Path],
+    tmp_path: Path, no_network: None, agent_run: list[dict[str, Any]]
 ) -> None:
-    if source == "tau-bench":
-        runs = json.loads(shared_file("tau-bench/gpt-4o-airline-dev.json").read_text())
-        run = runs[3]["traj"]
-    else:
-        run = airline_run
     opening = {
         "role": "user",
         "content": "Please remember that my seat preference is aisle. I prefer vegetarian meals.",
     }
-    conversation = [opening, *run]
+    conversation = [opening, *agent_run]
     workspace = tmp_path / "ws"
     with MemoryHarness.open(
         workspace,

@@ -85,6 +85,12 @@ def strip_fences(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not _FENCE.match(line))
 
 
+def has_bullets(text: str) -> bool:
+    """Whether ``text`` holds a list item (``-``, ``*``, ``+``, ``•``, ``1.``): a model's
+    answer with one is read as facts, bullet by bullet."""
+    return any(_BULLET.match(line) for line in text.splitlines())
+
+
 def is_no_reply(text: str) -> bool:
     """Whether a model answer means "nothing to write".
 
@@ -95,9 +101,9 @@ def is_no_reply(text: str) -> bool:
     body = strip_fences(text).strip()
     if not body:
         return True
-    lines = [line for line in body.splitlines() if line.strip()]
-    if any(_BULLET.match(line) for line in lines):
+    if has_bullets(body):
         return False
+    lines = [line for line in body.splitlines() if line.strip()]
     first = lines[0].strip().strip("'\"`*_>").strip()
     return bool(_NO_REPLY.match(first))
 
@@ -109,8 +115,9 @@ def is_refusal(text: str) -> bool:
     help with that.", "I'm sorry, but ..."): read line by line it would become "facts".
     An answer with bullets is never one (its bullets are the facts).
     """
-    lines = [line for line in strip_fences(text).splitlines() if line.strip()]
-    if not lines or any(_BULLET.match(line) for line in lines):
+    body = strip_fences(text)
+    lines = [line for line in body.splitlines() if line.strip()]
+    if not lines or has_bullets(body):
         return False
     first = lines[0].strip().strip("'\"`*_>").strip().replace("\u2019", "'")
     return bool(_REFUSAL.match(first))
@@ -128,8 +135,9 @@ def parse_facts(text: str) -> list[str]:
     """
     if is_refusal(text):
         return []
-    lines = strip_fences(text).splitlines()
-    bulleted = any(_BULLET.match(line) for line in lines)
+    body = strip_fences(text)
+    lines = body.splitlines()
+    bulleted = has_bullets(body)
     facts: list[str] = []
     current = False
     for line in lines:

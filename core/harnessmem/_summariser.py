@@ -63,8 +63,7 @@ class Summariser:
         text, completion, problem, facts = self._ask(plan, facts_reference=reference)
         asked["summary"] = (text, completion, problem)
         self._record_outcome(text, completion, problem)
-        bullets = any(line.lstrip().startswith(("- ", "* ")) for line in (facts or "").splitlines())
-        if facts is None or not (mf.is_no_reply(facts) or bullets):
+        if facts is None or not (mf.is_no_reply(facts) or mf.has_bullets(facts)):
             return None
         model = completion.model if completion is not None else ""
         return Completion(text=facts, prompt_tokens=0, completion_tokens=0, model=model)

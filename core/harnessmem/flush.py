@@ -226,13 +226,17 @@ class MemoryFlusher:
         """Keep ``messages`` for close()."""
         with self._locks_guard:
             if not self._finishing:
-                # close() flushes what is held, while the model and workspace are open.
                 self._finishing = True
-                drainers = getattr(self.harness, "_drainers", None)
-                if isinstance(drainers, list):
-                    drainers.append(self.finish_all)
+                self._at_close(self.finish_all)
             self._held[session_id] = messages
             self._held.move_to_end(session_id)
+
+    def _at_close(self, finish: Callable[[float | None], object]) -> None:
+        """Have the harness's close() run ``finish`` (with its timeout) while the model and
+        the workspace are still open: queued or held flushes are written, not dropped."""
+        drainers = getattr(self.harness, "_drainers", None)
+        if isinstance(drainers, list):
+            drainers.append(finish)
 
     def _trim_held(self) -> None:
         """Too many conversations held at once: the oldest are flushed now rather than
@@ -275,10 +279,7 @@ class MemoryFlusher:
                 from harnessmem._flush_queue import BackgroundFlushes
 
                 self._queue = BackgroundFlushes(self)
-                # close() drains what is queued, while the model and workspace are open.
-                drainers = getattr(self.harness, "_drainers", None)
-                if isinstance(drainers, list):
-                    drainers.append(self.drain)
+                self._at_close(self.drain)
         if self._queue.put(session_id, copy.deepcopy(list(messages))):
             return FlushResult(session_id, "queued")
         return self.flush(messages, session_id=session_id)
