@@ -65,7 +65,9 @@ def test_a_clean_clone_sets_up_passes_its_tests_and_benchmarks(tmp_path: Path) -
     _run(_readme_command("setup"), clone, env, timeout=900)
     tested = _run(_readme_command("tests"), clone, env, timeout=1200)
     summary = tested.strip().splitlines()[-1]
-    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
+    assert " passed" in summary, summary
+    assert "failed" not in summary, summary
+    assert "error" not in summary, summary
     # the data-backed tests skipped, saying where the data comes from
     assert "shared data" in tested or "SHARED_DATA_DIR" in tested, summary
     _run(".venv/bin/python -m bench --quick --output bench-quick.json", clone, env, timeout=900)

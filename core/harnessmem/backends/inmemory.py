@@ -1,0 +1,184 @@
+"""An index backend that keeps everything in a Python dict: the reference to copy.
+
+It is small on purpose. It shows what :class:`~harnessmem.backends.base.IndexBackend` asks
+of a backend and nothing else, and it passes :class:`~harnessmem.testing.IndexBackendSuite`
+(``tests/test_index_inmemory.py``). It is also handy in tests and for short-lived agents:
+``index.backend = "inmemory"``. Nothing survives the process (no ``persistent``
+capability), and every search scans every entry, so keep it to a few thousand entries.
+
+How it meets the contract:
+
+- ``sync_file`` replaces a file's entries in one assignment under a lock, so a reader
+  sees the old entries or the new ones, never half of each; the same hash only updates
+  the change token and returns False.
+- ``search`` reads the query with :func:`~harnessmem.backends.fulltext.parse_query` (as
+  every backend must, through ``_search_terms``), tokenises entries the same way, and
+  ranks with BM25 over the content plus a lower weight for the headings above it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from harnessmem.backends.base import (
+    BackendOptions,
+    IndexBackend,
+    IndexedFile,
+    IndexEntry,
+    IndexStats,
+    SearchHit,
+    SearchMode,
+)
+from harnessmem.backends.fulltext import QueryTerm, segment_cjk
+
+__all__ = ["InMemoryIndex"]
+
+_TOKEN = re.compile(r"[^\W_]+")
+_K1, _B = 1.2, 0.75  # the usual BM25 constants
+_CONTEXT_WEIGHT = 0.3  # a word in the headings counts for less than one in the entry
+
+
+def tokens(text: str) -> list[str]:
+    """The words of ``text`` as queries see them: NFKC, lower case, CJK as bigrams."""
+    return _TOKEN.findall(segment_cjk(unicodedata.normalize("NFKC", text)).lower())
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    entry: IndexEntry
+    words: tuple[str, ...]
+    context_words: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    source: str
+    content_hash: str
+    change_token: str | None
+    entries: tuple[_Stored, ...]
+
+
+def _matches(term: QueryTerm, words: Sequence[str]) -> int:
+    """How often ``term`` (its tokens in a row) occurs in ``words``."""
+    first, rest = term.tokens[0], term.tokens[1:]
+    count = 0
+    for at, word in enumerate(words):
+        head = word.startswith(first) if term.prefix else word == first
+        if head and tuple(words[at + 1 : at + 1 + len(rest)]) == rest:
+            count += 1
+    return count
+
+
+class InMemoryIndex(IndexBackend):
+    """Entries in a dict keyed by path; BM25 ranking; lost when the process ends."""
+
+    name: ClassVar[str] = "inmemory"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"phrase", "cjk", "concurrent"})
+
+    class Options(BackendOptions):
+        """No options."""
+
+    def __init__(self, options: BackendOptions, **context: Any) -> None:
+        super().__init__(options, **context)
+        self._files: dict[str, _File] = {}
+        self._lock = threading.Lock()
+
+    def files(self) -> dict[str, IndexedFile]:
+        with self._lock:
+            return {
+                path: IndexedFile(path, f.source, f.content_hash, f.change_token, len(f.entries))
+                for path, f in self._files.items()
+            }
+
+    def sync_file(
+        self,
+        path: str,
+        content_hash: str,
+        entries: Sequence[IndexEntry],
+        *,
+        source: str = "memory",
+        change_token: str | None = None,
+    ) -> bool:
+        self._check_source(source)
+        with self._lock:
+            held = self._files.get(path)
+            if held is not None and held.content_hash == content_hash:
+                self._files[path] = _File(held.source, content_hash, change_token, held.entries)
+                return False
+        stored = tuple(
+            _Stored(e, tuple(tokens(e.content)), frozenset(tokens(e.context))) for e in entries
+        )
+        with self._lock:
+            self._files[path] = _File(source, content_hash, change_token, stored)
+        return True
+
+    def remove(self, path: str) -> bool:
+        with self._lock:
+            return self._files.pop(path, None) is not None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        source: str = "memory",
+        mode: SearchMode = "any",
+        path_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> list[SearchHit]:
+        terms = self._search_terms(query, limit, source=source, mode=mode)
+        if not terms:
+            return []
+        if mode == "phrase":
+            terms = [QueryTerm(tuple(t for term in terms for t in term.tokens))]
+        with self._lock:
+            candidates = [
+                (path, stored)
+                for path, held in self._files.items()
+                if held.source == source and path.startswith(path_prefix or "")
+                for stored in held.entries
+            ]
+        if not candidates:
+            return []
+        average = sum(len(s.words) for _, s in candidates) / len(candidates) or 1.0
+        counts = [[_matches(term, s.words) for term in terms] for _, s in candidates]
+        frequency = [sum(1 for row in counts if row[i]) for i in range(len(terms))]
+        idf = [
+            math.log(1 + (len(candidates) - n + 0.5) / (n + 0.5)) for n in frequency
+        ]  # BM25's idf, never negative
+        scored: list[tuple[float, int]] = []
+        for number, ((_, stored), row) in enumerate(zip(candidates, counts, strict=True)):
+            in_context = [all(t in stored.context_words for t in term.tokens) for term in terms]
+            found = [bool(n) or c for n, c in zip(row, in_context, strict=True)]
+            if not any(found) or (mode != "any" and not all(found)):
+                continue
+            norm = _K1 * (1 - _B + _B * len(stored.words) / average)
+            score = sum(
+                weight * (n * (_K1 + 1) / (n + norm) + _CONTEXT_WEIGHT * c)
+                for weight, n, c in zip(idf, row, in_context, strict=True)
+            )
+            scored.append((score, number))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        hits = []
+        for score, number in scored[:limit]:
+            path, stored = candidates[number]
+            e = stored.entry
+            hits.append(
+                SearchHit(path, e.start_line, e.end_line, e.content, score, e.context, e.date)
+            )
+        return hits
+
+    def stats(self) -> IndexStats:
+        with self._lock:
+            entries = sum(len(f.entries) for f in self._files.values())
+            return IndexStats(files=len(self._files), entries=entries)
