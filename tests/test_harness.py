@@ -53,7 +53,7 @@ class Recorder:
         self.seen.append(("post_call", [m["content"] for m in ctx.messages]))
 
     @hookimpl
-    def on_context_overflow(self, ctx: TurnContext, error: BaseException) -> Any:
+    def overflow(self, ctx: TurnContext, error: BaseException) -> Any:
         if "hopeless" in str(error):
             return None
         return ctx.messages[-1:]
@@ -129,7 +129,7 @@ class AsyncRecorder:
         ctx.tool_result = result.upper()
 
     @hookimpl
-    async def on_context_overflow(self, ctx: TurnContext) -> list[dict[str, Any]]:
+    async def overflow(self, ctx: TurnContext) -> list[dict[str, Any]]:
         return []
 
 
@@ -176,7 +176,7 @@ class Blocking:
         self._wait("post_call")
 
     @hookimpl
-    def on_context_overflow(self) -> list[dict[str, Any]]:
+    def overflow(self) -> list[dict[str, Any]]:
         self._wait("on_context_overflow")
         return []
 

@@ -253,6 +253,7 @@ def test_every_hook_spec_has_a_docstring_contract() -> None:
         "post_acting",
         "post_call",
         "session_end",
+        "overflow",
         "on_context_overflow",
         "on_budget_exceeded",
         "on_compaction",
@@ -275,27 +276,53 @@ def test_overflow_is_first_result() -> None:
 
     class Declines:
         @hookimpl
-        def on_context_overflow(self, ctx: Any, error: BaseException) -> None:
+        def overflow(self, ctx: Any, error: BaseException) -> None:
             calls.append("declines")
 
     class Helps:
         @hookimpl
-        def on_context_overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
+        def overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
             calls.append("helps")
             return [{"role": "user", "content": "short"}]
 
     class NeverReached:
         @hookimpl(trylast=True)
-        def on_context_overflow(self, ctx: Any, error: BaseException) -> None:
+        def overflow(self, ctx: Any, error: BaseException) -> None:
             calls.append("never")
 
     facade = HookFacade(
         make_plugin_manager(PluginSettings(), [NeverReached(), Helps(), Declines()])
     )
-    assert facade.on_context_overflow(object(), ValueError()) == [  # type: ignore[arg-type]
+    assert facade.overflow(object(), ValueError()) == [  # type: ignore[arg-type]
         {"role": "user", "content": "short"}
     ]
     assert calls == ["declines", "helps"]
+
+
+def test_the_old_overflow_name_still_works_warns_and_is_asked_first() -> None:
+    """``on_context_overflow`` was renamed ``overflow``; old plugins keep working for a release."""
+    calls = []
+
+    class Old:
+        @hookimpl
+        def on_context_overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
+            calls.append("old")
+            return [{"role": "user", "content": "old"}]
+
+    class New:
+        @hookimpl
+        def overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
+            calls.append("new")
+            return [{"role": "user", "content": "new"}]
+
+    with pytest.warns(DeprecationWarning, match="now called overflow"):
+        manager = make_plugin_manager(PluginSettings(), [New(), Old()])
+    facade = HookFacade(manager)
+    assert facade.overflow(object(), ValueError()) == [{"role": "user", "content": "old"}]  # type: ignore[arg-type]
+    assert calls == ["old"]
+    assert asyncio.run(facade.aoverflow(object(), ValueError())) == [  # type: ignore[arg-type]
+        {"role": "user", "content": "old"}
+    ]
 
 
 def test_async_implementation_in_sync_call_inside_a_loop_is_refused() -> None:

@@ -87,7 +87,7 @@ class Session:
     def recover_overflow(self, messages: Sequence[Message], error: BaseException) -> list[Message]:
         """A shorter list to retry with after a context-length error, or re-raise ``error``."""
         ctx = self._context(messages, "recover_overflow")
-        shorter = self.harness.hooks.on_context_overflow(ctx, error)
+        shorter = self.harness.hooks.overflow(ctx, error)
         if shorter is None:
             raise error
         return shorter
@@ -118,7 +118,7 @@ class Session:
         self, messages: Sequence[Message], error: BaseException
     ) -> list[Message]:
         ctx = self._context(messages, "arecover_overflow")
-        shorter = await self.harness.hooks.aon_context_overflow(ctx, error)
+        shorter = await self.harness.hooks.aoverflow(ctx, error)
         if shorter is None:
             raise error
         return shorter

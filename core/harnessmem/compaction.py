@@ -2,7 +2,7 @@
 
 :class:`CompactionPlugin` is the built-in plugin (entry point ``compaction`` in the
 ``harnessmem.plugins`` group). In ``pre_reasoning`` it runs the session's
-:class:`ConversationCompactor`; in ``on_context_overflow`` it compacts by force and
+:class:`ConversationCompactor`; in ``overflow`` it compacts by force and
 returns a list that fits. One compaction:
 
 1. *truncate_args* (when configured and its own trigger fires): long tool-call arguments
@@ -493,7 +493,7 @@ def _event(result: CompactionResult) -> CompactionEvent:
 class CompactionPlugin:
     """The built-in compaction plugin (entry point ``compaction``), one per harness.
 
-    ``pre_reasoning`` and ``on_context_overflow`` run last (``trylast``), so they see
+    ``pre_reasoning`` and ``overflow`` run last (``trylast``), so they see
     what every other plugin did to the list (eviction sweeps first) and a user's own
     overflow handler gets the first word. One token counter serves the harness; one
     :class:`ConversationCompactor` per session.
@@ -539,7 +539,7 @@ class CompactionPlugin:
             ctx.outcomes["compaction"] = result
 
     @hookimpl(trylast=True)
-    def on_context_overflow(self, ctx: TurnContext, error: BaseException) -> list[Message] | None:
+    def overflow(self, ctx: TurnContext, error: BaseException) -> list[Message] | None:
         """A compacted list that fits, for a recognised overflow; None otherwise."""
         compactor = self.compactor(ctx.harness, ctx.session_id)
         before = compactor.last_result

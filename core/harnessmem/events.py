@@ -1,7 +1,7 @@
 """Objects handed to hook implementations: the turn context and the observer events.
 
 The lifecycle hooks (``pre_reasoning``, ``post_acting``, ``post_call``,
-``on_context_overflow``) receive a :class:`TurnContext`; plugins change what
+``overflow``) receive a :class:`TurnContext`; plugins change what
 the session returns by assigning to its fields. Observer hooks receive one
 frozen event each, which the behaviour that emits it fills in.
 """
@@ -37,7 +37,7 @@ class TurnContext:
     """State of one lifecycle call, shared by every plugin that handles it.
 
     ``messages`` is the conversation the session will return (``pre_reasoning``,
-    ``on_context_overflow``) or has just finished (``post_call``); plugins may
+    ``overflow``) or has just finished (``post_call``); plugins may
     replace the list. ``tool_result`` is the text ``after_tool`` will return;
     plugins may replace it. ``outcomes`` collects the result objects the
     behaviours produced during this call (e.g. ``"compaction"``), for callers

@@ -93,15 +93,35 @@ def session_end(ctx: TurnContext) -> Awaitable[None] | None:
 
 
 @hookspec(firstresult=True)
-def on_context_overflow(
+def overflow(
     ctx: TurnContext, error: BaseException
 ) -> Awaitable[list[dict[str, Any]] | None] | list[dict[str, Any]] | None:
-    """The model rejected ``ctx.messages`` as too long (``error``).
+    """The model rejected ``ctx.messages`` as too long (``error``), from
+    ``Session.recover_overflow(messages, error)``.
 
     Return a shorter message list to retry with, or None when you cannot
     help. First result wins: the first non-None answer is used and later
-    implementations are skipped. When every implementation returns None the
-    session re-raises ``error``. May return an awaitable.
+    implementations are skipped (the built-in compactor runs last). When every
+    implementation returns None the session re-raises ``error``. May return an
+    awaitable. Named ``on_context_overflow`` before 0.2.
+    """
+
+
+@hookspec(
+    firstresult=True,
+    warn_on_impl=DeprecationWarning(
+        "the hook on_context_overflow is now called overflow (same arguments and result); "
+        "rename your implementation: the old name goes away in harnessmem 0.3"
+    ),
+)
+def on_context_overflow(
+    ctx: TurnContext, error: BaseException
+) -> Awaitable[list[dict[str, Any]] | None] | list[dict[str, Any]] | None:
+    """Deprecated name of :func:`overflow`, kept working until 0.3.
+
+    Implementations under this name are asked before those of ``overflow``
+    (they were written when theirs was the first word); registering one warns.
+    May return an awaitable, as ``overflow``.
     """
 
 

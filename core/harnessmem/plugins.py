@@ -285,6 +285,10 @@ def model_registry() -> BackendRegistry[ModelBackend]:
     return BackendRegistry[ModelBackend]("model", MODEL_GROUP, ModelBackend)
 
 
+#: The overflow hook under its deprecated name first, then its name since 0.2.
+_OVERFLOW_HOOKS = ("on_context_overflow", "overflow")
+
+
 def _run_sync(value: Any, hook: str) -> Any:
     """Finish an awaitable returned to a sync caller; refuse inside a running loop."""
     if not inspect.isawaitable(value):
@@ -333,11 +337,14 @@ class HookFacade:
         for value in self._hook.session_end(ctx=ctx):
             _run_sync(value, "session_end")
 
-    def on_context_overflow(
-        self, ctx: TurnContext, error: BaseException
-    ) -> list[dict[str, Any]] | None:
-        value = self._hook.on_context_overflow(ctx=ctx, error=error)
-        return cast("list[dict[str, Any]] | None", _run_sync(value, "on_context_overflow"))
+    def overflow(self, ctx: TurnContext, error: BaseException) -> list[dict[str, Any]] | None:
+        """The first shorter list any implementation offers (the deprecated
+        ``on_context_overflow`` ones asked first), or None."""
+        for name in _OVERFLOW_HOOKS:
+            value = _run_sync(getattr(self._hook, name)(ctx=ctx, error=error), name)
+            if value is not None:
+                return cast("list[dict[str, Any]]", value)
+        return None
 
     # lifecycle, async: the implementations are called in a worker thread, so that a sync
     # one (the built-in compactor asking a model for a summary, a flush writing to S3) never
@@ -355,13 +362,16 @@ class HookFacade:
     async def asession_end(self, ctx: TurnContext) -> None:
         await _await_all(await asyncio.to_thread(self._hook.session_end, ctx=ctx))
 
-    async def aon_context_overflow(
+    async def aoverflow(
         self, ctx: TurnContext, error: BaseException
     ) -> list[dict[str, Any]] | None:
-        value = await asyncio.to_thread(self._hook.on_context_overflow, ctx=ctx, error=error)
-        if inspect.isawaitable(value):
-            value = await value
-        return cast("list[dict[str, Any]] | None", value)
+        for name in _OVERFLOW_HOOKS:
+            value = await asyncio.to_thread(getattr(self._hook, name), ctx=ctx, error=error)
+            if inspect.isawaitable(value):
+                value = await value
+            if value is not None:
+                return cast("list[dict[str, Any]]", value)
+        return None
 
     # observers
     def compaction(self, event: CompactionEvent) -> None:
