@@ -344,3 +344,27 @@ def test_every_public_name_resolves() -> None:
         assert getattr(harnessmem, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         harnessmem.Nope  # noqa: B018
+
+
+class ConversationEnds:
+    """A plugin that keeps per-conversation state and releases it at ``session_end``."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[str, list[str]]] = []
+
+    @hookimpl
+    def session_end(self, ctx: TurnContext) -> None:
+        self.ended.append((ctx.session_id, [m["content"] for m in ctx.messages]))
+
+
+def test_session_end_fires_once_per_close_with_the_final_conversation(tmp_path: Path) -> None:
+    ends = ConversationEnds()
+    with MemoryHarness.open(tmp_path / "ws", plugins=[ends]) as harness:
+        with harness.session("chat-1") as session:
+            session.after_call([{"role": "user", "content": "hello"}])
+            session.close(
+                [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "bye"}]
+            )
+        assert ends.ended == [("chat-1", ["hello", "bye"])]
+        asyncio.run(harness.session("chat-2").aclose())
+    assert ends.ended == [("chat-1", ["hello", "bye"]), ("chat-2", [])]

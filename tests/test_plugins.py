@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -373,3 +374,20 @@ def test_entry_points_are_scanned_again_only_when_a_path_folder_changes(
     plugins._entry_points(plugins.INDEX_GROUP)
     plugins._entry_points(plugins.INDEX_GROUP)
     assert len(scans) == 5
+
+
+def test_every_hook_has_a_test_that_implements_it() -> None:
+    """Each hook spec is implemented (``@hookimpl def <name>``) by some test plugin, so no hook
+    ships without a test of it being called."""
+    import ast
+
+    roots = [Path(__file__).parent, *Path(__file__).parents[1].glob("plugins/*/tests")]
+    implemented: set[str] = set()
+    for path in (p for root in roots for p in root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                "hookimpl" in ast.unparse(d) for d in node.decorator_list
+            ):
+                implemented.add(node.name)
+    specs = {n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "harnessmem_spec")}
+    assert specs - implemented == set()
