@@ -31,7 +31,7 @@ from bench._util import Row, median_seconds, paired_medians
 from harnessmem.events import TurnContext
 from harnessmem.eviction import ToolResultEvictor
 from harnessmem.harness import MemoryHarness
-from harnessmem.redaction import redact
+from harnessmem.memory.redaction import redact
 
 # The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
 SWE_AGENT = (

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._util import Row
-from harnessmem.backends._extract_text import term_set
 from harnessmem.backends.extractive import ExtractiveBackend
+from harnessmem.backends.extractive._text import term_set
 from harnessmem.prompts import consolidation_request, flush_request
 from harnessmem.tokens import TokenCounter
 

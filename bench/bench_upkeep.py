@@ -31,11 +31,11 @@ from typing import Any
 
 from bench._util import Row
 from harnessmem import MemoryHarness
-from harnessmem._summary import parse_anchor
+from harnessmem.compaction._summary import parse_anchor
+from harnessmem.memory.transcripts import SessionTranscript
+from harnessmem.models.usage import UsageTotals
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
-from harnessmem.transcripts import SessionTranscript
-from harnessmem.usage import UsageTotals
 
 DATA = Path(
     os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -184,7 +184,7 @@ def locomo_recall(
     conversations replayed live on the default offline model (``after_call`` after every
     exchange of two turns, ``close()`` at the end of each session, a day per session)."""
     from bench.bench_extractive import THRESHOLD, overlap
-    from harnessmem.backends._extract_text import term_set
+    from harnessmem.backends.extractive._text import term_set
 
     matched = total = calls = 0
     for conversation in conversations:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench._util import Row, paired_medians
 from harnessmem import MemoryHarness
-from harnessmem.context import BYTES_PER_TOKEN
+from harnessmem.memory.context import BYTES_PER_TOKEN
 from harnessmem.workspace import Workspace
 
 _BIG_MEMORY = 30_000_000
@@ -110,7 +110,7 @@ def _context_rows(tmp: Path, repeat: int) -> list[Row]:
             return session.system_context()
 
         # Every render is a new version over budget, hence a warning each: not wanted here.
-        quiet = logging.getLogger("harnessmem.context")
+        quiet = logging.getLogger("harnessmem.memory.context")
         level, quiet.level = quiet.level, logging.ERROR
         try:
             value, ends = paired_medians(render, lambda: _raw_ends(path, window), repeat=repeat)

@@ -165,7 +165,7 @@ def _storage_faults(server: S3TestServer, rng: random.Random) -> list[S3Fault]:
 
 def _logged_turns(target: WorkspaceTarget) -> list[int]:
     """The user turns in the session log, as its reader parses it (torn lines skipped)."""
-    from harnessmem.transcripts import SessionTranscript
+    from harnessmem.memory.transcripts import SessionTranscript
     from harnessmem.workspace import Workspace
 
     ws = Workspace.open(target.url, target.storage_options)

@@ -281,7 +281,7 @@ def test_consolidate(tmp_path: Path) -> None:
 
 
 def test_a_rejected_consolidation_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harnessmem.consolidation import ConsolidationResult
+    from harnessmem.memory.consolidation import ConsolidationResult
 
     def rejected(self: MemoryHarness) -> ConsolidationResult:
         return ConsolidationResult("rejected", reason="the answer was empty")

@@ -17,19 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness
-from harnessmem._cutoff import (
+from harnessmem.compaction import CompactionPlugin, CompactionResult
+from harnessmem.compaction._cutoff import (
     TRUNCATION_MARK,
     choose_cut,
     head_length,
     truncate_tool_args,
 )
-from harnessmem._summary import SUMMARY_NAME, parse_anchor
-from harnessmem.compaction import CompactionPlugin, CompactionResult
+from harnessmem.compaction._summary import SUMMARY_NAME, parse_anchor
 from harnessmem.errors import ModelUnavailableError
+from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.messages import fingerprint, pair_tool_calls, safe_cut_points, validate_messages
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
-from harnessmem.transcripts import SessionTranscript
 
 if TYPE_CHECKING:
     from conftest import EventLog, WorkspaceTarget

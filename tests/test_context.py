@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from harnessmem import MemoryHarness, hookimpl
-from harnessmem.context import EMPTY, TAG
 from harnessmem.events import ContextOverBudgetEvent
+from harnessmem.memory.context import EMPTY, TAG
 from harnessmem.testing import ScriptedModel
 
 CLOSE = f"</{TAG}>"
@@ -89,7 +89,7 @@ def test_over_budget_keeps_head_and_tail_around_a_visible_marker(
     lines = [f"- fact number {i} about the user and their many preferences" for i in range(60)]
     content = "\n".join(lines) + "\n"
     harness.workspace.write_text("MEMORY.md", content)
-    with caplog.at_level(logging.WARNING, logger="harnessmem.context"):
+    with caplog.at_level(logging.WARNING, logger="harnessmem.memory.context"):
         block = harness.session("chat").system_context()
     shown = body(block).splitlines()
     marker = next(line for line in shown if line.startswith("[… MEMORY.md lines"))
@@ -153,7 +153,7 @@ def test_a_huge_memory_md_is_read_only_at_its_ends(
     """Far over the budget, MEMORY.md is read at its two ends (its lines counted in
     bounded chunks): no read of the whole file, the right lines around a marker that
     names the range, and an event that says how much was left out and never read."""
-    import harnessmem.context as context_module
+    import harnessmem.memory.context as context_module
 
     monkeypatch.setattr(context_module, "COUNT_CHUNK", 64 * 1024)
     harness = open_harness(context={"max_tokens": 200})

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem.consolidation import STATE_PATH
+from harnessmem.memory.consolidation import STATE_PATH
 from harnessmem.testing import FakeClock, ScriptedModel
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from harnessmem import MemoryHarness
-    from harnessmem import _memory_files
+    from harnessmem.memory import _files as _memory_files
     from harnessmem.backends.base import Completion, ModelBackend
     from harnessmem.workspace import Workspace
 

@@ -18,8 +18,8 @@ from harnessmem import (
     ModelResponseError,
     ModelUnavailableError,
 )
-from harnessmem._memory_files import is_no_reply, normalise_fact, parse_facts
-from harnessmem.flush import FlushResult, render_transcript
+from harnessmem.memory._files import is_no_reply, normalise_fact, parse_facts
+from harnessmem.memory.flush import FlushResult, render_transcript
 from harnessmem.testing import FakeClock, ScriptedModel
 
 if TYPE_CHECKING:

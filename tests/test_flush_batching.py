@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem._flush_request import related_reference, render_transcript
+from harnessmem.memory._flush_request import related_reference, render_transcript
 from harnessmem.testing import ScriptedModel
 
 if TYPE_CHECKING:

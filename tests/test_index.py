@@ -142,7 +142,7 @@ def test_what_is_indexed() -> None:
 
 
 def test_session_logs_are_where_transcripts_write_them() -> None:
-    from harnessmem.transcripts import transcript_path
+    from harnessmem.memory.transcripts import transcript_path
 
     for session in ("chat-42", "a/b", "日本"):
         assert session_log_path(session) == transcript_path(session)

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harnessmem import _chunking
-from harnessmem._chunking import MAX_STORED_CHARS, chunk_markdown
-from harnessmem.backends._sqlite_store import BLOCK_SLOTS, EntryBlock
 from harnessmem.backends.base import IndexEntry
+from harnessmem.backends.sqlite._store import BLOCK_SLOTS, EntryBlock
+from harnessmem.index import _chunking
+from harnessmem.index._chunking import MAX_STORED_CHARS, chunk_markdown
 
 _LINES = [
     "- a fact",

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessmem.backends import _sqlite_store
-from harnessmem.backends._sqlite_store import stored_entries
 from harnessmem.backends.base import FileUpdate, IndexBackend, IndexEntry
 from harnessmem.backends.sqlite import FILE_SHIFT, SCHEMA_VERSION, SQLiteIndex
+from harnessmem.backends.sqlite import _store as _sqlite_store
+from harnessmem.backends.sqlite._store import stored_entries
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.plugins import index_registry
 from harnessmem.testing import IndexBackendSuite

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem.backends._sqlite_engine import damage_of
 from harnessmem.backends.sqlite import SQLiteIndex
+from harnessmem.backends.sqlite._engine import damage_of
 
 OPTIONS: dict[str, Any] = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
 FACTS = 40  # under the 50 hits a search returns at most

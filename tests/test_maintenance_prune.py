@@ -18,9 +18,9 @@ import pytest
 from harnessmem import MemoryHarness
 from harnessmem.errors import LeaseError
 from harnessmem.maintenance import MaintenanceScheduler, StepOutcome
+from harnessmem.memory.transcripts import SessionTranscript
+from harnessmem.models.usage import UsageRecord
 from harnessmem.testing.workspace_suite import FakeClock
-from harnessmem.transcripts import SessionTranscript
-from harnessmem.usage import UsageRecord
 from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ def test_usage_files_are_aged_from_one_listing(
 ) -> None:
     """On S3 the ledger costs one ListObjectsV2 and one DeleteObject per expired file: no
     per-file HEAD for its age."""
-    from harnessmem._maintenance_steps import prune_usage_ledger
+    from harnessmem.maintenance._steps import prune_usage_ledger
 
     with MemoryHarness.open(
         s3_workspace_url,

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness, MessageFormatError, Session
-from harnessmem._message_checks import MAX_DEPTH, check_messages, nesting_problem
 from harnessmem.cli import main
 from harnessmem.cli._common import EXIT_INPUT
 from harnessmem.messages import validate_messages
+from harnessmem.messages._checks import MAX_DEPTH, check_messages, nesting_problem
 from harnessmem.replay import load_transcript
 
 USER = {"role": "user", "content": "book a flight to Lisbon"}

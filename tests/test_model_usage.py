@@ -15,9 +15,9 @@ from harnessmem import HarnessSettings, MemoryHarness, hookimpl
 from harnessmem.backends.extractive import ExtractiveBackend
 from harnessmem.errors import ModelUnavailableError
 from harnessmem.events import BudgetExceededEvent
+from harnessmem.models.usage import UsageLedger, UsageRecord, UsageTotals
 from harnessmem.testing import FakeClock, FakeOpenAIServer, ScriptedModel
 from harnessmem.testing.model_suite import job_request
-from harnessmem.usage import UsageLedger, UsageRecord, UsageTotals
 
 NOON = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl, redaction
-from harnessmem import _redaction_rules as rules
-from harnessmem._redaction_rules import (
+from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl
+from harnessmem.memory import _redaction_rules as rules
+from harnessmem.memory import redaction
+from harnessmem.memory._redaction_rules import (
     _ASSIGNMENT,
     _AUTH_HEADER,
     _NOT_SECRETS,
@@ -28,8 +29,8 @@ from harnessmem._redaction_rules import (
     _URL_PASSWORD,
     _is_secret_like,
 )
+from harnessmem.memory.redaction import REPLACEMENT, SecretRedactor, redact
 from harnessmem.plugins import HookFacade, make_plugin_manager
-from harnessmem.redaction import REPLACEMENT, SecretRedactor, redact
 
 OPENAI = "sk-proj-AbCdEf1234567890abcdefGHIJ"
 DATA = Path(

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harnessmem.redaction import redact
+from harnessmem.memory.redaction import redact
+from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.testing import ScriptedModel
-from harnessmem.transcripts import SessionTranscript
 
 if TYPE_CHECKING:
     from conftest import HarnessFactory, WorkspaceTarget

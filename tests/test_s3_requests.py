@@ -3,7 +3,7 @@
 Each test runs the operation on an ``s3://`` workspace served by moto on loopback and pins
 the requests it makes, in order, so that a change that adds one fails here. (The usage
 ledger is turned off: it writes its batches on its own schedule, see
-``harnessmem.usage``; requests of the index, which has its own tests, are left out where
+``harnessmem.models.usage``; requests of the index, which has its own tests, are left out where
 they would show.) The savings these pin, and why each keeps its guarantee:
 
 - a lease is released with one conditional DELETE of the version it wrote, and renewed
@@ -35,9 +35,9 @@ from urllib.parse import parse_qs
 import pytest
 
 from harnessmem import MemoryHarness
+from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.testing.s3_server import S3Request, S3TestServer
-from harnessmem.transcripts import SessionTranscript
 from harnessmem.workspace import Workspace
 
 pytestmark = pytest.mark.s3

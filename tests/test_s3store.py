@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-import harnessmem._s3store as s3store
+import harnessmem.workspace._s3store as s3store
 from harnessmem import MemoryHarness, WorkspaceError
-from harnessmem.consolidation import STATE_PATH as WATERMARK
 from harnessmem.maintenance import MaintenanceScheduler, MaintenanceStep, StepDone
+from harnessmem.memory.consolidation import STATE_PATH as WATERMARK
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.testing.s3_server import S3Fault, S3Request, S3TestServer
 from harnessmem.workspace import Workspace

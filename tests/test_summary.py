@@ -1,4 +1,4 @@
-"""Tests for harnessmem._summary: reading the summaries models really write."""
+"""Tests for harnessmem.compaction._summary: reading the summaries models really write."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harnessmem._summary import SECTIONS, normalise_summary
+from harnessmem.compaction._summary import SECTIONS, normalise_summary
 from harnessmem.prompts import load_template
 
 CORPUS = Path(__file__).parent / "data" / "summary-answers.txt"

@@ -1,4 +1,4 @@
-"""Tests for harnessmem.transcripts: the session log, exactly once, across crashes and processes."""
+"""Tests for harnessmem.memory.transcripts: the session log, exactly once, across crashes."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harnessmem.memory.redaction import SecretRedactor
+from harnessmem.memory.transcripts import OffloadMark, SessionTranscript, transcript_path
 from harnessmem.messages import fingerprint
-from harnessmem.redaction import SecretRedactor
 from harnessmem.testing import ScriptedModel
-from harnessmem.transcripts import OffloadMark, SessionTranscript, transcript_path
 from harnessmem.workspace import Workspace
 
 if TYPE_CHECKING:

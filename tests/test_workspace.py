@@ -354,7 +354,7 @@ def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
     two paths on one stripe still append whole lines from many threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harnessmem._stores import LOCK_STRIPES, lock_stripe
+    from harnessmem.workspace._stores import LOCK_STRIPES, lock_stripe
 
     workspace = Workspace.open(tmp_path / "ws")
     paths = [f"memory/f{n}.md" for n in range(LOCK_STRIPES * 3)]
@@ -379,7 +379,7 @@ def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
 @pytest.mark.parametrize("recursive", [True, False])
 def test_local_scan_agrees_with_find_and_info(tmp_path: Path, recursive: bool) -> None:
     """The scandir-based scan lists what find lists, with what info says of each file."""
-    from harnessmem._stores import _TMP_SUFFIX
+    from harnessmem.workspace._stores import _TMP_SUFFIX
 
     workspace = Workspace.open(tmp_path / "ws")
     root = tmp_path / "ws"

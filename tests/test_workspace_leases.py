@@ -2,7 +2,7 @@
 
 A process killed while holding a lease (``offload:<session>``: 120 s ttl) used to stall the
 next process for the whole wait, then again on the next turn. Each test here injects a
-:class:`~harnessmem._leases.Waiter` whose ``sleep`` records the pause (and moves a fake
+:class:`~harnessmem.workspace._leases.Waiter` whose ``sleep`` records the pause (and moves a fake
 monotonic clock), so "at once" means no pause at all, and waiting costs no real time.
 """
 
@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harnessmem import _holders, _leases
-from harnessmem._holders import Holder, this_process
-from harnessmem._leases import Waiter
 from harnessmem.errors import LeaseError
 from harnessmem.testing import FakeClock, ScriptedModel
-from harnessmem.workspace import Workspace, safe_id
+from harnessmem.workspace import Workspace, _holders, _leases, safe_id
+from harnessmem.workspace._holders import Holder, this_process
+from harnessmem.workspace._leases import Waiter
 
 if TYPE_CHECKING:
     from conftest import WorkspaceTarget

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion, IndexBackend, ModelBackend, SearchHit
     from harnessmem.compaction import CompactionResult
-    from harnessmem.consolidation import ConsolidationResult, SaveResult
     from harnessmem.errors import (
         BackendNotFound,
         ConfigError,
@@ -30,8 +29,9 @@ if TYPE_CHECKING:
         WorkspaceFileNotFound,
     )
     from harnessmem.events import TurnContext
-    from harnessmem.flush import FlushResult
     from harnessmem.harness import MemoryHarness, Session
+    from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
+    from harnessmem.memory.flush import FlushResult
     from harnessmem.plugins import hookimpl
     from harnessmem.settings import HarnessSettings
 
@@ -55,9 +55,9 @@ _EXPORTS = {
     "WorkspaceFileNotFound": "harnessmem.errors",
     "TurnContext": "harnessmem.events",
     "CompactionResult": "harnessmem.compaction",
-    "ConsolidationResult": "harnessmem.consolidation",
-    "SaveResult": "harnessmem.consolidation",
-    "FlushResult": "harnessmem.flush",
+    "ConsolidationResult": "harnessmem.memory.consolidation",
+    "SaveResult": "harnessmem.memory.consolidation",
+    "FlushResult": "harnessmem.memory.flush",
     "MemoryHarness": "harnessmem.harness",
     "Session": "harnessmem.harness",
     "hookimpl": "harnessmem.plugins",

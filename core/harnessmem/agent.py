@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from harnessmem.errors import ContextOverflowError, ModelError, ModelUnavailableError
 
 if TYPE_CHECKING:
-    from harnessmem.flush import FlushResult
     from harnessmem.harness import Session
+    from harnessmem.memory.flush import FlushResult
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "Agent", "AgentReply", "Tool"]
 
@@ -94,7 +94,7 @@ class AgentReply:
     ``text``: the final answer. ``model_calls``: requests sent (overflow retries included).
     ``tool_calls``: the names of the tools called, in order. ``overflow_retries``: how
     often a context-length error was recovered by a forced compaction (at most once per
-    model call). ``flush``: the end-of-turn :class:`~harnessmem.flush.FlushResult`.
+    model call). ``flush``: the end-of-turn :class:`~harnessmem.memory.flush.FlushResult`.
     """
 
     text: str
@@ -214,7 +214,7 @@ class Agent:
         try:
             return self._call(turn, tools)
         except Exception as exc:
-            from harnessmem._overflow import is_context_overflow
+            from harnessmem.models._overflow import is_context_overflow
 
             if not is_context_overflow(exc):
                 raise _model_error(self.model, exc) from exc
@@ -298,8 +298,8 @@ def _assistant_message(response: Any, tools: bool) -> Message:
 
 def _model_error(model: str, exc: BaseException) -> Exception:
     """A harnessmem error for a failed model call (litellm's own exceptions mapped)."""
-    from harnessmem._overflow import is_context_overflow
     from harnessmem.errors import HarnessMemError
+    from harnessmem.models._overflow import is_context_overflow
 
     if isinstance(exc, HarnessMemError):
         return exc

@@ -136,7 +136,7 @@ class MemoryFlushedEvent:
 class MemoryConsolidatedEvent:
     """MEMORY.md was rewritten from daily logs (or a rewrite was rejected).
 
-    ``status`` is the :class:`~harnessmem.consolidation.ConsolidationResult` status
+    ``status`` is the :class:`~harnessmem.memory.consolidation.ConsolidationResult` status
     (``consolidated``, ``unchanged``, ``rejected``, ``failed``); ``reason`` says why a
     rewrite was rejected. ``entries_before`` / ``entries_lost`` count the prior MEMORY.md
     entries and those the rewrite dropped; ``preserved_appends`` the ``memory_save``

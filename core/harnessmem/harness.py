@@ -4,8 +4,8 @@ The harness wires settings, the plugin manager, the workspace and the
 backends together; a session calls the lifecycle hooks through the harness's
 :class:`~harnessmem.plugins.HookFacade`. The behaviours themselves (eviction,
 compaction, flush, ...) are plugins. ``Session`` is defined in
-:mod:`harnessmem._session` and the routing of models to purposes in
-:mod:`harnessmem._model_routes`; both are imported here.
+:mod:`harnessmem.session` and the routing of models to purposes in
+:mod:`harnessmem.models.routes`; both are imported here.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from harnessmem._model_routes import PURPOSES as PURPOSES
-from harnessmem._model_routes import ModelRoutes
-from harnessmem._session import Session
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
+from harnessmem.models.routes import PURPOSES as PURPOSES
+from harnessmem.models.routes import ModelRoutes
 from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager
+from harnessmem.session import Session
 from harnessmem.settings import HarnessSettings
 
 if TYPE_CHECKING:
@@ -40,12 +40,12 @@ if TYPE_CHECKING:
         SearchHit,
         SearchMode,
     )
-    from harnessmem.consolidation import ConsolidationResult, MemoryConsolidator, SaveResult
-    from harnessmem.context import MemoryContext
-    from harnessmem.flush import FlushResult, MemoryFlusher
     from harnessmem.index import IndexSync, ReindexResult
     from harnessmem.maintenance import MaintenanceReport, MaintenanceScheduler
-    from harnessmem.usage import MeteredModel, UsageReport
+    from harnessmem.memory.consolidation import ConsolidationResult, MemoryConsolidator, SaveResult
+    from harnessmem.memory.context import MemoryContext
+    from harnessmem.memory.flush import FlushResult, MemoryFlusher
+    from harnessmem.models.usage import MeteredModel, UsageReport
     from harnessmem.workspace import Workspace
 
 __all__ = ["MemoryHarness", "Session"]
@@ -213,7 +213,7 @@ class MemoryHarness:
     def model_for(self, purpose: str) -> MeteredModel:
         """The model serving ``purpose`` (``summary``, ``flush`` or ``consolidation``).
 
-        A :class:`~harnessmem.usage.MeteredModel` around the backend the settings route
+        A :class:`~harnessmem.models.usage.MeteredModel` around the backend the settings route
         the purpose to (or around the ``model=`` instance): every call is recorded for
         :meth:`usage`, and past ``model.budget`` flush and consolidation calls go to the
         offline extractive backend. The same route gives the same object.
@@ -328,12 +328,12 @@ class MemoryHarness:
         """Extract the new facts of ``messages`` into today's daily log.
 
         Only messages past the session's high-water mark are sent to the ``flush`` model.
-        Returns after the entry was written and read back (see :mod:`harnessmem.flush`);
+        Returns after the entry was written and read back (see :mod:`harnessmem.memory.flush`);
         raises the model's or the workspace's error, leaving the mark where it was. With
         ``backoff``, while the model is backed off after failures the result is
         ``deferred`` (nothing asked, the mark unmoved): the automatic flushes pass it.
         ``ask(reference)`` lets a caller that asks a model anyway supply the answer with
-        the facts (compaction's one call); see :meth:`harnessmem.flush.MemoryFlusher.flush`.
+        the facts (compaction's one call); see :meth:`harnessmem.memory.flush.MemoryFlusher.flush`.
         """
         self._check_open()
         return self._memory_flusher().flush(
@@ -344,7 +344,7 @@ class MemoryHarness:
         """Rewrite MEMORY.md from the daily-log text past the watermark, within budget.
 
         The result says whether the rewrite was accepted and why not (see
-        :mod:`harnessmem.consolidation`); a model failure raises. With ``backoff``
+        :mod:`harnessmem.memory.consolidation`); a model failure raises. With ``backoff``
         (maintenance passes it), a model that failed lately is not asked: ``deferred``.
         """
         self._check_open()
@@ -358,7 +358,7 @@ class MemoryHarness:
     def _memory_flusher(self) -> MemoryFlusher:
         with self._lock:
             if self._flusher is None:
-                from harnessmem.flush import MemoryFlusher
+                from harnessmem.memory.flush import MemoryFlusher
 
                 self._flusher = MemoryFlusher(self)
             return self._flusher
@@ -366,7 +366,7 @@ class MemoryHarness:
     def _memory_consolidator(self) -> MemoryConsolidator:
         with self._lock:
             if self._consolidator is None:
-                from harnessmem.consolidation import MemoryConsolidator
+                from harnessmem.memory.consolidation import MemoryConsolidator
 
                 self._consolidator = MemoryConsolidator(self)
             return self._consolidator
@@ -374,7 +374,7 @@ class MemoryHarness:
     def _memory_context_renderer(self) -> MemoryContext:
         with self._lock:
             if self._memory_context is None:
-                from harnessmem.context import MemoryContext
+                from harnessmem.memory.context import MemoryContext
 
                 self._memory_context = MemoryContext(self)
             return self._memory_context

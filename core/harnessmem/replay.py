@@ -35,12 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harnessmem._message_checks import MAX_DEPTH, check_messages
 from harnessmem.errors import MessageFormatError
+from harnessmem.messages._checks import MAX_DEPTH, check_messages
 from harnessmem.plugins import hookimpl
 
 if TYPE_CHECKING:
-    from harnessmem.consolidation import ConsolidationResult
     from harnessmem.events import (
         CompactionEvent,
         ContextOverBudgetEvent,
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
         ToolResultEvictedEvent,
     )
     from harnessmem.harness import MemoryHarness
+    from harnessmem.memory.consolidation import ConsolidationResult
 
 __all__ = [
     "ReplayClock",
@@ -491,7 +491,7 @@ class _Loop:
 
     def day_boundary(self) -> None:
         """Consolidate when the day changed since the last boundary (as overnight upkeep)."""
-        from harnessmem._memory_files import local_date
+        from harnessmem.memory._files import local_date
 
         day = local_date(self.harness.clock(), self.harness.settings.workspace.timezone)
         if self.day is not None and day != self.day:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harnessmem._validation import problem_lines
 from harnessmem.errors import ConfigError, HarnessMemError
+from harnessmem.settings._validation import problem_lines
 
 if TYPE_CHECKING:
     from harnessmem.backends._fts import QueryTerm

@@ -37,7 +37,6 @@ from typing import Any, ClassVar, cast
 
 from pydantic import Field, SecretStr
 
-from harnessmem._overflow import is_context_overflow
 from harnessmem.backends.base import BackendOptions, Completion, ModelBackend
 from harnessmem.errors import (
     ConfigError,
@@ -46,6 +45,7 @@ from harnessmem.errors import (
     ModelResponseError,
     ModelUnavailableError,
 )
+from harnessmem.models._overflow import is_context_overflow
 from harnessmem.settings import Seconds
 
 __all__ = ["LiteLLMBackend", "LiteLLMOptions"]

@@ -156,7 +156,7 @@ def consolidate_command(config: str | None, workspace: str | None, as_json: bool
 
 
 def describe_consolidation(result: Any, budget: int) -> str:
-    """One line for a :class:`~harnessmem.consolidation.ConsolidationResult`."""
+    """One line for a :class:`~harnessmem.memory.consolidation.ConsolidationResult`."""
     return str(result.describe(budget))
 
 
@@ -170,7 +170,7 @@ def usage_command(
     import time
 
     from harnessmem.cli._existing import require_workspace
-    from harnessmem.usage import UsageLedger
+    from harnessmem.models.usage import UsageLedger
     from harnessmem.workspace import Workspace
 
     settings, _ = load_settings(config, workspace)

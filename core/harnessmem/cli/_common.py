@@ -264,8 +264,8 @@ def check_reachable(workspace: Workspace) -> None:
     """
     if workspace.is_local or workspace.protocol == "memory":
         return
-    from harnessmem._stores import hint
     from harnessmem.errors import WorkspaceError
+    from harnessmem.workspace._stores import hint
 
     bucket = workspace.root.split("/", 1)[0]
     fs: Any = workspace.fs

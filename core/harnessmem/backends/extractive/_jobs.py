@@ -1,0 +1,569 @@
+"""The three jobs of the extractive backend, done with classical methods.
+
+- :func:`summarise`: the four-section compaction summary (intent from the user turns,
+  salient sentences ranked by TF-IDF term weight with a redundancy check, artifacts pulled
+  by pattern from tool calls, tool results and text, next steps from the last turns).
+- :func:`extract_facts`: durable facts for the daily log (explicit "remember" requests,
+  preferences, decisions, named values, specific first-person statements), rewritten in the
+  third person and checked against the reference memory.
+- :func:`consolidate`: MEMORY.md from the current file and new log entries: near-duplicate
+  bullets merged, a newer value of the same key replacing the older, trimmed to the token
+  budget keeping recent and repeated facts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harnessmem.backends.extractive._text import (
+    CHITCHAT,
+    TermWeights,
+    clip,
+    find_artifacts,
+    is_bullet,
+    jaccard,
+    near_duplicate,
+    normalise,
+    sentence_case,
+    split_sentences,
+    strip_bullet,
+    term_set,
+    terms,
+    third_person,
+)
+from harnessmem.prompts import strip_markers
+
+Message = Mapping[str, Any]
+SECTIONS: Final = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
+
+_QUESTION = re.compile(r"\?\s*[\"')\]]*$")
+_DECISION = re.compile(
+    r"\b(?:I|we)(?:'ve| have)?\s+(?:finally\s+)?(?:decided|chosen|chose|agreed|settled on|picked|"
+    r"opted|committed|switched)\b|\blet's\s+(?:go with|use|stick with|switch to|pick|keep)\b|"
+    r"\bwe(?:'ll| will| are going to|'re going to)\s+(?:use|go with|stick with|switch to|adopt)\b|"
+    r"\b(?:the )?decision (?:is|was)\b|\bgoing (?:forward|ahead) with\b",
+    re.I,
+)
+_PREFERENCE = re.compile(
+    r"\b(?:I|we)\s+(?:really\s+|also\s+|absolutely\s+|usually\s+|always\s+|generally\s+|"
+    r"do(?:n't| not)\s+|still\s+)?(?:like|love|prefer|enjoy|hate|dislike|adore|"
+    r"can(?:'t|not) stand|avoid|am (?:a (?:big |huge )?)?fan of|am into|am allergic to|"
+    r"am (?:a )?(?:vegetarian|vegan))\b|\b(?:my|our)\s+fav(?:ou?rite)\b|"
+    r"\bI(?:'d| would)\s+rather\b|\b(?:always|never)\s+(?:use|do|call|write|send|book|put)\b",
+    re.I,
+)
+# An explicit request, said as an imperative: "Please remember that ...", "Note: ...",
+# "Can you keep in mind ..."; not "I don't remember ..." nor "I remember when ...".
+_REMEMBER = re.compile(
+    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way)[,\s]+)*"
+    r"(?:(?:can|could|will|would) you\s+)?(?:please\s+)?"
+    r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note|"
+    r"keep in mind|for future reference|for the record|save (?:this|that))\b[,:]?\s*"
+    r"(?:that\s+)?(?P<fact>.+)",
+    re.I,
+)
+_VALUE = re.compile(
+    r"\b(?:my|our|the)\s+(?P<key>[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,3}?)\s+(?:is|are|was|=)\s+"
+    r"(?P<value>\S.*)",
+    re.I,
+)
+_NAMING = re.compile(r"\b(?:call me|my name is|my name's|I'm called|I am called)\s+[A-Z]\w+")
+_FIRST_PERSON = re.compile(
+    r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|we've|our)\b", re.I
+)
+_SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours|u)\b", re.I)
+_HEDGE = re.compile(
+    r"^(?:and |but |so |well,? |oh,? |yeah,? |wow,? )*(?:I (?:think|guess|believe|feel like|"
+    r"mean|hope|bet|know|agree|see|understand|wonder)|I'm (?:sure|glad|happy|so happy))\b"
+    r",?\s*(?:that\s+)?",
+    re.I,
+)
+# Interjections and a name in the vocative at the start carry nothing: "Hey Caroline, ...".
+_OPENER = re.compile(
+    r"^(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
+    r"haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah)"
+    r"(?:\s+[A-Z][a-z]+)?\s*[,!.]*\s+)+",
+    re.I,
+)
+# Requests and wishes aimed at the listener, not statements.
+_IMPERATIVE = re.compile(
+    r"^(?:take|look|check|see|let's|tell|guess|imagine|keep|hang|have|enjoy|stay|thank|"
+    r"congrats|congratulations|good luck)\b",
+    re.I,
+)
+_HYPOTHETICAL = re.compile(r"^(?:if|maybe|perhaps|would|could|should|what if)\b", re.I)
+_ACTION_DONE = re.compile(
+    r"\b(?:I've|I have|I)\s+(?:booked|scheduled|created|reserved|cancell?ed|canceled|updated|"
+    r"changed|ordered|sent|set up|installed|deployed|fixed|renamed|deleted|moved|saved)\b",
+    re.I,
+)
+_FUTURE = re.compile(
+    r"\b(?:I'll|I will|we'll|we will|next,? I|next step|then I|I'm going to|going to|plan to|"
+    r"need to|needs to|still have to|remaining|todo|to do|let me|follow up|pending|"
+    r"waiting for|will now)\b",
+    re.I,
+)
+_REQUEST = re.compile(
+    r"\b(?:please|can you|could you|would you|make sure|I want|I need|I'd like|help me)\b", re.I
+)
+_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+@dataclass
+class Turn:
+    """One message of the conversation, as the jobs see it."""
+
+    role: str
+    text: str
+    name: str | None = None
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def speaker(self) -> str:
+        if self.name:
+            return self.name
+        return {"user": "User", "assistant": "Assistant", "tool": "Tool"}.get(self.role, self.role)
+
+
+def turns_of(messages: Iterable[Message]) -> list[Turn]:
+    """OpenAI-style messages as turns (system messages and compaction summaries dropped)."""
+    found = []
+    for message in messages:
+        role = str(message.get("role") or "")
+        if role in {"system", "developer"} or message.get("name") == "__compaction_summary__":
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        if isinstance(content, list):
+            text = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, default=str)
+            calls.append((str(function.get("name") or "?"), arguments))
+        name = message.get("name")
+        found.append(Turn(role, text.strip(), name if isinstance(name, str) else None, calls))
+    return found
+
+
+# -- summary ------------------------------------------------------------------------------------
+
+
+def parse_sections(summary: str) -> dict[str, list[str]]:
+    """The four sections of a previous summary, as lists of lines ("None" left out)."""
+    sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
+    current: str | None = None
+    for line in summary.splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            title = heading.group(2).strip().upper()
+            current = title if title in sections else None
+            continue
+        stripped = line.strip()
+        if current and stripped and stripped.lower().strip(".") != "none":
+            sections[current].append(stripped)
+    return sections
+
+
+def _intent(turns: Sequence[Turn], previous: list[str]) -> list[str]:
+    asks = [t for t in turns if t.role == "user" and len(terms(t.text)) >= 2]
+
+    def gist(turn: Turn) -> str:
+        sentences = [s for s in split_sentences(turn.text) if len(terms(s)) >= 2]
+        return clip(" ".join(sentences[:2]), 300)
+
+    lines = [line for line in previous if not line.startswith("Latest request:")]
+    if not lines and asks:
+        lines.append(gist(asks[0]))
+    if asks and (previous or asks[-1] is not asks[0]):
+        lines.append("Latest request: " + gist(asks[-1]))
+    return lines
+
+
+def _salient(turns: Sequence[Turn], limit: int) -> list[str]:
+    documents = [terms(t.text) for t in turns]
+    weights = TermWeights(documents)
+    candidates: list[tuple[float, int, str, frozenset[str]]] = []
+    position = 0
+    for turn in turns:
+        if turn.role not in {"user", "assistant"}:
+            continue
+        for sentence in split_sentences(turn.text):
+            position += 1
+            found = term_set(sentence)
+            # Four words that are not numbers: list fragments ("Cabin: Economy ($112)")
+            # and small talk are not what a summary is for.
+            if len({t for t in found - CHITCHAT if t.isalpha()}) < 4:
+                continue
+            if turn.role == "assistant" and _QUESTION.search(sentence):
+                continue
+            score = weights.score(found) * (1.2 if turn.role == "user" else 1.0)
+            if _DECISION.search(sentence) or _PREFERENCE.search(sentence):
+                score *= 1.3
+            if re.search(r"\d|\b[A-Z][a-z]+\b.*\b[A-Z][a-z]+\b", sentence[1:]):
+                score *= 1.1
+            line = f"{turn.speaker}: {clip(sentence, 280)}"
+            candidates.append((score, position, line, found))
+    chosen: list[tuple[int, str, frozenset[str]]] = []
+    for _score, position, line, found in sorted(candidates, key=lambda c: (-c[0], c[1])):
+        if len(chosen) >= limit:
+            break
+        if all(jaccard(found, other) < 0.5 for _, _, other in chosen):
+            chosen.append((position, line, found))
+    return [line for _, line, _ in sorted(chosen)]
+
+
+def _flatten(value: Any, key: str = "", depth: int = 0) -> Iterable[tuple[str, Any]]:
+    if isinstance(value, Mapping) and depth < 3:
+        for sub, item in value.items():
+            yield from _flatten(item, f"{key}.{sub}" if key else str(sub), depth + 1)
+    elif isinstance(value, list) and depth < 3:
+        for item in value[:10]:
+            yield from _flatten(item, key, depth + 1)
+    else:
+        yield key, value
+
+
+def _artifacts(turns: Sequence[Turn]) -> list[tuple[str, str]]:
+    """``(value, line)`` pairs: what was operated on first, then what was named in the talk,
+    then what came back from tools (at most five per result)."""
+    found: list[tuple[str, str]] = []
+    for turn in turns:
+        for name, arguments in turn.calls:
+            try:
+                parsed = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                parsed = arguments
+            for key, value in _flatten(parsed):
+                if isinstance(value, bool) or value is None:
+                    continue
+                text = str(value).strip()
+                if not text:
+                    continue
+                if isinstance(value, int | float) or (len(text) <= 80 and "\n" not in text):
+                    shown = f"{key}={text}" if key else text
+                    found.append((text, f"{shown} ({name} argument)"))
+                else:
+                    for kind, item in find_artifacts(text)[:8]:
+                        found.append((item, f"{item} ({kind} in {name} arguments)"))
+    for turn in turns:
+        if turn.role in {"user", "assistant"}:
+            for kind, item in find_artifacts(turn.text)[:8]:
+                if kind != "money":
+                    found.append((item, f"{item} ({kind}, mentioned by {turn.speaker})"))
+    for turn in turns:
+        if turn.role == "tool":
+            source = f"{turn.name} result" if turn.name else "tool result"
+            for kind, item in find_artifacts(turn.text)[:5]:
+                found.append((item, f"{item} ({kind}, {source})"))
+    return found
+
+
+def _next_steps(turns: Sequence[Turn]) -> list[str]:
+    talk = [t for t in turns if t.role in {"user", "assistant"} and t.text]
+    steps: list[str] = []
+    if talk and talk[-1].role == "user":
+        steps.append(f"Answer {talk[-1].speaker}'s latest message: {clip(talk[-1].text, 240)}")
+    for turn in talk[-4:]:
+        for sentence in split_sentences(turn.text):
+            if (
+                turn.role == "assistant"
+                and _FUTURE.search(sentence)
+                and not _QUESTION.search(sentence)
+            ):
+                steps.append(f"{turn.speaker}: {clip(sentence, 240)}")
+            elif turn.role == "user" and turn is not talk[-1] and _REQUEST.search(sentence):
+                steps.append(f"{turn.speaker} asked: {clip(sentence, 240)}")
+    unique: list[str] = []
+    for step in steps:
+        if all(jaccard(term_set(step), term_set(other)) < 0.7 for other in unique):
+            unique.append(step)
+    return unique[:6]
+
+
+def summarise(
+    turns: Sequence[Turn],
+    previous: str | None,
+    *,
+    max_sentences: int,
+    max_artifacts: int,
+) -> str:
+    """The four-section summary of ``turns``, merged with the ``previous`` summary if any."""
+    old = parse_sections(previous) if previous else {name: [] for name in SECTIONS}
+    intent = _intent(turns, old["SESSION INTENT"])
+
+    new_points = _salient(turns, max_sentences)
+    old_points = [strip_bullet(line) for line in old["SUMMARY"]]
+    old_points = [
+        p
+        for p in old_points
+        if not any(near_duplicate(term_set(p), term_set(n), 0.6) for n in new_points)
+    ]
+    points = [*old_points[-max_sentences:], *new_points]
+
+    old_items = [strip_bullet(line) for line in old["ARTIFACTS"]]
+    seen = {item.split(" (", 1)[0] for item in old_items}
+    new_items: list[str] = []
+    for value, line in _artifacts(turns):
+        if value not in seen and len(new_items) < max_artifacts:
+            seen.add(value)
+            new_items.append(line)
+    # Over the cap, the oldest of the previous summary's items give way.
+    items = [*old_items[max(0, len(old_items) + len(new_items) - max_artifacts) :], *new_items]
+
+    steps = _next_steps(turns) or [strip_bullet(line) for line in old["NEXT STEPS"]]
+
+    def section(title: str, lines: Sequence[str], bullets: bool = True) -> str:
+        if not lines:
+            return f"## {title}\nNone"
+        body = "\n".join(f"- {line}" if bullets else line for line in lines)
+        return f"## {title}\n{body}"
+
+    return "\n\n".join(
+        [
+            section("SESSION INTENT", intent, bullets=False),
+            section("SUMMARY", points),
+            section("ARTIFACTS", items),
+            section("NEXT STEPS", steps),
+        ]
+    )
+
+
+# -- flush --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A candidate fact: its text, why it was taken, how strongly, and where it was said."""
+
+    text: str
+    kind: str
+    score: float
+    position: int
+
+
+def _specificity(sentence: str) -> float:
+    proper = len(re.findall(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+", sentence))
+    digits = 1 if re.search(r"\d", sentence) else 0
+    return min(proper, 3) * 0.4 + digits * 0.6
+
+
+def _durable(sentence: str, found: frozenset[str]) -> bool:
+    """A first-person statement with some content ("I'm off to go swimming with the kids")."""
+    return len(found - CHITCHAT) >= 2 and bool(_FIRST_PERSON.search(sentence))
+
+
+def _claim(sentence: str, found: frozenset[str]) -> bool:
+    """A statement about the world, not addressed to the listener ("The API returns 500")."""
+    return len(found - CHITCHAT) >= 4 and not _SECOND_PERSON.search(sentence)
+
+
+def _candidate(sentence: str, turn: Turn, position: int) -> Fact | None:
+    sentence = _OPENER.sub("", normalise(sentence)).strip(" -\u2013\u2014")
+    if len(sentence) < 12 or _QUESTION.search(sentence) or _HYPOTHETICAL.match(sentence):
+        return None
+    subject = turn.name or ("the user" if turn.role == "user" else "the assistant")
+    remember = _REMEMBER.search(sentence)
+    if remember and turn.role == "user":
+        body = remember.group("fact").strip()
+        if len(terms(body)) >= 2:
+            return Fact(sentence_case(third_person(body, subject)), "remember", 5.0, position)
+    if turn.role == "assistant":
+        # Only what was decided or done counts from the assistant's side.
+        if _DECISION.search(sentence) or _ACTION_DONE.search(sentence):
+            text = sentence_case(third_person(sentence, subject))
+            return Fact(text, "decision", 3.0 + _specificity(sentence), position)
+        return None
+    hedge = _HEDGE.match(sentence)
+    core = sentence[hedge.end() :] if hedge else sentence
+    if hedge and not _FIRST_PERSON.search(core):
+        return None  # "I think you'd be great": about the other person, not a fact
+    found = term_set(core)
+    if len(found - CHITCHAT) < 2 or _IMPERATIVE.match(core):
+        return None
+    kind, score = "", 0.0
+    if _DECISION.search(core):
+        kind, score = "decision", 3.0
+    elif _PREFERENCE.search(core):
+        kind, score = "preference", 3.0
+    elif _NAMING.search(core) or (_VALUE.search(core) and _FIRST_PERSON.search(core)):
+        kind, score = "value", 3.0
+    elif _durable(core, found):
+        kind, score = "statement", 1.0 + min(1.0, len(found - CHITCHAT) / 8)
+    elif _claim(core, found):
+        kind, score = "claim", 0.75 + min(1.0, len(found - CHITCHAT) / 8)
+    if not kind:
+        return None
+    if kind in {"statement", "claim"} and _SECOND_PERSON.search(core):
+        return None  # "I'm so proud of you": about the listener
+    text = sentence_case(third_person(clip(core, 400), subject))
+    return Fact(text, kind, score + _specificity(core), position)
+
+
+def extract_facts(
+    turns: Sequence[Turn],
+    reference: str,
+    *,
+    max_facts: int,
+    threshold: float,
+    min_score: float = 1.5,
+) -> list[str]:
+    """New durable facts of ``turns``, in conversation order; none that ``reference`` has."""
+    known = [term_set(strip_bullet(line)) for line in reference.splitlines() if line.strip()]
+    candidates: list[Fact] = []
+    position = 0
+    for turn in turns:
+        if turn.role not in {"user", "assistant"}:
+            continue
+        # The harness's notes about what it cut ("[harnessmem: … left out …]") are no
+        # part of what was said.
+        for sentence in split_sentences(strip_markers(turn.text)):
+            position += 1
+            fact = _candidate(sentence, turn, position)
+            if fact is not None and fact.score >= min_score:
+                candidates.append(fact)
+    chosen: list[tuple[Fact, frozenset[str]]] = []
+    for fact in sorted(candidates, key=lambda f: (-f.score, f.position)):
+        if len(chosen) >= max_facts:
+            break
+        found = term_set(fact.text)
+        if any(near_duplicate(found, other, threshold) for other in known):
+            continue
+        if any(near_duplicate(found, other, threshold) for _, other in chosen):
+            continue
+        chosen.append((fact, found))
+    return [fact.text for fact, _ in sorted(chosen, key=lambda pair: pair[0].position)]
+
+
+# -- consolidation ------------------------------------------------------------------------------
+
+_KEY_VALUE = re.compile(r"^(?P<key>[^:]{2,40}):\s+\S")
+_POSSESSIVE_VALUE = re.compile(
+    r"^(?P<key>(?:[\w .-]{1,30}?'s?|the user's|my)\s+[a-z][\w -]{0,30}?)\s+(?:is|are)\s+\S", re.I
+)
+
+
+def _fact_key(text: str) -> str | None:
+    """The attribute a fact sets (``"ana's email"``, ``"deadline"``), if it reads as one."""
+    for pattern in (_POSSESSIVE_VALUE, _KEY_VALUE):
+        match = pattern.match(text)
+        if match:
+            return " ".join(match.group("key").casefold().split())
+    return None
+
+
+def _category(text: str) -> str:
+    if _PREFERENCE.search(text) or re.search(r"\b(?:likes|loves|prefers|enjoys|hates)\b", text):
+        return "Preferences"
+    if _DECISION.search(text) or re.search(r"\b(?:decided|chose|agreed)\b", text, re.I):
+        return "Decisions"
+    return "Facts"
+
+
+@dataclass
+class _Cluster:
+    text: str
+    section: str
+    terms: frozenset[str]
+    key: str | None
+    count: int
+    first: int
+    last: int
+
+
+def _memory_lines(text: str) -> tuple[str | None, list[tuple[str | None, str]]]:
+    """A MEMORY.md as its title and ``(section, fact)`` pairs."""
+    title: str | None = None
+    section: str | None = None
+    facts: list[tuple[str | None, str]] = []
+    for line in text.splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            if len(heading.group(1)) == 1 and title is None and not facts:
+                title = line.strip()
+            else:
+                section = heading.group(2).strip()
+            continue
+        if line.strip():
+            facts.append((section, strip_bullet(line)))
+    return title, facts
+
+
+def _entry_facts(text: str) -> list[str]:
+    """The facts of daily-log entries: bullets and plain lines; headings and NO_REPLY skipped."""
+    facts = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or _HEADING.match(stripped) or stripped.startswith("```"):
+            continue
+        if re.match(r"^no[\s_-]?reply\b", stripped.strip("'\"`*_"), re.I):
+            continue
+        if stripped.startswith(("<!--", "&lt;")):
+            continue
+        facts.append(strip_bullet(stripped) if is_bullet(stripped) else stripped)
+    return [fact for fact in facts if fact]
+
+
+def consolidate(
+    memory: str,
+    entries: str,
+    *,
+    budget_tokens: int,
+    count_tokens: Callable[[str], int],
+    threshold: float,
+) -> str:
+    """The new MEMORY.md: ``memory`` merged with ``entries``, within ``budget_tokens``."""
+    title, old = _memory_lines(memory)
+    clusters: list[_Cluster] = []
+    items = [(section, fact, True) for section, fact in old]
+    items += [(None, fact, False) for fact in _entry_facts(entries)]
+    for order, (section, fact, from_memory) in enumerate(items):
+        found = term_set(fact)
+        key = _fact_key(fact)
+        match = next(
+            (c for c in clusters if near_duplicate(found, c.terms, threshold)), None
+        ) or next((c for c in clusters if key is not None and c.key == key), None)
+        if match is None:
+            clusters.append(_Cluster(fact, section or _category(fact), found, key, 1, order, order))
+            continue
+        match.count += 1
+        match.last = order
+        if not from_memory:  # the newer wording (or value) wins
+            match.text, match.terms, match.key = fact, found, key
+
+    def render(kept: Sequence[_Cluster]) -> str:
+        sections: dict[str, list[str]] = {}
+        for cluster in sorted(kept, key=lambda c: c.first):
+            sections.setdefault(cluster.section, []).append(f"- {cluster.text}")
+        parts = [title] if title else []
+        parts += [f"## {name}\n" + "\n".join(lines) for name, lines in sections.items()]
+        return "\n\n".join(parts) + "\n" if parts else ""
+
+    total = max(1, len(items))
+    kept = list(clusters)
+
+    def keep_score(cluster: _Cluster) -> float:
+        return 1.5 * math.log2(1 + cluster.count) + 2.0 * cluster.last / total
+
+    text = render(kept)
+    if count_tokens(text) <= budget_tokens:
+        return text
+    cost = {id(c): count_tokens(c.text) + 2 for c in kept}
+    used = sum(cost.values())
+    for cluster in sorted(kept, key=lambda c: (keep_score(c), c.last)):
+        if used <= budget_tokens * 0.95:
+            break
+        kept.remove(cluster)
+        used -= cost[id(cluster)]
+    text = render(kept)
+    while kept and count_tokens(text) > budget_tokens:
+        kept.remove(min(kept, key=lambda c: (keep_score(c), c.last)))
+        text = render(kept)
+    return text

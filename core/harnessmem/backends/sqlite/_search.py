@@ -1,0 +1,163 @@
+"""The SQLite index's search: bm25 ranking, the neighbour lift, the term cap, the timeout.
+
+:class:`harnessmem.backends.sqlite.SQLiteIndex` checks the arguments
+(:meth:`~harnessmem.backends.base.IndexBackend._search_terms`), takes a pooled DBAPI
+connection and hands it to :class:`EntrySearcher` inside :func:`interrupt_after`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from harnessmem.backends._fts import QueryTerm, fts5_expression, select_terms
+from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout
+from harnessmem.backends.sqlite._store import (
+    FILE_SHIFT,
+    FILE_SPAN,
+    load_hits,
+    load_places,
+    neighbour_scores,
+)
+
+__all__ = ["EntrySearcher", "interrupt_after"]
+
+_PROGRESS_STEPS = 10_000  # VM instructions between timeout checks (~10-50 µs)
+_DF_SAMPLE = 1_000  # document frequencies above this are "common"; counting stops there
+_DF_CACHE_SIZE = 4_096  # (table, term) document frequencies kept
+
+
+class EntrySearcher:
+    """Ranks the entries of one FTS table for a query's terms; see ``backends.sqlite``.
+
+    Holds the ranking options and a cache of term document frequencies, which the owner
+    empties (:meth:`forget_frequencies`) after every write.
+    """
+
+    def __init__(self, *, max_terms: int, neighbor_weight: float, candidates: int) -> None:
+        self.max_terms = max_terms
+        self.neighbor_weight = neighbor_weight
+        self.candidates = candidates
+        self._df_cache: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def forget_frequencies(self) -> None:
+        """Drop the cached document frequencies (the index changed)."""
+        self._df_cache.clear()
+
+    def search(
+        self,
+        db: sqlite3.Connection,
+        fts: str,
+        terms: list[QueryTerm],
+        limit: int,
+        mode: SearchMode,
+        path_prefix: str | None,
+    ) -> list[SearchHit]:
+        """The best ``limit`` hits in ``fts`` for ``terms`` (not empty), best first.
+
+        Two statements, no transaction: each reads its own snapshot, and an entry deleted
+        in between is left out.
+        """
+        if mode != "phrase" and len(terms) > self.max_terms:
+            terms = select_terms(terms, self.max_terms, lambda t: self._frequency(db, fts, t))
+        expression = fts5_expression(terms, mode)
+        if expression is None:
+            return []
+        spread = mode == "any" and self.neighbor_weight > 0
+        pool = max(limit, self.candidates) if spread else limit
+        # bm25() ordered by SQLite's sorter beats FTS5's "ORDER BY rank" path.
+        if path_prefix:
+            ranked = self._ranked_in(db, fts, expression, path_prefix, pool)
+        else:
+            ranked = db.execute(
+                f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} "
+                f"WHERE {fts} MATCH ? ORDER BY s LIMIT ?",
+                (expression, pool),
+            ).fetchall()
+        if not ranked:
+            return []
+        scores = {entry_id: -float(bm25) for entry_id, bm25 in ranked}
+        if spread:
+            places = load_places(db, scores)
+            neighbour_scores(places, scores, self.neighbor_weight)
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        by_id = load_hits(db, [entry_id for entry_id, _ in best])
+        return [
+            SearchHit(row[0], row[1], row[2], row[3], round(score, 6), row[4], row[5])
+            for entry_id, score in best
+            if (row := by_id.get(entry_id)) is not None
+        ]
+
+    def _ranked_in(
+        self, db: sqlite3.Connection, fts: str, expression: str, prefix: str, pool: int
+    ) -> list[tuple[int, float]]:
+        """The best ``pool`` (id, bm25) of files whose path starts with ``prefix``.
+
+        A file's entries are one rowid range: one file (a session's log) is a range FTS5
+        seeks to; for several, each match's file number is looked up in a set of them.
+        """
+        numbers = [
+            row[0]
+            for row in db.execute(
+                "SELECT file_no FROM files WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+            )
+        ]
+        if not numbers:
+            return []
+        select = f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} WHERE {fts} MATCH ? "
+        if len(numbers) == 1:
+            low = numbers[0] << FILE_SHIFT
+            return db.execute(
+                select + "AND rowid BETWEEN ? AND ? ORDER BY s LIMIT ?",
+                (expression, low, low + FILE_SPAN - 1, pool),
+            ).fetchall()
+        return db.execute(
+            select + f"AND (rowid >> {FILE_SHIFT}) IN "
+            "(SELECT file_no FROM files WHERE substr(path, 1, ?) = ?) ORDER BY s LIMIT ?",
+            (expression, len(prefix), prefix, pool),
+        ).fetchall()
+
+    def _frequency(self, db: sqlite3.Connection, fts: str, term: QueryTerm) -> int:
+        """Documents holding ``term``, counted up to ``_DF_SAMPLE`` (cached until a write)."""
+        key = (fts, term.text)
+        cached = self._df_cache.get(key)
+        if cached is not None:
+            return cached
+        count = int(
+            db.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)",
+                (fts5_expression([term]), _DF_SAMPLE),
+            ).fetchone()[0]
+        )
+        self._df_cache[key] = count
+        if len(self._df_cache) > _DF_CACHE_SIZE:
+            self._df_cache.popitem(last=False)
+        return count
+
+
+@contextmanager
+def interrupt_after(db: sqlite3.Connection, timeout: float | None, path: Path) -> Iterator[None]:
+    """Interrupt the statements run inside after ``timeout`` seconds (SearchTimeout).
+
+    ``path`` (the index file) names the index in the error.
+    """
+    if timeout is None:
+        yield
+        return
+    deadline = time.monotonic() + timeout
+    db.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "interrupt" not in str(exc).lower():
+            raise
+        raise SearchTimeout(
+            f"search in {path} stopped after {timeout:g}s (index.search_timeout)",
+            hint="use fewer or rarer words, or raise index.search_timeout",
+        ) from None
+    finally:
+        db.set_progress_handler(None, 0)

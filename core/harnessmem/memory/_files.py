@@ -1,0 +1,314 @@
+"""Formats and conventions of the memory files, shared by flush, consolidation and context.
+
+Private: the names here are the file layout of DESIGN §6 (``MEMORY.md``, daily logs,
+entry headings) plus the text rules the writers share (what a fact line is, how two facts
+compare, how a model's ``NO_REPLY`` is recognised) and the best-effort follow-ups every
+write makes (reindex the file, ask maintenance to consolidate).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from harnessmem._text import storable
+from harnessmem.prompts import strip_markers
+
+if TYPE_CHECKING:
+    from harnessmem.harness import MemoryHarness
+
+logger = logging.getLogger("harnessmem.memory")
+
+MEMORY_FILE = "MEMORY.md"
+MEMORY_DIR = "memory"
+FLUSH_HEADING = "## Memory Flush — "
+SAVE_HEADING = "## Memory Save — "
+
+_DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
+_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
+_NO_REPLY = re.compile(r"^no[\s_-]?reply\b", re.IGNORECASE)
+# How models decline a job: "I cannot help with that.", "I'm sorry, but ...", "As an AI ...".
+_REFUSAL = re.compile(
+    r"^(?:(?:i am|i'm) (?:sorry|afraid|unable|not able)|sorry\b|i apologi[sz]e|"
+    r"unfortunately,? i\b|as an ai\b|i (?:can ?not|can't|won't|will not|must decline|"
+    r"(?:am|'m) not (?:able|allowed)|do not feel comfortable|don't feel comfortable)\b)",
+    re.IGNORECASE,
+)
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "", "*": ""}
+)
+_WORD = re.compile(r"[^\W_]{3,}|\d+", re.UNICODE)
+
+
+# ------------------------------------------------------------------------------ time and paths
+
+
+def iso_utc(timestamp: float) -> str:
+    """``2026-11-30T12:00:00Z``: the instant in entry headings (always UTC)."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def local_date(timestamp: float, timezone: str) -> str:
+    """The calendar date of ``timestamp`` in ``timezone`` (names the daily log)."""
+    return datetime.fromtimestamp(timestamp, ZoneInfo(timezone)).date().isoformat()
+
+
+def daily_path(timestamp: float, timezone: str) -> str:
+    """``memory/YYYY-MM-DD.md`` for the day ``timestamp`` falls on in ``timezone``."""
+    return f"{MEMORY_DIR}/{local_date(timestamp, timezone)}.md"
+
+
+def is_daily_log(name: str) -> bool:
+    """Whether a file name (not a path) is a daily log's (``YYYY-MM-DD.md``)."""
+    return bool(_DAILY_NAME.match(name))
+
+
+# ------------------------------------------------------------------------------ facts
+
+
+def strip_fences(text: str) -> str:
+    """``text`` without Markdown code-fence lines (models like to wrap answers in them)."""
+    return "\n".join(line for line in text.splitlines() if not _FENCE.match(line))
+
+
+def has_bullets(text: str) -> bool:
+    """Whether ``text`` holds a list item (``-``, ``*``, ``+``, ``•``, ``1.``): a model's
+    answer with one is read as facts, bullet by bullet."""
+    return any(_BULLET.match(line) for line in text.splitlines())
+
+
+def is_no_reply(text: str) -> bool:
+    """Whether a model answer means "nothing to write".
+
+    Tolerates whitespace, quotes, emphasis, code fences, trailing punctuation, ``NO REPLY``
+    / ``no-reply`` spellings and a short explanation after it, as long as the answer holds
+    no fact bullets.
+    """
+    body = strip_fences(text).strip()
+    if not body:
+        return True
+    if has_bullets(body):
+        return False
+    lines = [line for line in body.splitlines() if line.strip()]
+    first = lines[0].strip().strip("'\"`*_>").strip()
+    return bool(_NO_REPLY.match(first))
+
+
+def is_refusal(text: str) -> bool:
+    """Whether a model answer declines the job instead of doing it.
+
+    Only an answer without bullets whose first line is an apology or a refusal ("I cannot
+    help with that.", "I'm sorry, but ..."): read line by line it would become "facts".
+    An answer with bullets is never one (its bullets are the facts).
+    """
+    body = strip_fences(text)
+    lines = [line for line in body.splitlines() if line.strip()]
+    if not lines or has_bullets(body):
+        return False
+    first = lines[0].strip().strip("'\"`*_>").strip().replace("\u2019", "'")
+    return bool(_REFUSAL.match(first))
+
+
+def parse_facts(text: str) -> list[str]:
+    """The facts of a model answer or a Markdown entry: bullet texts, markers removed.
+
+    When the text has bullets, only bullets count (an indented line continues the bullet
+    before it; prose around the list is dropped). Without bullets, each line that is not
+    a heading, a ``NO_REPLY`` or a preamble ending in ``:`` counts as one fact, unless
+    the answer is a refusal (:func:`is_refusal`: then there is none). The harness's own
+    notes ("[harnessmem: … left out …]", see :func:`harnessmem.prompts.strip_markers`)
+    are never part of a fact.
+    """
+    if is_refusal(text):
+        return []
+    body = strip_fences(text)
+    lines = body.splitlines()
+    bulleted = has_bullets(body)
+    facts: list[str] = []
+    current = False
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or _NO_REPLY.match(stripped.strip("'\"`*_")):
+            current = False
+            continue
+        match = _BULLET.match(line)
+        if match:
+            facts.append(line[match.end() :].strip())
+            current = True
+        elif bulleted:
+            if current and line[:1].isspace():
+                facts[-1] = f"{facts[-1]} {stripped}"
+            else:
+                current = False
+        elif not stripped.startswith("#") and not stripped.endswith(":"):
+            facts.append(stripped)
+    return [kept for fact in facts if (kept := strip_markers(fact).strip())]
+
+
+# memory_save keeps a checkbox as text (it says whether the thing is done); parse_facts's
+# _BULLET drops it, which is right for a model's answer and wrong for a saved fact.
+_SAVE_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_RULE = re.compile(r"^\s*([-*_])(?:\s*\1){2,}\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
+
+
+def saved_facts(text: str) -> tuple[list[str], list[str]]:
+    """The facts of a ``memory_save`` text, and the lines left out, each with why.
+
+    Unlike :func:`parse_facts`, nothing the caller wrote is dropped silently: a bullet is
+    a fact (an indented line continues it), and so is every other line of prose, before,
+    between or after bullets, code fences included (a fence line itself is markup, the
+    lines inside are kept). Left out, and said so: Markdown headings, which name a
+    section but state nothing. Blank lines, fence lines and horizontal rules are markup.
+    """
+    facts: list[str] = []
+    left_out: list[str] = []
+    current = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or _FENCE.match(line) or _RULE.match(line):
+            current = current and bool(stripped)  # a blank line ends a bullet
+            continue
+        if _HEADING.match(line):
+            left_out.append(f"{_clip(stripped)!r} (a heading, not a fact)")
+            current = False
+            continue
+        match = _SAVE_BULLET.match(line)
+        if match:
+            facts.append(line[match.end() :].strip())
+        elif current and line[:1].isspace():
+            facts[-1] = f"{facts[-1]} {stripped}"
+        else:
+            facts.append(stripped)
+        current = True
+    return [fact for fact in facts if fact], left_out
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def normalise_fact(text: str) -> str:
+    """The comparison key of a fact: case, bullet marker, emphasis, quotes, spacing and
+    trailing punctuation do not count; nor does a lone surrogate, which is stored as
+    U+FFFD (see :mod:`harnessmem._text`), so a fact compares equal to its stored copy."""
+    key = unicodedata.normalize("NFKC", storable(text))
+    match = _BULLET.match(key)
+    if match:
+        key = key[match.end() :]
+    key = key.translate(_QUOTES).replace("__", "")
+    key = " ".join(key.split()).casefold()
+    return key.rstrip(" .;,!。")
+
+
+def fact_keys(text: str) -> set[str]:
+    """Normalised keys of every non-heading line of a memory file (for write-time dedup)."""
+    keys = set()
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            keys.add(normalise_fact(stripped))
+    keys.discard("")
+    return keys
+
+
+def significant_words(text: str) -> set[str]:
+    """Lower-cased words of three or more letters and all numbers: what a fact is about."""
+    return {word.casefold() for word in _WORD.findall(unicodedata.normalize("NFKC", text))}
+
+
+def entry_lines(text: str) -> list[str]:
+    """Content lines of a memory file that state something (not headings, not blank)."""
+    found = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#") and not _FENCE.match(stripped):
+            found.append(stripped)
+    return found
+
+
+def split_entries(text: str) -> list[str]:
+    """A daily log cut into its entries: each starts at a ``## `` heading line.
+
+    Text before the first heading is its own entry. Joining the result gives ``text``.
+    """
+    entries: list[str] = []
+    start = 0
+    for match in re.finditer(r"(?m)^## ", text):
+        if match.start() > start:
+            entries.append(text[start : match.start()])
+            start = match.start()
+    if start < len(text):
+        entries.append(text[start:])
+    return entries
+
+
+def escape_tag(text: str, tag: str) -> str:
+    """Neutralise opening and closing ``tag`` delimiters inside ``text``.
+
+    ``</memory_context>`` inside the data would end the block early and let the rest read
+    as instructions; replacing its ``<`` with ``&lt;`` keeps it readable but inert.
+    """
+    pattern = re.compile(rf"<(\s*/?\s*{re.escape(tag)})", re.IGNORECASE)
+    return pattern.sub(r"&lt;\1", text)
+
+
+def bullet_block(facts: Iterable[str]) -> str:
+    """``facts`` as Markdown bullets, one line each."""
+    return "\n".join(f"- {' '.join(fact.split())}" for fact in facts)
+
+
+# ------------------------------------------------------------------------------ follow-ups
+
+
+def reindex_paths(harness: MemoryHarness, paths: Sequence[str]) -> str | None:
+    """Bring the index up to date after a write; the problem as text, or None when fine.
+
+    Syncs just ``paths`` (``harness.reindex(paths=...)``). An index that is not available
+    in this installation is no problem (the next reindex catches up); any other failure
+    is logged and returned, because the write itself has succeeded and must not be
+    reported as failed.
+    """
+    try:
+        harness.reindex(paths=list(paths))
+    except (NotImplementedError, LookupError):
+        logger.debug("index not available; %s will be indexed by a later reindex", paths)
+    except Exception as exc:
+        logger.warning(
+            "reindexing %s after a memory write failed (%s: %s); the next reindex retries",
+            ", ".join(paths),
+            type(exc).__name__,
+            exc,
+        )
+        return f"reindex failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def request_consolidation(harness: MemoryHarness, why: str) -> bool:
+    """Ask the maintenance scheduler for an opportunistic consolidation, if there is one.
+
+    Never raises: the request is a hint, and the scheduler throttles it anyway. True when
+    the scheduler took it (False: throttled, no scheduler, or the request failed).
+    """
+    request = getattr(harness, "request_maintenance", None)
+    if not callable(request):
+        return False
+    try:
+        return bool(request())
+    except Exception as exc:
+        logger.warning(
+            "asking for maintenance after %s failed: %s: %s", why, type(exc).__name__, exc
+        )
+        return False
+
+
+def utc_now_compact(timestamp: float) -> str:
+    """``20261130T120000Z``: a timestamp fit for a file name."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -1,0 +1,665 @@
+"""Consolidation: the daily logs are curated into MEMORY.md; ``memory_save`` appends to it.
+
+:class:`MemoryConsolidator` owns every write of MEMORY.md, each a compare-and-swap
+(``Workspace.update_text``: a conditional PUT on S3, a file lock locally), so a write that
+another one overtook is redone on the newer text and neither is lost:
+:meth:`~MemoryConsolidator.save` appends a dated entry (the agent's ``memory_save``),
+:meth:`~MemoryConsolidator.consolidate` rewrites the file.
+
+A consolidation run:
+
+1. takes the ``consolidation`` lease (another run in progress: ``busy``);
+2. reads the watermark ``memory/.consolidation_state`` (JSON: for each daily log, how many
+   bytes were consolidated and their hash; the seed's bare ISO timestamp is read too) and
+   collects the log text past it, oldest first, at most ``consolidation.max_input_tokens``
+   (cut at entry boundaries; the rest waits for the next run);
+3. asks the ``consolidation`` model for the complete new MEMORY.md within
+   ``consolidation.max_memory_tokens`` (told as tokens and as characters);
+4. rejects an answer that is empty, more than 10% over budget, or that drops more than
+   ``consolidation.max_entry_loss`` of the prior entries while the prior file was within
+   budget: MEMORY.md and the watermark stay as they were;
+5. copies the previous version to ``memory/.history/``, then replaces MEMORY.md in one
+   compare-and-swap that keeps what ``memory_save`` appended while the model ran (an
+   append that lands in between makes it start again from the newer file), and only then
+   advances the watermark.
+
+The watermark is written twice around the replace ("pending", then committed), so that
+after a crash at any point it agrees with the MEMORY.md on disk. It also records the
+versions in ``memory/.history/``; the pending write, which names the new one, comes before
+the copy, so a run that stops in between leaves ``pending`` behind and the next run lists
+the folder again. MEMORY.md is read once per run: the read that resolves a pending
+watermark is the version the run rewrites.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from string import Template
+from typing import TYPE_CHECKING, Any, Literal
+
+from harnessmem._text import storable, wide_codec
+from harnessmem.errors import ModelError
+from harnessmem.events import MemoryConsolidatedEvent
+from harnessmem.memory import _files as mf
+from harnessmem.memory._watermark import Segment, Watermark, content_hash
+from harnessmem.models._backoff import Backoff
+from harnessmem.prompts import load_template
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import Completion
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.tokens import TokenCounter
+    from harnessmem.workspace import FileInfo, Lease, Snapshot
+
+__all__ = ["ConsolidationResult", "MemoryConsolidator", "SaveResult"]
+
+logger = logging.getLogger("harnessmem.memory.consolidation")
+
+STATE_PATH = "memory/.consolidation_state"
+HISTORY_DIR = "memory/.history"
+ARCHIVE_DIR = "memory/archive"
+CONSOLIDATION_LEASE = "consolidation"
+#: Answers may exceed the budget by this share (models count tokens loosely).
+OVER_BUDGET_SLACK = 0.10
+#: A prior entry counts as kept when this share of its words is still in the new file.
+KEPT_WORD_SHARE = 0.6
+_HISTORY = re.compile(r"^memory/\.history/MEMORY-\d{8}T\d{6}Z(?:-\d+)?\.md$")
+
+ConsolidationStatus = Literal[
+    "consolidated", "unchanged", "nothing_new", "rejected", "deferred", "busy", "disabled"
+]
+
+
+@dataclass(frozen=True)
+class ConsolidationResult:
+    """What one consolidation run did.
+
+    ``status``: ``consolidated`` (MEMORY.md rewritten, watermark advanced), ``unchanged``
+    (the model answered NO_REPLY; watermark advanced), ``nothing_new`` (no log text past the
+    watermark and MEMORY.md within budget: no model call), ``rejected`` (``reason`` says
+    why; nothing changed), ``deferred`` (the model failed or was rejected on the last runs
+    and is backed off: not asked; ``reason`` says why), ``busy`` (another run holds the
+    lease) or ``disabled``.
+    ``pending`` is true when more log text waits for the next run.
+    """
+
+    status: ConsolidationStatus
+    reason: str = ""
+    files: tuple[str, ...] = ()
+    tokens_before: int = 0
+    tokens_after: int = 0
+    entries_before: int = 0
+    entries_lost: int = 0
+    preserved_appends: int = 0
+    history_path: str | None = None
+    pending: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def accepted(self) -> bool:
+        return self.status in ("consolidated", "unchanged")
+
+    def describe(self, budget: int | None = None) -> str:
+        """What the run did, as a person reads it (``budget``: MEMORY.md's token budget)."""
+        files = len(self.files)
+        source = f"{files} daily log{'s' if files != 1 else ''}"
+        if self.status == "consolidated":
+            within = f" (budget {budget:,})" if budget is not None else ""
+            text = (
+                f"consolidated {source} into MEMORY.md: {self.tokens_before:,} -> "
+                f"{self.tokens_after:,} tokens{within}"
+            )
+            if self.history_path:
+                text += f"; previous version kept in {self.history_path}"
+        elif self.status == "unchanged":
+            text = f"read {source}: nothing to add to MEMORY.md"
+        elif self.status == "nothing_new":
+            text = "nothing new to consolidate: every daily log is past the watermark"
+        elif self.status == "rejected":
+            text = f"rewrite rejected, MEMORY.md unchanged: {self.reason}"
+        elif self.status == "deferred":
+            text = f"not asked, the model is backed off: {self.reason}"
+        elif self.status == "busy":
+            text = "another process is consolidating this workspace; try again later"
+        else:
+            text = "consolidation is disabled (consolidation.enabled = false)"
+        if self.pending:
+            text += "; more daily-log text waits for the next run"
+        return text
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """What ``harness.save(text)`` did: ``entries`` appended to MEMORY.md, ``duplicates``
+    skipped because MEMORY.md already held them, ``left_out`` the lines of the text that
+    are not facts (headings), each with why."""
+
+    path: str
+    entries: tuple[str, ...]
+    duplicates: int = 0
+    warnings: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def saved(self) -> bool:
+        return bool(self.entries)
+
+    def __str__(self) -> str:
+        count = len(self.entries)
+        if not count:
+            if not self.duplicates:
+                return "nothing saved: the text holds no fact"
+            return "nothing new: every fact was already there"
+        skipped = f", {self.duplicates} already there" if self.duplicates else ""
+        return f"{count} new {'entry' if count == 1 else 'entries'}{skipped}"
+
+    @property
+    def left_out_note(self) -> str:
+        """``Not saved: ...`` naming each left-out line and why; "" when none was."""
+        if not self.left_out:
+            return ""
+        return (
+            f"Not saved: {'; '.join(self.left_out)}. Write each fact as its own line or "
+            "bullet that makes sense without the heading."
+        )
+
+    @property
+    def message(self) -> str:
+        """The text the ``memory_save`` tool answers with."""
+        count = len(self.entries)
+        if not count:
+            text = (
+                f"Already in {self.path}: nothing new to save"
+                if self.duplicates
+                else f"Nothing saved to {self.path}: the text holds no fact"
+            )
+        else:
+            noun = "memory" if count == 1 else "memories"
+            skipped = f" ({self.duplicates} already there)" if self.duplicates else ""
+            text = f"Saved {count} {noun} to {self.path}{skipped}"
+        return f"{text}. {self.left_out_note}" if self.left_out else text
+
+
+class MemoryConsolidator:
+    """Owner of MEMORY.md writes (see the module doc); one per harness."""
+
+    def __init__(self, harness: MemoryHarness) -> None:
+        self.harness = harness
+        self.workspace = harness.workspace
+        self._counter: TokenCounter | None = None
+        self.backoff = Backoff(harness.settings.consolidation.backoff_max)
+
+    def tokens(self, text: str) -> int:
+        if self._counter is None:
+            from harnessmem.tokens import TokenCounter
+
+            self._counter = TokenCounter()
+        return self._counter.count_text(text)
+
+    # memory_save -----------------------------------------------------------------------------
+
+    def save(self, text: str) -> SaveResult:
+        """Append ``text`` (facts, ideally a bullet list) to MEMORY.md as a dated entry.
+
+        Every bullet and every line of prose is kept, one entry each (see
+        :func:`~harnessmem.memory._files.saved_facts`); headings are left out and listed in
+        ``left_out``. Redacted like a flush; facts MEMORY.md already holds are skipped.
+        Raises ValueError for blank text, WorkspaceError when the store fails.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
+        harness = self.harness
+        facts, left_out = mf.saved_facts(text)
+        if not facts:
+            return SaveResult(mf.MEMORY_FILE, (), left_out=tuple(left_out))
+        body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "save")
+        facts = list(dict.fromkeys(mf.saved_facts(body)[0]))
+        now = harness.clock()
+        fresh: list[str] = []
+
+        def add_entry(current: str) -> str | None:
+            # Dedup against MEMORY.md as it is when written (run again if it changed).
+            nonlocal fresh
+            known = mf.fact_keys(current)
+            fresh = []
+            for fact in facts:
+                key = mf.normalise_fact(fact)
+                if key and key not in known:
+                    known.add(key)
+                    fresh.append(fact)
+            if not fresh:
+                return None
+            gap = "\n" if current and not current.endswith("\n") else ""
+            return f"{current}{gap}\n{mf.SAVE_HEADING}{mf.iso_utc(now)}\n{mf.bullet_block(fresh)}\n"
+
+        written = self.workspace.update_text(mf.MEMORY_FILE, add_entry, append=True)
+        if written is None:
+            return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts), left_out=tuple(left_out))
+        after = written.text
+        warnings = []
+        problem = mf.reindex_paths(harness, [mf.MEMORY_FILE])
+        if problem:
+            warnings.append(problem)
+        if self.tokens(after) > harness.settings.consolidation.max_memory_tokens:
+            mf.request_consolidation(harness, "memory_save grew MEMORY.md past its budget")
+        return SaveResult(
+            mf.MEMORY_FILE,
+            tuple(fresh),
+            duplicates=len(facts) - len(fresh),
+            warnings=tuple(warnings),
+            left_out=tuple(left_out),
+        )
+
+    # consolidation ---------------------------------------------------------------------------
+
+    def consolidate(self, *, backoff: bool = False) -> ConsolidationResult:
+        """One consolidation run (see the module doc).
+
+        Raises the model's ``ModelError`` (after firing ``on_memory_consolidated`` with
+        status ``failed``) and ``WorkspaceError``; MEMORY.md and the watermark are then
+        as they were. A model that failed or was rejected is backed off: with ``backoff``
+        (maintenance passes it) the next 1, 2, 4 ... runs, up to
+        ``consolidation.backoff_max``, return ``deferred`` without asking it.
+        """
+        settings = self.harness.settings.consolidation
+        if not settings.enabled:
+            return ConsolidationResult("disabled", reason="consolidation.enabled is false")
+        if backoff and not self.backoff.ready():
+            state = self.backoff.state
+            return ConsolidationResult(
+                "deferred",
+                reason=(
+                    f"the consolidation model is backed off after {state.failures} failure(s) "
+                    f"in a row (last: {state.last_error})"
+                ),
+            )
+        lease = self.workspace.try_lock(CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
+        if lease is None:
+            return ConsolidationResult("busy", reason="another consolidation is running")
+        with lease:
+            try:
+                result = self._run(lease)
+            except ModelError as exc:
+                self.backoff.failed(f"{type(exc).__name__}: {exc}")
+                raise
+        if result.status == "rejected":
+            self.backoff.failed(result.reason)
+            self.harness.model_for("consolidation").rejected("consolidation", result.reason)
+        elif result.accepted:
+            self.backoff.succeeded()
+        if result.status not in ("nothing_new", "busy", "disabled"):
+            self._emit(result)
+        return result
+
+    def _run(self, lease: Lease) -> ConsolidationResult:
+        harness = self.harness
+        settings = harness.settings.consolidation
+        budget = settings.max_memory_tokens
+        watermark = Watermark.parse(self._read(STATE_PATH), where=STATE_PATH)
+        snapshot = self.workspace.read_snapshot(mf.MEMORY_FILE)
+        if watermark.pending is not None:
+            # The last run wrote its new state as pending just before replacing MEMORY.md;
+            # the file decides whether the new version made it (a crash may have come in
+            # between, also between its writes of memory/.history/: list that again).
+            watermark.resolve(snapshot.text.encode())
+            watermark.history = None
+            self._write_watermark(watermark)
+        prior = snapshot.text
+        if watermark.memory_hash and watermark.files and not prior.strip():
+            # MEMORY.md was lost or emptied while the watermark survived: without a reset
+            # everything consolidated before would silently vanish from the curated view.
+            logger.warning(
+                "MEMORY.md is missing or empty but the watermark says it was consolidated; "
+                "consolidating every daily log again (previous versions: %s/)",
+                HISTORY_DIR,
+            )
+            watermark = Watermark(input_limit=watermark.input_limit, history=watermark.history)
+        segments, pending = self._collect(watermark)
+        tokens_before = self.tokens(prior)
+        text_segments = [s for s in segments if s.text.strip()]
+        if not text_segments and tokens_before <= budget:
+            if segments:  # only whitespace was appended: move past it without a model call
+                self._commit_watermark(watermark, segments, prior)
+            return ConsolidationResult("nothing_new", tokens_before=tokens_before)
+        files = tuple(s.path for s in text_segments)
+        base = ConsolidationResult(
+            "rejected", files=files, tokens_before=tokens_before, pending=pending
+        )
+        completion = self._ask(prior, tokens_before, text_segments)
+        base = replace(
+            base,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+        )
+        candidate = _unwrap(completion.text)
+        if not candidate.strip():
+            return replace(base, reason="empty answer")
+        if mf.is_no_reply(candidate):
+            self._commit_watermark(watermark, segments, prior)
+            return replace(base, status="unchanged", tokens_after=tokens_before)
+        candidate = harness.hooks.transform_memory_text(candidate, "consolidation")
+        tokens_after = self.tokens(candidate)
+        base = replace(base, tokens_after=tokens_after)
+        limit = int(budget * (1 + OVER_BUDGET_SLACK))
+        if tokens_after > limit:
+            return replace(
+                base,
+                reason=f"over budget: {tokens_after} tokens > {budget} + 10% ({limit})",
+            )
+        considered, lost = _entry_loss(prior, candidate)
+        base = replace(base, entries_before=considered, entries_lost=len(lost))
+        if (
+            considered
+            and tokens_before <= budget
+            and len(lost) / considered > settings.max_entry_loss
+        ):
+            # Smaller batches next time: a model may have dropped old facts to make room
+            # for too many new ones at once.
+            watermark.input_limit = max(
+                1, (watermark.input_limit or settings.max_input_tokens) // 2
+            )
+            self._write_watermark(watermark)
+            return replace(
+                base,
+                reason=(
+                    f"lossy: drops {len(lost)} of {considered} prior entries "
+                    f"(> {settings.max_entry_loss:.0%}), e.g. {lost[0]!r}"
+                ),
+            )
+        if lease.expires - self.harness.clock() < lease.ttl / 2:
+            # A slow model ate half the lease: extend it before writing (this fails loudly
+            # if the run outlived its lease and another process took over).
+            lease.renew()
+        return self._replace_memory(base, watermark, segments, snapshot, candidate)
+
+    def _replace_memory(
+        self,
+        base: ConsolidationResult,
+        watermark: Watermark,
+        segments: list[Segment],
+        snapshot: Snapshot,
+        candidate: str,
+    ) -> ConsolidationResult:
+        workspace = self.workspace
+        prior = snapshot.text
+        history, dropped = self._plan_history(watermark, prior)
+        head = candidate.strip("\n") + "\n"
+        # Pending names the new text without the appends it keeps: memory_save may append
+        # between this write and the replace, and MEMORY.md starting with ``head`` is what
+        # says the replace landed (see Watermark.resolve).
+        watermark.pending = {
+            "memory_bytes": len(head.encode()),
+            "memory_hash": content_hash(head.encode()),
+            "files": self._advanced_files(watermark, segments),
+        }
+        # Written before the history file, which it names: a run that stops after this
+        # leaves ``pending`` behind, and the next run lists memory/.history/ again.
+        self._write_watermark(watermark)
+        if history is not None:
+            if snapshot.original is not None:
+                # Not clean UTF-8 (an edit in another editor): keep the bytes themselves.
+                workspace.write_bytes(history, snapshot.original)
+            else:
+                workspace.write_text(history, prior)
+            for old in dropped:
+                workspace.delete(old)
+        appended = ""
+
+        def rewrite(current: str) -> str | None:
+            # memory_save appends while the model ran: keep them, after the new text.
+            nonlocal appended
+            if not current.startswith(prior):
+                return None
+            appended = current[len(prior) :]
+            if not appended.strip():
+                return head
+            return head + (appended if appended.startswith("\n") else "\n" + appended)
+
+        # From the version read before the model ran: if nobody wrote since, one PUT.
+        written = workspace.update_text(mf.MEMORY_FILE, rewrite, current=snapshot)
+        if written is None:
+            # Rewritten by hand meanwhile; the pending state is dropped at the next load.
+            return replace(
+                base, reason="MEMORY.md was rewritten by another writer while the model ran"
+            )
+        new_text = written.text
+        self._commit_watermark(watermark, segments, new_text)
+        problem = mf.reindex_paths(self.harness, [mf.MEMORY_FILE])
+        if problem:
+            logger.warning("consolidation: %s", problem)
+        return replace(
+            base,
+            status="consolidated",
+            reason="",
+            tokens_after=self.tokens(new_text) if appended.strip() else base.tokens_after,
+            preserved_appends=appended.count(mf.SAVE_HEADING),
+            history_path=history,
+        )
+
+    # inputs ----------------------------------------------------------------------------------
+
+    def _collect(self, watermark: Watermark) -> tuple[list[Segment], bool]:
+        """Log text past the watermark, oldest first, bounded; and whether more is left."""
+        settings = self.harness.settings.consolidation
+        limit = watermark.input_limit or settings.max_input_tokens
+        names: dict[str, FileInfo] = {}
+        for directory in (ARCHIVE_DIR, mf.MEMORY_DIR):  # a live log wins over an archived one
+            for found in self.workspace.scan(directory, recursive=False):
+                name = found.path.rsplit("/", 1)[-1]
+                if mf.is_daily_log(name):
+                    names[name] = found  # size and mtime from the listing: no HEAD per log
+        watermark.live = set(names)
+        segments: list[Segment] = []
+        used = 0
+        for name in sorted(names):
+            info = names[name]
+            path = info.path
+            record = watermark.files.get(name) or {}
+            done = int(record.get("bytes") or 0)
+            if record and info.size == done:
+                continue  # append-only and unchanged: no need to read it
+            since = watermark.legacy_since
+            if since is not None and not record and (info.modified or since + 1) <= since:
+                # Consolidated by the seed before its timestamp watermark: consumed.
+                data = self.workspace.read_bytes(path)
+                segments.append(Segment(name, path, "", len(data), len(data), content_hash(data)))
+                continue
+            data = self.workspace.read_bytes(path)
+            if not (
+                record and len(data) >= done and content_hash(data[:done]) == record.get("hash")
+            ):
+                done = 0  # new, or rewritten since: all of it is new
+            # surrogateescape keeps a byte that is not UTF-8 (an edit in another editor) as
+            # one character, so that the byte offset of what was taken stays exact; the
+            # model sees it as U+FFFD. A UTF-16/32 log (a BOM) is read in its encoding.
+            codec, errors, start = "utf-8", "surrogateescape", done
+            wide = wide_codec(data)
+            if wide is not None:
+                codec, errors, start = wide[0], "replace", max(done, wide[1])
+            text = data[start:].decode(codec, errors)
+            taken = ""
+            for entry in mf.split_entries(text):
+                cost = self.tokens(entry)
+                if used and used + cost > limit:
+                    break
+                taken += entry
+                used += cost
+            end = start + len(taken.encode(codec, "surrogateescape"))
+            segment = Segment(name, path, storable(taken), done, end, content_hash(data[:end]))
+            segments.append(segment)
+            if end < len(data):
+                return segments, True
+        return segments, False
+
+    def _ask(
+        self,
+        prior: str,
+        tokens_before: int,
+        segments: list[Segment],
+    ) -> Completion:
+        settings = self.harness.settings.consolidation
+        budget = settings.max_memory_tokens
+        template = settings.prompt or load_template("consolidation")
+        system = Template(template).safe_substitute(max_tokens=budget, max_chars=budget * 4)
+        if "$max_tokens" not in template:
+            system += f"\n\nStay within {budget} tokens (about {budget * 4} characters)."
+        logs = "\n\n".join(
+            f"### {s.path}\n{mf.escape_tag(s.text.strip(), 'daily_logs')}" for s in segments
+        )
+        if not prior.strip():
+            state = "empty"
+        elif tokens_before > budget:
+            state = f"{tokens_before} tokens, over budget: trim it"
+        else:
+            state = f"{tokens_before} tokens, within budget"
+        # Placeholders stay outside the tags: a model (or the extractive backend) reads
+        # everything inside them as content.
+        memory = mf.escape_tag(prior.strip(), "memory_md")
+        user = (
+            f"Current MEMORY.md ({state}; budget {budget} tokens, about {budget * 4} "
+            f"characters):\n<memory_md>\n{memory}\n</memory_md>\n\n"
+            + (
+                "New daily-log entries since the last consolidation:\n"
+                f"<daily_logs>\n{logs}\n</daily_logs>"
+                if logs
+                else "No new daily-log entries: rewrite MEMORY.md within its budget."
+            )
+        )
+        model = self.harness.model_for("consolidation")
+        try:
+            return model.complete(
+                [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                purpose="consolidation",
+            )
+        except Exception as exc:
+            self._emit(
+                ConsolidationResult(
+                    "rejected",
+                    reason=f"model failed: {type(exc).__name__}: {exc}",
+                    files=tuple(s.path for s in segments),
+                    tokens_before=tokens_before,
+                ),
+                status="failed",
+            )
+            raise
+
+    # files -----------------------------------------------------------------------------------
+
+    def _read(self, path: str) -> str:
+        try:
+            return self.workspace.read_text(path)
+        except FileNotFoundError:
+            return ""
+
+    def _plan_history(self, watermark: Watermark, current: str) -> tuple[str | None, list[str]]:
+        """Where the previous version ``current`` goes in memory/.history/ (None: not kept)
+        and the versions to delete for it; ``watermark.history`` becomes what is kept.
+
+        The versions come from the watermark, which records them; memory/.history/ is
+        listed only when it does not (see :attr:`Watermark.history`).
+        """
+        keep = self.harness.settings.consolidation.history_keep
+        if not keep or not current.strip():
+            return None, []
+        existing = watermark.history
+        if existing is None:
+            existing = self.workspace.list(HISTORY_DIR, recursive=False)
+        stamp = mf.utc_now_compact(self.harness.clock())
+        path = f"{HISTORY_DIR}/MEMORY-{stamp}.md"
+        counter = 1
+        while path in existing:
+            path = f"{HISTORY_DIR}/MEMORY-{stamp}-{counter}.md"
+            counter += 1
+        versions = sorted(
+            (p for p in [*existing, path] if _HISTORY.match(p)),
+            key=_history_order,
+        )
+        watermark.history = versions[-keep:]
+        return path, versions[:-keep]
+
+    def _advanced_files(
+        self, watermark: Watermark, segments: list[Segment]
+    ) -> dict[str, dict[str, Any]]:
+        files = dict(watermark.files)
+        for segment in segments:
+            files[segment.name] = {"bytes": segment.end, "hash": segment.file_hash}
+        # Forget logs that no longer exist anywhere, so the watermark stays small.
+        live = watermark.live if watermark.live is not None else set(files)
+        live |= {s.name for s in segments}
+        return {name: rec for name, rec in files.items() if name in live}
+
+    def _commit_watermark(self, watermark: Watermark, segments: list[Segment], memory: str) -> None:
+        committed = Watermark(
+            files=self._advanced_files(watermark, segments),
+            live=watermark.live,
+            memory_hash=content_hash(memory.encode()) if memory.strip() else None,
+            history=watermark.history,
+        )
+        self._write_watermark(committed)
+
+    def _write_watermark(self, watermark: Watermark) -> None:
+        self.workspace.write_text(STATE_PATH, watermark.dumps(self.harness.clock()))
+
+    def _emit(self, result: ConsolidationResult, status: str | None = None) -> None:
+        self.harness.hooks.memory_consolidated(
+            MemoryConsolidatedEvent(
+                accepted=result.accepted,
+                files=result.files,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                reason=result.reason,
+                status=status or result.status,
+                entries_before=result.entries_before,
+                entries_lost=result.entries_lost,
+                preserved_appends=result.preserved_appends,
+                history_path=result.history_path,
+                details={"pending": result.pending},
+            )
+        )
+
+
+def _history_order(path: str) -> tuple[str, int]:
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    parts = stem.split("-")
+    counter = int(parts[-1]) if len(parts) > 2 and parts[-1].isdigit() else 0
+    return parts[1] if len(parts) > 1 else stem, counter
+
+
+def _unwrap(text: str) -> str:
+    """The answer without a code fence around the whole of it."""
+    lines = text.strip().splitlines()
+    if len(lines) >= 2 and lines[0].lstrip().startswith(("```", "~~~")):
+        closed = lines[-1].strip() in ("```", "~~~")
+        lines = lines[1:-1] if closed else lines[1:]
+    return "\n".join(lines).strip()
+
+
+def _entry_loss(prior: str, candidate: str) -> tuple[int, list[str]]:
+    """How many prior entries are judged, and those the candidate lost.
+
+    A model merges and rephrases, so an entry counts as kept when most
+    (``KEPT_WORD_SHARE``) of its distinctive words appear in the new text. Distinctive:
+    words that are not in a quarter or more of the prior entries ("user", "prefers" say
+    little about which fact it is). Entries of fewer than two words are too short to judge.
+    """
+    words = mf.significant_words(candidate)
+    entries = [own for own in map(mf.significant_words, mf.entry_lines(prior)) if len(own) >= 2]
+    frequency: Counter[str] = Counter(word for own in entries for word in own)
+    common = {w for w, n in frequency.items() if n > 1 and n * 4 >= len(entries)}
+    lost = []
+    for line, own in zip(
+        (line for line in mf.entry_lines(prior) if len(mf.significant_words(line)) >= 2),
+        entries,
+        strict=True,
+    ):
+        distinctive = own - common or own
+        if len(distinctive & words) / len(distinctive) < KEPT_WORD_SHARE:
+            lost.append(line)
+    return len(entries), lost

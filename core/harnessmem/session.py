@@ -1,0 +1,166 @@
+"""``Session``: one conversation's lifecycle points, as the agent loop calls them.
+
+Each point builds a :class:`~harnessmem.events.TurnContext` and calls its hook through
+the harness's :class:`~harnessmem.plugins.HookFacade`; the plugins do the work. Built by
+:meth:`MemoryHarness.session <harnessmem.harness.MemoryHarness.session>` and importable
+from :mod:`harnessmem.harness` (and :mod:`harnessmem`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.errors import MessageFormatError
+from harnessmem.events import TurnContext
+from harnessmem.messages._checks import check_messages, check_tool_call
+
+if TYPE_CHECKING:
+    from harnessmem.harness import MemoryHarness
+
+__all__ = ["Session"]
+
+Message = dict[str, Any]
+
+
+class Session:
+    """One conversation's lifecycle points; built by :meth:`MemoryHarness.session`."""
+
+    def __init__(self, harness: MemoryHarness, session_id: str) -> None:
+        self.harness = harness
+        self.id = session_id
+        # Whether close() ran since the last lifecycle call: leaving a ``with`` block after
+        # an explicit close() does not end the conversation a second time.
+        self._ended = False
+
+    def _context(
+        self, messages: Sequence[Message], where: str = "session", **fields: Any
+    ) -> TurnContext:
+        self.harness._check_open()
+        self._ended = where in ("close", "aclose")
+        # Checked here, once per call, so no plugin meets a str, a None or a bottomless
+        # structure where it expects messages (and fails with a plain Python error).
+        return TurnContext(session=self, messages=check_messages(messages, where), **fields)
+
+    def _tool_context(self, call: Any, result: Any, where: str) -> TurnContext:
+        if not isinstance(result, str):
+            raise MessageFormatError(
+                f"{where}: result is {type(result).__name__}, expected the tool's output as text",
+                hint="turn the tool's output into a str (json.dumps for data) before passing it",
+            )
+        check_tool_call(call, where)
+        return self._context([], where, tool_result=result)
+
+    # sync lifecycle -------------------------------------------------------------------------
+
+    def before_reasoning(self, messages: Sequence[Message]) -> list[Message]:
+        """The list to send to the model (plugins may evict and compact)."""
+        ctx = self._context(messages, "before_reasoning")
+        self.harness.hooks.pre_reasoning(ctx)
+        return ctx.messages
+
+    def after_tool(self, call: Mapping[str, Any], result: str) -> str:
+        """The text to put in the tool message for ``call`` (plugins may evict it)."""
+        ctx = self._tool_context(call, result, "after_tool")
+        self.harness.hooks.post_acting(ctx, copy.deepcopy(dict(call)), result)
+        return ctx.tool_result if ctx.tool_result is not None else result
+
+    def after_call(self, messages: Sequence[Message]) -> TurnContext:
+        """End of an agent call: plugins flush new facts; returns the turn's context."""
+        ctx = self._context(messages, "after_call")
+        self.harness.hooks.post_call(ctx)
+        return ctx
+
+    def close(self, messages: Sequence[Message] | None = None) -> TurnContext:
+        """End of the conversation: plugins finish its upkeep (the flush writes what its
+        batching held back). Pass the final ``messages`` when you have them; without
+        them the flush uses the last list ``after_call`` saw. The session may go on
+        being used afterwards (a new conversation under the same id continues it)."""
+        ctx = self._context(list(messages or ()), "close")
+        self.harness.hooks.session_end(ctx)
+        return ctx
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.harness.closed and not self._ended:
+            self.close()
+
+    def recover_overflow(self, messages: Sequence[Message], error: BaseException) -> list[Message]:
+        """A shorter list to retry with after a context-length error, or re-raise ``error``."""
+        ctx = self._context(messages, "recover_overflow")
+        shorter = self.harness.hooks.overflow(ctx, error)
+        if shorter is None:
+            raise error
+        return shorter
+
+    # async twins ----------------------------------------------------------------------------
+
+    async def abefore_reasoning(self, messages: Sequence[Message]) -> list[Message]:
+        ctx = self._context(messages, "abefore_reasoning")
+        await self.harness.hooks.apre_reasoning(ctx)
+        return ctx.messages
+
+    async def aafter_tool(self, call: Mapping[str, Any], result: str) -> str:
+        ctx = self._tool_context(call, result, "aafter_tool")
+        await self.harness.hooks.apost_acting(ctx, copy.deepcopy(dict(call)), result)
+        return ctx.tool_result if ctx.tool_result is not None else result
+
+    async def aafter_call(self, messages: Sequence[Message]) -> TurnContext:
+        ctx = self._context(messages, "aafter_call")
+        await self.harness.hooks.apost_call(ctx)
+        return ctx
+
+    async def aclose(self, messages: Sequence[Message] | None = None) -> TurnContext:
+        ctx = self._context(list(messages or ()), "aclose")
+        await self.harness.hooks.asession_end(ctx)
+        return ctx
+
+    async def arecover_overflow(
+        self, messages: Sequence[Message], error: BaseException
+    ) -> list[Message]:
+        ctx = self._context(messages, "arecover_overflow")
+        shorter = await self.harness.hooks.aoverflow(ctx, error)
+        if shorter is None:
+            raise error
+        return shorter
+
+    # context and tools ----------------------------------------------------------------------
+
+    def system_context(self) -> str:
+        """The memory block for the system prompt: MEMORY.md as data, bounded.
+
+        Over ``context.max_tokens`` the block shows a truncation marker naming the lines
+        left out, and the harness fires ``on_context_over_budget`` and requests a
+        consolidation (see :mod:`harnessmem.memory.context`). "" when ``context.enabled`` is off.
+        """
+        self.harness._check_open()
+        return self.harness._memory_context_renderer().render(self.id)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI function schemas of the memory tools (see :mod:`harnessmem.tools`).
+
+        ``memory_search``, ``memory_get``, ``session_search``, ``memory_save``; pass
+        them with your own tools and route calls of these names to :meth:`call_tool`.
+        """
+        from harnessmem.tools import tool_schemas
+
+        return tool_schemas()
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run memory tool ``name`` with the model's ``arguments`` (dict or JSON text).
+
+        Returns the text for the tool message. Mistakes the model can correct (bad
+        arguments, a path it may not read, a timeout) come back as ``Error: ...`` text;
+        an unknown ``name`` raises ``ValueError``.
+        """
+        from harnessmem.tools import call_tool
+
+        self.harness._check_open()
+        return call_tool(self.harness, name, arguments)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id!r} of {self.harness.workspace.url}>"
