@@ -5,7 +5,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "venv"
-nox.options.sessions = ["tests", "plugins", "lint", "typecheck", "docs"]
+nox.options.sessions = ["tests", "plugins", "lint", "typecheck", "imports", "docs"]
 
 PYTHON = "3.11"
 PLUGIN_DIRS = sorted(str(p) for p in __import__("pathlib").Path("plugins").glob("*/pyproject.toml"))
@@ -44,6 +44,13 @@ def typecheck(session: nox.Session) -> None:
     """Type-check the core package with mypy --strict."""
     _install(session)
     session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def imports(session: nox.Session) -> None:
+    """Check the layers of [tool.importlinter] (faces > harness > components > stores)."""
+    _install(session)
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session(python=PYTHON)

@@ -25,8 +25,8 @@ from harnessmem import (
     MemoryHarness,
     ModelUnavailableError,
 )
-from harnessmem.memory._files import is_daily_log, normalise_fact, parse_facts, saved_facts
 from harnessmem.memory.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResult
+from harnessmem.memory.files import is_daily_log, normalise_fact, parse_facts, saved_facts
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
 

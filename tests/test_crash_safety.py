@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from harnessmem import MemoryHarness
-    from harnessmem.memory import _files as _memory_files
+    from harnessmem.memory import files as _memory_files
     from harnessmem.backends.base import Completion, ModelBackend
     from harnessmem.workspace import Workspace
 

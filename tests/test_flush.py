@@ -18,7 +18,7 @@ from harnessmem import (
     ModelResponseError,
     ModelUnavailableError,
 )
-from harnessmem.memory._files import is_no_reply, normalise_fact, parse_facts
+from harnessmem.memory.files import is_no_reply, normalise_fact, parse_facts
 from harnessmem.memory.flush import FlushResult, render_transcript
 from harnessmem.testing import FakeClock, ScriptedModel
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from harnessmem.backends.base import IndexEntry
 from harnessmem.backends.sqlite._store import BLOCK_SLOTS, EntryBlock
-from harnessmem.index import _chunking
-from harnessmem.index._chunking import MAX_STORED_CHARS, chunk_markdown
+from harnessmem.index import chunking as _chunking
+from harnessmem.index.chunking import MAX_STORED_CHARS, chunk_markdown
 
 _LINES = [
     "- a fact",

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from harnessmem import ContextOverflowError, MemoryHarness
+from harnessmem.backends.overflow import OVERFLOW_PHRASES, is_context_overflow, overflow_limits
 from harnessmem.compaction._summary import parse_anchor
 from harnessmem.errors import ModelUnavailableError
 from harnessmem.messages import validate_messages
-from harnessmem.models._overflow import OVERFLOW_PHRASES, is_context_overflow, overflow_limits
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
 

@@ -19,15 +19,15 @@ from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl
 from harnessmem.memory import _redaction_rules as rules
 from harnessmem.memory import redaction
 from harnessmem.memory._redaction_rules import (
-    _ASSIGNMENT,
-    _AUTH_HEADER,
-    _NOT_SECRETS,
-    _PASSWORD_KEYS,
-    _PRIVATE_KEY,
-    _PROSE,
-    _TOKENS,
-    _URL_PASSWORD,
-    _is_secret_like,
+    ASSIGNMENT,
+    AUTH_HEADER,
+    NOT_SECRETS,
+    PASSWORD_KEYS,
+    PRIVATE_KEY,
+    PROSE,
+    TOKENS,
+    URL_PASSWORD,
+    is_secret_like,
 )
 from harnessmem.memory.redaction import REPLACEMENT, SecretRedactor, redact
 from harnessmem.plugins import HookFacade, make_plugin_manager
@@ -155,26 +155,26 @@ def test_plugin_class_default_options() -> None:
 
 def _former_redact(text: str, replacement: str = REPLACEMENT) -> str:
     """redact() as it was: one pass of pattern.sub over the whole text per rule."""
-    text = _PRIVATE_KEY.sub(replacement, text)
-    text = rules._PUTTY_KEY.sub(replacement, text)
-    text = _URL_PASSWORD.sub(lambda m: rules._url_password(m, replacement), text)
-    text = _TOKENS.sub(replacement, text)
-    text = _AUTH_HEADER.sub(lambda m: f"{m[1]}{m[2]}{replacement}", text)
-    text = rules._COMMAND.sub(lambda m: rules._command(m, replacement), text)
-    text = rules._FLAG.sub(lambda m: rules._flag(m, replacement), text)
+    text = PRIVATE_KEY.sub(replacement, text)
+    text = rules.PUTTY_KEY.sub(replacement, text)
+    text = URL_PASSWORD.sub(lambda m: rules.replace_url_password(m, replacement), text)
+    text = TOKENS.sub(replacement, text)
+    text = AUTH_HEADER.sub(lambda m: f"{m[1]}{m[2]}{replacement}", text)
+    text = rules.COMMAND.sub(lambda m: rules.replace_command(m, replacement), text)
+    text = rules.FLAG.sub(lambda m: rules.replace_flag(m, replacement), text)
 
-    text = _ASSIGNMENT.sub(lambda m: rules._assignment(m, replacement), text)
+    text = ASSIGNMENT.sub(lambda m: rules.replace_assignment(m, replacement), text)
 
     def prose(match: re.Match[str]) -> str:
         key, verb, quote, value = match[1], match[2], match[3], match[4]
-        if value == replacement or value.casefold() in _NOT_SECRETS:
+        if value == replacement or value.casefold() in NOT_SECRETS:
             return match[0]
-        is_password = re.fullmatch(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?", key) is not None
-        if not is_password and not _is_secret_like(value):
+        is_password = re.fullmatch(rf"(?i){PASSWORD_KEYS}|pin(?: code)?", key) is not None
+        if not is_password and not is_secret_like(value):
             return match[0]
         return f"{key}{verb}{quote}{replacement}{quote}"
 
-    return _PROSE.sub(prose, text)
+    return PROSE.sub(prose, text)
 
 
 # One or more of each kind the rules recognise, and near misses that a rule starts on and

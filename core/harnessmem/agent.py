@@ -214,7 +214,7 @@ class Agent:
         try:
             return self._call(turn, tools)
         except Exception as exc:
-            from harnessmem.models._overflow import is_context_overflow
+            from harnessmem.backends.overflow import is_context_overflow
 
             if not is_context_overflow(exc):
                 raise _model_error(self.model, exc) from exc
@@ -298,8 +298,8 @@ def _assistant_message(response: Any, tools: bool) -> Message:
 
 def _model_error(model: str, exc: BaseException) -> Exception:
     """A harnessmem error for a failed model call (litellm's own exceptions mapped)."""
+    from harnessmem.backends.overflow import is_context_overflow
     from harnessmem.errors import HarnessMemError
-    from harnessmem.models._overflow import is_context_overflow
 
     if isinstance(exc, HarnessMemError):
         return exc

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness, Session
     from harnessmem.maintenance import MaintenanceReport
+    from harnessmem.services import Services
+    from harnessmem.session import Session
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
 
@@ -54,7 +55,7 @@ class TurnContext:
         return self.session.id
 
     @property
-    def harness(self) -> MemoryHarness:
+    def harness(self) -> Services:
         return self.session.harness
 
     @property

@@ -39,7 +39,7 @@ from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.events import TurnContext
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.settings import EvictionSettings, HarnessSettings
 
 __all__ = ["EvictedResult", "ToolResultEvictor", "eviction_path", "placeholder"]
@@ -310,9 +310,7 @@ class ToolResultEvictor:
         )
         return short, record
 
-    def _store(
-        self, harness: MemoryHarness, path: str, text: str, settings: EvictionSettings
-    ) -> bool:
+    def _store(self, harness: Services, path: str, text: str, settings: EvictionSettings) -> bool:
         """Write ``text`` to ``path`` unless it is already there; True when this call wrote it.
 
         The name holds a hash of the content, so an existing file already has these bytes.
@@ -347,7 +345,7 @@ class ToolResultEvictor:
         return True
 
     @staticmethod
-    def _modified(harness: MemoryHarness, path: str) -> float | Literal[False] | None:
+    def _modified(harness: Services, path: str) -> float | Literal[False] | None:
         """When ``path`` was last written (None: the store does not say); False: missing."""
         try:
             return harness.workspace.info(path).modified

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
 from harnessmem.models.routes import PURPOSES as PURPOSES
@@ -42,15 +42,16 @@ if TYPE_CHECKING:
     )
     from harnessmem.index import IndexSync, ReindexResult
     from harnessmem.maintenance import MaintenanceReport, MaintenanceScheduler
-    from harnessmem.memory.consolidation import ConsolidationResult, MemoryConsolidator, SaveResult
-    from harnessmem.memory.context import MemoryContext
-    from harnessmem.memory.flush import FlushResult, MemoryFlusher
+    from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
+    from harnessmem.memory.flush import FlushResult
     from harnessmem.models.usage import MeteredModel, UsageReport
+    from harnessmem.services import Services
     from harnessmem.workspace import Workspace
 
 __all__ = ["MemoryHarness", "Session"]
 
 Message = dict[str, Any]
+C = TypeVar("C")
 #: Workspace files the agent may read through ``get`` / ``memory_get``.
 READABLE_PREFIXES = ("memory/", "sessions/")
 READABLE_FILES = ("MEMORY.md",)
@@ -111,7 +112,8 @@ class MemoryHarness:
         self._scheduler: MaintenanceScheduler | None = None
         # The seam where queued work drains on close(): each callback gets the seconds left
         # of maintenance.close_timeout (the background flush queue registers one here).
-        self._drainers: list[Callable[[float], None]] = []
+        self._drainers: list[Callable[[float], object]] = []
+        self._components: dict[Callable[[Services], Any], Any] = {}
         self._routes = ModelRoutes(self, model)
         self._routes.start()
         _OPEN_HARNESSES.add(self)
@@ -199,7 +201,7 @@ class MemoryHarness:
     def index(self) -> IndexBackend:
         """The index backend, created on first use from ``index.backend``."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             if self._index is None:
                 cls = index_registry().load(self.settings.index.backend)
                 self._index = cls.create(
@@ -235,7 +237,7 @@ class MemoryHarness:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session id must be a non-empty string, got {session_id!r}")
         with self._lock:
-            self._check_open()
+            self.check_open()
             if session_id not in self._sessions:
                 self._sessions[session_id] = Session(self, session_id)
             return self._sessions[session_id]
@@ -314,8 +316,10 @@ class MemoryHarness:
         are skipped. The append is a compare-and-swap, as consolidation's rewrite is, so
         neither loses the other's write.
         """
-        self._check_open()
-        return self._memory_consolidator().save(text)
+        self.check_open()
+        from harnessmem.memory.consolidation import MemoryConsolidator
+
+        return self.component(MemoryConsolidator).save(text)
 
     def flush(
         self,
@@ -335,8 +339,10 @@ class MemoryHarness:
         ``ask(reference)`` lets a caller that asks a model anyway supply the answer with
         the facts (compaction's one call); see :meth:`harnessmem.memory.flush.MemoryFlusher.flush`.
         """
-        self._check_open()
-        return self._memory_flusher().flush(
+        self.check_open()
+        from harnessmem.memory.flush import MemoryFlusher
+
+        return self.component(MemoryFlusher).flush(
             messages, session_id=session_id, backoff=backoff, ask=ask
         )
 
@@ -347,37 +353,25 @@ class MemoryHarness:
         :mod:`harnessmem.memory.consolidation`); a model failure raises. With ``backoff``
         (maintenance passes it), a model that failed lately is not asked: ``deferred``.
         """
-        self._check_open()
-        return self._memory_consolidator().consolidate(backoff=backoff)
+        self.check_open()
+        from harnessmem.memory.consolidation import MemoryConsolidator
 
-    # Built lazily, once per harness, by the helpers below (issue 5's components).
-    _flusher: MemoryFlusher | None = None
-    _consolidator: MemoryConsolidator | None = None
-    _memory_context: MemoryContext | None = None
+        return self.component(MemoryConsolidator).consolidate(backoff=backoff)
 
-    def _memory_flusher(self) -> MemoryFlusher:
+    def component(self, kind: Callable[[Services], C]) -> C:
+        """This harness's one instance of the component ``kind`` (a class taking the
+        services, e.g. ``MemoryFlusher``), built on first use; see :mod:`harnessmem.services`."""
         with self._lock:
-            if self._flusher is None:
-                from harnessmem.memory.flush import MemoryFlusher
+            self.check_open()
+            if kind not in self._components:
+                self._components[kind] = kind(self)
+            return cast("C", self._components[kind])
 
-                self._flusher = MemoryFlusher(self)
-            return self._flusher
-
-    def _memory_consolidator(self) -> MemoryConsolidator:
+    def on_close(self, drain: Callable[[float], object]) -> None:
+        """Call ``drain(seconds_left)`` at :meth:`close`, before the backends close (a
+        queue of background flushes drains here)."""
         with self._lock:
-            if self._consolidator is None:
-                from harnessmem.memory.consolidation import MemoryConsolidator
-
-                self._consolidator = MemoryConsolidator(self)
-            return self._consolidator
-
-    def _memory_context_renderer(self) -> MemoryContext:
-        with self._lock:
-            if self._memory_context is None:
-                from harnessmem.memory.context import MemoryContext
-
-                self._memory_context = MemoryContext(self)
-            return self._memory_context
+            self._drainers.append(drain)
 
     def maintain(self, *, force: bool = False) -> MaintenanceReport:
         """Run one maintenance tick now and return its report; fires ``on_maintenance``.
@@ -388,7 +382,7 @@ class MemoryHarness:
         tick is skipped while another process holds the maintenance lease. Made for cron
         or a Kubernetes CronJob (``harnessmem maintain``) with ``maintenance.enabled`` off.
         """
-        self._check_open()
+        self.check_open()
         return self._maintenance_scheduler().tick("manual", force=force)
 
     def request_maintenance(self) -> bool:
@@ -418,7 +412,7 @@ class MemoryHarness:
         limits the work to those workspace paths (a writer's follow-up: missing paths
         are dropped from the index, paths that are not indexed are ignored).
         """
-        self._check_open()
+        self.check_open()
         return self._index_sync().sync(full=full, paths=paths)
 
     _index_syncer: IndexSync | None = None
@@ -426,7 +420,7 @@ class MemoryHarness:
     def _index_sync(self) -> IndexSync:
         """The one ``IndexSync`` of this harness, built with the index on first use."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             if self._index_syncer is None:
                 from harnessmem.index import IndexSync
 
@@ -434,12 +428,13 @@ class MemoryHarness:
                     self.workspace,
                     self.index,
                     include_archive=self.settings.index.include_archive,
-                    interval=self._refresh_interval(),
+                    interval=self.refresh_interval,
                     clock=self.clock,
                 )
             return self._index_syncer
 
-    def _refresh_interval(self) -> float:
+    @property
+    def refresh_interval(self) -> float:
         """Seconds between looks at files other processes may have changed (by the clock).
 
         ``index.refresh_interval``; by default 0 on ``memory://`` and 30 elsewhere (a local
@@ -454,7 +449,8 @@ class MemoryHarness:
 
     # lifetime -------------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise ``HarnessMemError`` once the harness is closed."""
         if self._closed:
             raise HarnessMemError(
                 f"the harness for {self.workspace.url} is closed",

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem.errors import MessageFormatError
-from harnessmem.messages._checks import MAX_DEPTH, check_messages
+from harnessmem.messages import MAX_DEPTH, check_messages
 from harnessmem.plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -491,7 +491,7 @@ class _Loop:
 
     def day_boundary(self) -> None:
         """Consolidate when the day changed since the last boundary (as overnight upkeep)."""
-        from harnessmem.memory._files import local_date
+        from harnessmem.memory.files import local_date
 
         day = local_date(self.harness.clock(), self.harness.settings.workspace.timezone)
         if self.day is not None and day != self.day:

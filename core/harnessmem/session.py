@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from harnessmem.errors import MessageFormatError
 from harnessmem.events import TurnContext
-from harnessmem.messages._checks import check_messages, check_tool_call
+from harnessmem.messages import check_messages, check_tool_call
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
 
 __all__ = ["Session"]
 
@@ -27,7 +27,7 @@ Message = dict[str, Any]
 class Session:
     """One conversation's lifecycle points; built by :meth:`MemoryHarness.session`."""
 
-    def __init__(self, harness: MemoryHarness, session_id: str) -> None:
+    def __init__(self, harness: Services, session_id: str) -> None:
         self.harness = harness
         self.id = session_id
         # Whether close() ran since the last lifecycle call: leaving a ``with`` block after
@@ -37,7 +37,7 @@ class Session:
     def _context(
         self, messages: Sequence[Message], where: str = "session", **fields: Any
     ) -> TurnContext:
-        self.harness._check_open()
+        self.harness.check_open()
         self._ended = where in ("close", "aclose")
         # Checked here, once per call, so no plugin meets a str, a None or a bottomless
         # structure where it expects messages (and fails with a plain Python error).
@@ -136,8 +136,10 @@ class Session:
         left out, and the harness fires ``on_context_over_budget`` and requests a
         consolidation (see :mod:`harnessmem.memory.context`). "" when ``context.enabled`` is off.
         """
-        self.harness._check_open()
-        return self.harness._memory_context_renderer().render(self.id)
+        self.harness.check_open()
+        from harnessmem.memory.context import MemoryContext
+
+        return self.harness.component(MemoryContext).render(self.id)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -159,7 +161,7 @@ class Session:
         """
         from harnessmem.tools import call_tool
 
-        self.harness._check_open()
+        self.harness.check_open()
         return call_tool(self.harness, name, arguments)
 
     def __repr__(self) -> str:

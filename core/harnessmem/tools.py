@@ -30,7 +30,7 @@ from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout
 from harnessmem.errors import PathNotAllowed
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
 
 __all__ = [
     "GET_DEFAULT_LINES",
@@ -235,7 +235,7 @@ def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> s
     return "\n".join(parts)
 
 
-def _memory_search(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
     query = _text(args, "query")
     assert query is not None
     limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
@@ -251,7 +251,7 @@ def _memory_search(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
     )
 
 
-def _session_search(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+def _session_search(harness: Services, args: Mapping[str, Any]) -> str:
     query = _text(args, "query")
     assert query is not None
     session_id = _text(args, "session_id", required=False)
@@ -266,7 +266,7 @@ def _session_search(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
     )
 
 
-def _memory_get(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
     raw_path = _text(args, "path")
     assert raw_path is not None
     path = posixpath.normpath(raw_path) if "\x00" not in raw_path else raw_path
@@ -299,11 +299,13 @@ def _memory_get(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
     return header + ":\n" + "\n".join(out)
 
 
-def _memory_save(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
+def _memory_save(harness: Services, args: Mapping[str, Any]) -> str:
     text = _text(args, "text")
     assert text is not None
+    from harnessmem.memory.consolidation import MemoryConsolidator
+
     try:
-        result = harness.save(text)
+        result = harness.component(MemoryConsolidator).save(text)
     except NotImplementedError:
         return (
             "Error: memory_save is not available in this harnessmem installation; "
@@ -317,7 +319,7 @@ def _memory_save(harness: MemoryHarness, args: Mapping[str, Any]) -> str:
     return f"Saved to MEMORY.md{described}." + (f" {note}" if note else "")
 
 
-_HANDLERS: dict[str, Callable[[MemoryHarness, Mapping[str, Any]], str]] = {
+_HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
     "memory_search": _memory_search,
     "memory_get": _memory_get,
     "session_search": _session_search,
@@ -357,7 +359,7 @@ def _check_encodable(key: str, value: str) -> None:
         ) from None
 
 
-def call_tool(harness: MemoryHarness, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+def call_tool(harness: Services, name: str, arguments: Mapping[str, Any] | str | None) -> str:
     """Run memory tool ``name`` with ``arguments`` (a mapping or the JSON text a model sent).
 
     Returns the tool's text for the model; see the module docstring for what raises.

@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harnessmem.errors import ConfigError, HarnessMemError
-from harnessmem.settings._validation import problem_lines
+from harnessmem.settings.validation import problem_lines
 
 if TYPE_CHECKING:
     from harnessmem.backends._fts import QueryTerm
@@ -30,6 +31,7 @@ __all__ = [
     "PURPOSES",
     "BackendOptions",
     "Completion",
+    "EntryColumns",
     "FileUpdate",
     "IndexBackend",
     "IndexEntry",
@@ -154,6 +156,74 @@ class IndexEntry(NamedTuple):
     context: str = ""
     date: str | None = None
     section: int = 0
+
+
+# Builds a named tuple without the keyword-argument layer of its __new__ (half the cost).
+_tuple_new = tuple.__new__
+
+
+class EntryColumns(Sequence[IndexEntry]):
+    """The entries of one file, held column by column, as
+    :func:`harnessmem.index.chunking.chunk_markdown` returns them.
+
+    A sequence of :class:`IndexEntry` to every reader (an entry is built when it is
+    read); a backend that knows this class takes the columns as they are. A daily log
+    of a hundred bullets then costs six list extensions rather than a hundred tuples,
+    and a rebuild does not transpose them back into columns to store them.
+    """
+
+    __slots__ = ("contents", "contexts", "dates", "ends", "path", "sections", "starts")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.contents: list[str] = []
+        self.contexts: list[str] = []
+        self.dates: list[str | None] = []
+        self.sections: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.contents)
+
+    def __iter__(self) -> Iterator[IndexEntry]:
+        fields = zip(
+            repeat(self.path),
+            self.starts,
+            self.ends,
+            self.contents,
+            self.contexts,
+            self.dates,
+            self.sections,
+        )
+        return map(_tuple_new, repeat(IndexEntry), fields)
+
+    @overload
+    def __getitem__(self, index: int) -> IndexEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[IndexEntry]: ...
+    def __getitem__(self, index: int | slice) -> IndexEntry | list[IndexEntry]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return IndexEntry(
+            self.path,
+            self.starts[index],
+            self.ends[index],
+            self.contents[index],
+            self.contexts[index],
+            self.dates[index],
+            self.sections[index],
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EntryColumns | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"EntryColumns({list(self)!r})"
 
 
 @dataclass(frozen=True, slots=True)

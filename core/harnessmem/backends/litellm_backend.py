@@ -38,6 +38,7 @@ from typing import Any, ClassVar, cast
 from pydantic import Field, SecretStr
 
 from harnessmem.backends.base import BackendOptions, Completion, ModelBackend
+from harnessmem.backends.overflow import is_context_overflow
 from harnessmem.errors import (
     ConfigError,
     ContextOverflowError,
@@ -45,7 +46,6 @@ from harnessmem.errors import (
     ModelResponseError,
     ModelUnavailableError,
 )
-from harnessmem.models._overflow import is_context_overflow
 from harnessmem.settings import Seconds
 
 __all__ = ["LiteLLMBackend", "LiteLLMOptions"]

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harnessmem.backends.overflow import is_context_overflow, overflow_limits
 from harnessmem.compaction._cutoff import head_length, keep_start, truncate_tool_args
 from harnessmem.compaction._plan import Plan, plan_compaction
 from harnessmem.compaction._shrink import MessageShrinker, Originals
@@ -53,14 +54,13 @@ from harnessmem.compaction._summary import (
 )
 from harnessmem.events import CompactionEvent
 from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
-from harnessmem.models._overflow import is_context_overflow, overflow_limits
 from harnessmem.plugins import hookimpl
 from harnessmem.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
     from harnessmem.events import TurnContext
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.settings import CompactionSettings, HarnessSettings
 
 __all__ = [
@@ -130,7 +130,7 @@ class ConversationCompactor:
     """
 
     def __init__(
-        self, harness: MemoryHarness, session_id: str, counter: TokenCounter | None = None
+        self, harness: Services, session_id: str, counter: TokenCounter | None = None
     ) -> None:
         self.harness = harness
         self.session_id = session_id
@@ -354,9 +354,11 @@ class ConversationCompactor:
         if not self.settings.flush_before_compact:
             return "disabled", None
         from harnessmem.errors import BackendNotFound
+        from harnessmem.memory.flush import MemoryFlusher
 
         try:
-            result = self.harness.flush(
+            self.harness.check_open()
+            result = self.harness.component(MemoryFlusher).flush(
                 plan.originals, session_id=self.session_id, backoff=backoff, ask=ask
             )
         except NotImplementedError:
@@ -518,7 +520,7 @@ class CompactionPlugin:
                 compaction.trigger_messages,
             )
 
-    def compactor(self, harness: MemoryHarness, session_id: str) -> ConversationCompactor:
+    def compactor(self, harness: Services, session_id: str) -> ConversationCompactor:
         """The compactor of ``session_id`` in ``harness`` (made on first use)."""
         key = (id(harness), session_id)
         with self._lock:

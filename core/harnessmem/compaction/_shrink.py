@@ -18,7 +18,7 @@ from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.messages import fingerprint
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
 
 __all__ = ["MASK_MIN_CHARS", "MessageShrinker", "Originals", "text_of"]
@@ -77,7 +77,7 @@ class MessageShrinker:
 
     def __init__(
         self,
-        harness: MemoryHarness,
+        harness: Services,
         session_id: str,
         counter: TokenCounter,
         originals: Originals,

@@ -4,7 +4,7 @@
 It asks the ``summary`` model (incremental: previous summary + the newly dropped messages;
 with the flush's dedup reference, for the new facts too, so that a compaction needs one
 call), validates the answer (:func:`harnessmem.compaction._summary.normalise_summary`), records
-failures and rejected answers, and backs a failing model off (:mod:`harnessmem.models._backoff`).
+failures and rejected answers, and backs a failing model off (:mod:`harnessmem.models.backoff`).
 When there is no good answer, :meth:`Summariser.automatic_summary` builds the four sections
 without a model (the extractive backend), so that the dropped prefix can still leave the
 context once it is safe in the session log.
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from harnessmem.compaction._plan import Plan, summary_tokens
 from harnessmem.compaction._summary import SECTIONS, normalise_summary, split_facts
-from harnessmem.models._backoff import Backoff
+from harnessmem.models.backoff import Backoff
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
-    from harnessmem.harness import MemoryHarness
     from harnessmem.memory.transcripts import OffloadResult
+    from harnessmem.services import Services
     from harnessmem.settings import CompactionSettings
     from harnessmem.tokens import TokenCounter
 
@@ -40,7 +40,7 @@ _RESULT_CHARS = 500
 class Summariser:
     """The summaries of one session; the back-off lives as long as the compactor does."""
 
-    def __init__(self, harness: MemoryHarness, session_id: str, counter: TokenCounter) -> None:
+    def __init__(self, harness: Services, session_id: str, counter: TokenCounter) -> None:
         self.harness = harness
         self.session_id = session_id
         self.counter = counter
@@ -55,7 +55,7 @@ class Summariser:
         the summary outcome in ``asked``; returns the facts as the flush model's answer,
         or None (missing or junk: the flush asks its own model)."""
         from harnessmem.backends.base import Completion
-        from harnessmem.memory import _files as mf
+        from harnessmem.memory import files as mf
 
         if not self.backoff.ready():
             asked["summary"] = (None, None, self._backed_off())
@@ -102,7 +102,7 @@ class Summariser:
     ) -> tuple[str | None, Completion | None, str, str | None]:
         """One summary call: the summary (or None), the completion, what went wrong, and
         (when ``facts_reference`` asked for them) the text of the answer's facts section."""
-        from harnessmem.memory import _files as mf
+        from harnessmem.memory import files as mf
         from harnessmem.prompts import FACTS_TOKENS, load_template, summary_request
 
         bound = summary_tokens(self.settings, plan.limit)

@@ -2,7 +2,7 @@
 
 Two parts, both independent of the backend:
 
-- **Chunkers** (in :mod:`harnessmem.index._chunking`, re-exported here) split files into
+- **Chunkers** (in :mod:`harnessmem.index.chunking`, re-exported here) split files into
   :class:`~harnessmem.backends.base.IndexEntry` units. Memory Markdown is cut at its
   natural units: a bullet (with its continuation lines), a paragraph, a fenced code
   block; each entry carries its line range, the path of the headings above it as
@@ -40,7 +40,7 @@ from harnessmem.backends.base import (
     SearchMode,
 )
 from harnessmem.errors import PathNotAllowed
-from harnessmem.index._chunking import (
+from harnessmem.index.chunking import (
     MAX_ENTRY_CHARS,
     MAX_STORED_CHARS,
     chunk_markdown,

@@ -55,7 +55,7 @@ from harnessmem.maintenance._steps import (
 )
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.workspace import Lease, Workspace
 
 __all__ = [
@@ -250,7 +250,7 @@ class MaintenanceScheduler:
     """
 
     def __init__(
-        self, harness: MemoryHarness, *, steps: Sequence[MaintenanceStep] = DEFAULT_STEPS
+        self, harness: Services, *, steps: Sequence[MaintenanceStep] = DEFAULT_STEPS
     ) -> None:
         self._harness = weakref.ref(harness)
         self.settings = harness.settings.maintenance
@@ -335,7 +335,7 @@ class MaintenanceScheduler:
 
     def _run_steps(
         self,
-        harness: MemoryHarness,
+        harness: Services,
         chosen: Sequence[MaintenanceStep],
         lease: Lease,
         trigger: str,
@@ -399,7 +399,7 @@ class MaintenanceScheduler:
         return None
 
     @staticmethod
-    def _save(state: _State, harness: MemoryHarness) -> None:
+    def _save(state: _State, harness: Services) -> None:
         try:
             state.write(harness.workspace)
         except Exception as exc:
@@ -557,9 +557,7 @@ class MaintenanceScheduler:
         return max(last + self.settings.interval, now + self.settings.min_gap)
 
 
-def _run_step(
-    step: MaintenanceStep, harness: MemoryHarness, now: float
-) -> tuple[StepOutcome, bool]:
+def _run_step(step: MaintenanceStep, harness: Services, now: float) -> tuple[StepOutcome, bool]:
     """Run one step; its outcome, and whether it changed nothing (see ``StepDone.idle``).
 
     Never raises (that is what keeps a failing step from stopping the rest).

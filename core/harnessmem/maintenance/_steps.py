@@ -23,7 +23,7 @@ from harnessmem.memory.transcripts import SESSIONS_DIR
 from harnessmem.models.usage import ledger_files
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.workspace import FileInfo, Lease, Workspace
 
 __all__ = [
@@ -88,10 +88,10 @@ class MaintenanceStep:
     """
 
     name: str
-    run: Callable[[MemoryHarness, float], StepDone]
+    run: Callable[[Services, float], StepDone]
 
 
-def archive_daily_logs(harness: MemoryHarness, now: float) -> StepDone:
+def archive_daily_logs(harness: Services, now: float) -> StepDone:
     """Move daily logs dated before today - retention (workspace time zone) to the archive."""
     workspace = harness.workspace
     days = harness.settings.maintenance.daily_file_retention_days
@@ -142,13 +142,13 @@ def archive_daily_logs(harness: MemoryHarness, now: float) -> StepDone:
     )
 
 
-def consolidate_memory(harness: MemoryHarness, now: float) -> StepDone:
+def consolidate_memory(harness: Services, now: float) -> StepDone:
     """Run ``harness.consolidate()`` (skipped when ``consolidation.enabled`` is false)."""
     if not harness.settings.consolidation.enabled:
         raise StepSkipped("consolidation.enabled is false")
-    # Typed loosely: the consolidation work (issue 5) decides what its result object is.
-    consolidate: Callable[..., Any] = harness.consolidate
-    result = consolidate(backoff=True)
+    from harnessmem.memory.consolidation import MemoryConsolidator
+
+    result = harness.component(MemoryConsolidator).consolidate(backoff=True)
     idle = getattr(result, "status", None) in ("nothing_new", "busy", "disabled", "deferred")
     return StepDone(_describe(result), result=result, idle=idle)
 
@@ -208,7 +208,7 @@ def _pruned_detail(tally: _Tally, what: str, days: int) -> str:
     return detail
 
 
-def _remove_empty_local_dir(harness: MemoryHarness, path: str, folder: str) -> None:
+def _remove_empty_local_dir(harness: Services, path: str, folder: str) -> None:
     """Drop a local folder left empty (object stores have no folders to leave behind)."""
     local = harness.workspace.local_path(path)
     if local is None or path.count("/") <= folder.count("/") + 1:
@@ -242,7 +242,7 @@ def _drop_mark(workspace: Workspace, stem: str, tally: _Tally) -> None:
         tally.bump("marks_deleted")
 
 
-def prune_session_logs(harness: MemoryHarness, now: float) -> StepDone:
+def prune_session_logs(harness: Services, now: float) -> StepDone:
     """Delete ``sessions/*.log.jsonl`` older than ``maintenance.session_retention_days``,
     each with its offload mark, and offload marks whose log is gone.
 
@@ -299,7 +299,7 @@ def prune_session_logs(harness: MemoryHarness, now: float) -> StepDone:
     return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
-def prune_usage_ledger(harness: MemoryHarness, now: float) -> StepDone:
+def prune_usage_ledger(harness: Services, now: float) -> StepDone:
     """Delete ``usage/<day>.jsonl`` dated more than ``maintenance.session_retention_days``
     before today (``workspace.timezone``); never today's or yesterday's.
 
@@ -335,7 +335,7 @@ def prune_usage_ledger(harness: MemoryHarness, now: float) -> StepDone:
     )
 
 
-def prune_session_records(harness: MemoryHarness, now: float) -> StepDone:
+def prune_session_records(harness: Services, now: float) -> StepDone:
     """The ``prune_sessions`` step: :func:`prune_session_logs`, then
     :func:`prune_usage_ledger` (same retention); the usage figures are prefixed ``usage_``
     and shown when the workspace has a ledger."""
@@ -350,7 +350,7 @@ def prune_session_records(harness: MemoryHarness, now: float) -> StepDone:
     )
 
 
-def prune_evicted_results(harness: MemoryHarness, now: float) -> StepDone:
+def prune_evicted_results(harness: Services, now: float) -> StepDone:
     """Delete evicted tool results older than ``eviction.retention_days``."""
     settings = harness.settings.eviction
     folder = settings.path.strip("/")
@@ -369,7 +369,7 @@ def prune_evicted_results(harness: MemoryHarness, now: float) -> StepDone:
     return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
-def reindex_workspace(harness: MemoryHarness, now: float) -> StepDone:
+def reindex_workspace(harness: Services, now: float) -> StepDone:
     """Run ``harness.reindex()`` (incremental)."""
     reindex = getattr(harness, "reindex", None)
     if reindex is None:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from string import Template
 from typing import TYPE_CHECKING, Any, Final
 
-from harnessmem.memory import _files as mf
+from harnessmem.memory import files as mf
 from harnessmem.prompts import compact_json, load_template
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def related_reference(text: str, transcript: str, limit: int) -> tuple[str, int]
     Entries under ``_MIN_SCORE`` are not sent (they could hardly be repeated by the new
     facts), nor are headings (the model does not need them to avoid a repeat).
     """
-    from harnessmem.backends.extractive._text import term_set
+    from harnessmem.backends.extractive import term_set
 
     entries = [
         (number, line)

@@ -12,19 +12,19 @@ from __future__ import annotations
 import re
 from functools import partial
 
-_PRIVATE_KEY = re.compile(
+PRIVATE_KEY = re.compile(
     r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
     r"(?:[\s\S]*?-----END \1-----|[A-Za-z0-9+/=\s\\]*)"
 )
 # scheme://user:password@host — the password is what goes. It may hold "/" (people type
-# them raw) and "@" when another "@" follows before any "/"; see _url_password for the
+# them raw) and "@" when another "@" follows before any "/"; see replace_url_password for the
 # port-and-path look-alike ("http://host:8080/path@v2").
-_URL_PASSWORD = re.compile(
+URL_PASSWORD = re.compile(
     r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@/][^\s@]*(?:@[^\s@/]+(?=@))*)(@)"
 )
 # PuTTY's private key file: header to MAC line.
-_PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC: *[0-9a-fA-F]+|$)")
-_TOKENS = re.compile(
+PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC: *[0-9a-fA-F]+|$)")
+TOKENS = re.compile(
     r"\b(?:"
     r"sk-(?:proj-|ant-(?:api\d+-)?|svcacct-)?[A-Za-z0-9_-]{20,}"
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}"
@@ -76,10 +76,10 @@ _TOKENS = re.compile(
     r")"
 )
 # A credential after an auth scheme must hold a digit, so "Basic authentication" survives.
-_AUTH_HEADER = re.compile(
+AUTH_HEADER = re.compile(
     r"\b(Bearer|Basic|Token)(\s+)(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{16,}"
 )
-_PASSWORD_KEYS = r"password|passwd|pwd|passphrase|passcode"
+PASSWORD_KEYS = r"password|passwd|pwd|passphrase|passcode"
 _TOKEN_KEYS = (
     r"secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?token"
     r"|access[_-]?token|refresh[_-]?token|client[_-]?secret|session[_-]?token|token"
@@ -88,21 +88,21 @@ _TOKEN_KEYS = (
 # key = value / "key": "value"; the key may carry a prefix such as DB_ or aws_. Any
 # identifier before ":" or "=" matches here (cheap: no keyword alternation at every
 # position); the replacement checks that it ends with a secret's keyword.
-_KEY = r"\b([A-Za-z0-9_.-]+)"
-_SEPARATOR = r"""["']?\s*[:=]"""
+KEY_NAME = r"\b([A-Za-z0-9_.-]+)"
+SEPARATOR = r"""["']?\s*[:=]"""
 # A quoted value may hold backslash escapes: arguments are JSON text ("pa\\"ss").
-_ASSIGNMENT = re.compile(
-    rf"""{_KEY}({_SEPARATOR}\s*)("(?:[^"\\\n]|\\.)+"|'(?:[^'\\\n]|\\.)+'|[^\s"',;]+)"""
+ASSIGNMENT = re.compile(
+    rf"""{KEY_NAME}({SEPARATOR}\s*)("(?:[^"\\\n]|\\.)+"|'(?:[^'\\\n]|\\.)+'|[^\s"',;]+)"""
 )
 # "pass" only as a word of its own (DB_PASS, smtp.pass), not "bypass" or "compass".
 _PASS_KEY = re.compile(r"(?i)(?:^|[_.-])pass$")
 _SECRET_KEY = re.compile(
-    rf"(?i)(?:{_PASSWORD_KEYS}|{_TOKEN_KEYS}|(?:^|[_.-])(?:pass|auth|creds?|credentials?))$"
+    rf"(?i)(?:{PASSWORD_KEYS}|{_TOKEN_KEYS}|(?:^|[_.-])(?:pass|auth|creds?|credentials?))$"
 )
 # Values of a "pass" key that are settings, not passwords (first_pass=1, PASS=true).
 _SETTING = re.compile(r"(?i)\d{1,3}|true|false|yes|no|on|off|none|null")
-_PROSE = re.compile(
-    rf"(?i)\b((?:{_PASSWORD_KEYS})|pin(?: code)?|api key|secret key|access key|access token"
+PROSE = re.compile(
+    rf"(?i)\b((?:{PASSWORD_KEYS})|pin(?: code)?|api key|secret key|access key|access token"
     r"|auth token|token|secret)(\s+(?:is|was|are|:)\s+)([\"']?)([^\s\"']+?)(\3)"
     r"(?=[.,;:!?)]*(?:[\s\"'\\]|$))"  # or the end of a JSON string
 )
@@ -111,7 +111,7 @@ _PROSE = re.compile(
 # smbclient -U user%SECRET, htpasswd -b file user SECRET, .netrc's "login u password SECRET".
 # ``[^\n;|&]*?`` stays within one command of the line.
 _ARG = r"[^\n;|&]*?[ \t]"  # the blank before the flag: its finder looks for " -" and "\t-"
-_COMMAND = re.compile(
+COMMAND = re.compile(
     r"\b(?:"
     rf"(?:mysql[a-z]*|mariadb[a-z-]*)\b{_ARG}-p(?=[^\s-])"
     rf"|sshpass\b{_ARG}-p[^\S\n]*"
@@ -125,13 +125,13 @@ _COMMAND = re.compile(
     r"""(?:'([^'\n]+)'|"([^"\n]+)"|([^\s'";|&]+))"""
 )
 # --password VALUE, --db-token VALUE (with "=" they are assignments).
-_FLAG = re.compile(
+FLAG = re.compile(
     r"(?<![\w-])(--?(?:[A-Za-z0-9]+[-_])*(?:password|passwd|passphrase|pass|pwd|token|secret"
     r"|api-?key|access-key|secret-key|private-key|client-secret)[^\S\n]+)"
     r"""(?:'([^'\n]+)'|"([^"\n]+)"|([^\s'";|&]+))"""
 )
 # Words that follow "password is" without being one ("the password is changed weekly").
-_NOT_SECRETS = frozenset(
+NOT_SECRETS = frozenset(
     (  # noqa: SIM905 - a word list reads better as text
         "a an the not no now still too very being been changed reset set updated incorrect "
         "wrong expired required stored saved missing empty unknown invalid valid correct same "
@@ -141,16 +141,16 @@ _NOT_SECRETS = frozenset(
 )
 
 
-def _is_secret_like(value: str) -> bool:
+def is_secret_like(value: str) -> bool:
     """For tokens and keys in prose: only values that look generated, not words."""
     return len(value) >= 16 or (len(value) >= 8 and any(ch.isdigit() for ch in value))
 
 
-_PASSWORD_KEY = re.compile(_PASSWORD_KEYS, re.IGNORECASE)
-_PASSWORD_WORD = re.compile(rf"(?i){_PASSWORD_KEYS}|pin(?: code)?")
+_PASSWORD_KEY = re.compile(PASSWORD_KEYS, re.IGNORECASE)
+_PASSWORD_WORD = re.compile(rf"(?i){PASSWORD_KEYS}|pin(?: code)?")
 
 
-def _url_password(match: re.Match[str], replacement: str) -> str:
+def replace_url_password(match: re.Match[str], replacement: str) -> str:
     port, slash, _ = match[2].partition("/")
     if slash and port.isdigit():  # http://host:8080/path@v2: a port and a path
         return match[0]
@@ -174,14 +174,14 @@ def _reference(value: str, replacement: str) -> bool:
 _REFERENCE = re.compile(r"\$[A-Z_{(]|%[A-Za-z_]\w*%|\{\{|<[A-Za-z][\w -]*>?$")
 
 
-def _command(match: re.Match[str], replacement: str) -> str:
+def replace_command(match: re.Match[str], replacement: str) -> str:
     value = match[1] or match[2] or match[3]
     if _reference(value, replacement):
         return match[0]
     return _quoted(match, 1, replacement)
 
 
-def _flag(match: re.Match[str], replacement: str) -> str:
+def replace_flag(match: re.Match[str], replacement: str) -> str:
     key, value = match[1], match[2] or match[3] or match[4]
     if _reference(value, replacement) or value[0] == "-" or key.lstrip("-").startswith("no-"):
         return match[0]
@@ -189,7 +189,7 @@ def _flag(match: re.Match[str], replacement: str) -> str:
         # A typed password holds a digit, a capital or a sign; "--password flag" is prose.
         if value.isalpha() and value.islower() and len(value) < 12:
             return match[0]
-    elif not _is_secret_like(value):
+    elif not is_secret_like(value):
         return match[0]
     return _quoted(match, 2, replacement)
 
@@ -197,13 +197,15 @@ def _flag(match: re.Match[str], replacement: str) -> str:
 _FLAG_PASSWORD = re.compile(r"pass|pwd")
 
 
-def _assignment(match: re.Match[str], replacement: str) -> str:
+def replace_assignment(match: re.Match[str], replacement: str) -> str:
     key, sep, value = match[1], match[2], match[3]
     bare = value.strip("\"'")
     if not _SECRET_KEY.search(key):
         # "cmd": "DB_PASSWORD=…": the quoted value of another key may hold an assignment.
         if len(value) > 2 and value[0] in "\"'" and ("=" in bare or ":" in bare):
-            inner = _ASSIGNMENT.sub(partial(_assignment, replacement=replacement), value[1:-1])
+            inner = ASSIGNMENT.sub(
+                partial(replace_assignment, replacement=replacement), value[1:-1]
+            )
             return f"{key}{sep}{value[0]}{inner}{value[-1]}"
         return match[0]
     if not bare or _reference(bare, replacement):
@@ -211,20 +213,20 @@ def _assignment(match: re.Match[str], replacement: str) -> str:
     if _PASS_KEY.search(key):
         if _SETTING.fullmatch(bare):
             return match[0]
-    elif not _PASSWORD_KEY.search(key) and not _is_secret_like(bare):
+    elif not _PASSWORD_KEY.search(key) and not is_secret_like(bare):
         return match[0]
     quote = value[0] if value[0] in "\"'" else ""
     return f"{key}{sep}{quote}{replacement}{quote}"
 
 
-def _prose(match: re.Match[str], replacement: str) -> str:
+def replace_prose(match: re.Match[str], replacement: str) -> str:
     key, verb, quote, value = match[1], match[2], match[3], match[4]
-    if value == replacement or value.casefold() in _NOT_SECRETS:
+    if value == replacement or value.casefold() in NOT_SECRETS:
         return match[0]
-    if not _PASSWORD_WORD.fullmatch(key) and not _is_secret_like(value):
+    if not _PASSWORD_WORD.fullmatch(key) and not is_secret_like(value):
         return match[0]
     return f"{key}{verb}{quote}{replacement}{quote}"
 
 
-def _header(match: re.Match[str], replacement: str) -> str:
+def replace_header(match: re.Match[str], replacement: str) -> str:
     return f"{match[1]}{match[2]}{replacement}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harnessmem.memory import _files as mf
+from harnessmem.memory import files as mf
 
 __all__ = ["Segment", "Watermark", "content_hash"]
 

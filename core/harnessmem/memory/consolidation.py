@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from harnessmem._text import storable, wide_codec
 from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
-from harnessmem.memory import _files as mf
+from harnessmem.memory import files as mf
 from harnessmem.memory._watermark import Segment, Watermark, content_hash
-from harnessmem.models._backoff import Backoff
+from harnessmem.models.backoff import Backoff
 from harnessmem.prompts import load_template
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
     from harnessmem.workspace import FileInfo, Lease, Snapshot
 
@@ -190,7 +190,7 @@ class SaveResult:
 class MemoryConsolidator:
     """Owner of MEMORY.md writes (see the module doc); one per harness."""
 
-    def __init__(self, harness: MemoryHarness) -> None:
+    def __init__(self, harness: Services) -> None:
         self.harness = harness
         self.workspace = harness.workspace
         self._counter: TokenCounter | None = None
@@ -209,7 +209,7 @@ class MemoryConsolidator:
         """Append ``text`` (facts, ideally a bullet list) to MEMORY.md as a dated entry.
 
         Every bullet and every line of prose is kept, one entry each (see
-        :func:`~harnessmem.memory._files.saved_facts`); headings are left out and listed in
+        :func:`~harnessmem.memory.files.saved_facts`); headings are left out and listed in
         ``left_out``. Redacted like a flush; facts MEMORY.md already holds are skipped.
         Raises ValueError for blank text, WorkspaceError when the store fails.
         """

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from harnessmem import _text
 from harnessmem.events import ContextOverBudgetEvent
-from harnessmem.memory import _files as mf
+from harnessmem.memory import files as mf
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
 
 __all__ = ["MemoryContext", "render_memory_block"]
@@ -92,7 +92,7 @@ class MemoryContext:
     the memory of a render), its lines counted in chunks.
     """
 
-    def __init__(self, harness: MemoryHarness) -> None:
+    def __init__(self, harness: Services) -> None:
         self.harness = harness
         self._counter: TokenCounter | None = None
         self._lock = threading.Lock()

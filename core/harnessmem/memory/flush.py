@@ -45,18 +45,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
-from harnessmem.memory import _files as mf
+from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
-from harnessmem.models._backoff import Backoff, BackoffState
+from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
 from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
     from harnessmem.events import TurnContext
-    from harnessmem.harness import MemoryHarness
     from harnessmem.memory._flush_queue import BackgroundFlushes
+    from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
     from harnessmem.workspace import Snapshot
 
@@ -127,7 +127,7 @@ class MemoryFlusher:
     One per harness, built on first use; thread-safe (flushes of one session take turns).
     """
 
-    def __init__(self, harness: MemoryHarness) -> None:
+    def __init__(self, harness: Services) -> None:
         self.harness = harness
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -234,9 +234,7 @@ class MemoryFlusher:
     def _at_close(self, finish: Callable[[float | None], object]) -> None:
         """Have the harness's close() run ``finish`` (with its timeout) while the model and
         the workspace are still open: queued or held flushes are written, not dropped."""
-        drainers = getattr(self.harness, "_drainers", None)
-        if isinstance(drainers, list):
-            drainers.append(finish)
+        self.harness.on_close(finish)
 
     def _trim_held(self) -> None:
         """Too many conversations held at once: the oldest are flushed now rather than
@@ -263,7 +261,7 @@ class MemoryFlusher:
         return self._counter.count_text(text)
 
     def backoff_state(self, session_id: str) -> BackoffState:
-        """How the session's flush model has fared lately (:mod:`~harnessmem.models._backoff`)."""
+        """How the session's flush model has fared lately (:mod:`~harnessmem.models.backoff`)."""
         with self._locks_guard:
             backoff = self._backoffs.get(session_id)
         return backoff.state if backoff is not None else BackoffState()
@@ -525,7 +523,7 @@ class MemoryFlusher:
         as the index (``index.refresh_interval``); locally reads are cheap, so none."""
         if self.harness.workspace.is_local:
             return 0.0
-        return self.harness._refresh_interval()
+        return self.harness.refresh_interval
 
     def _load_state(self, path: str) -> tuple[State, dict[str, Snapshot]]:
         """The session's state; and the daily log it had to read, by path (the flush
@@ -606,7 +604,7 @@ class MemoryFlushPlugin:
         if not settings.enabled:
             ctx.outcomes["flush"] = FlushResult(session_id, "disabled")
             return
-        flusher = harness._memory_flusher()
+        flusher = harness.component(MemoryFlusher)
         try:
             if settings.mode == "background":
                 ctx.outcomes["flush"] = flusher.submit(ctx.messages, session_id=session_id)
@@ -623,7 +621,7 @@ class MemoryFlushPlugin:
         harness, session_id = ctx.harness, ctx.session_id
         if not harness.settings.flush.enabled:
             return
-        flusher = harness._memory_flusher()
+        flusher = harness.component(MemoryFlusher)
         try:
             result = flusher.finish(session_id, ctx.messages)
         except Exception as exc:

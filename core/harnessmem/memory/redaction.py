@@ -34,23 +34,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harnessmem.errors import ConfigError
 from harnessmem.memory._redaction_rules import (
-    _ASSIGNMENT,
-    _AUTH_HEADER,
-    _COMMAND,
-    _FLAG,
-    _KEY,
-    _PRIVATE_KEY,
-    _PROSE,
-    _PUTTY_KEY,
-    _SEPARATOR,
-    _TOKENS,
-    _URL_PASSWORD,
-    _assignment,
-    _command,
-    _flag,
-    _header,
-    _prose,
-    _url_password,
+    ASSIGNMENT,
+    AUTH_HEADER,
+    COMMAND,
+    FLAG,
+    KEY_NAME,
+    PRIVATE_KEY,
+    PROSE,
+    PUTTY_KEY,
+    SEPARATOR,
+    TOKENS,
+    URL_PASSWORD,
+    replace_assignment,
+    replace_command,
+    replace_flag,
+    replace_header,
+    replace_prose,
+    replace_url_password,
 )
 from harnessmem.plugins import hookimpl
 
@@ -79,9 +79,9 @@ REPLACEMENT = "[REDACTED]"
 _SPARSE = 50
 _SCHEME_CHARS = string.ascii_letters + string.digits + "+.-"
 _SCHEME_START = re.compile(r"\b[A-Za-z]")
-# _ASSIGNMENT up to its separator: searched for with an end bound, unlike the whole of it.
-_ASSIGNMENT_HEAD = re.compile(_KEY + _SEPARATOR)
-_AFTER_KEY = re.compile(_SEPARATOR)
+# ASSIGNMENT up to its separator: searched for with an end bound, unlike the whole of it.
+_ASSIGNMENT_HEAD = re.compile(KEY_NAME + SEPARATOR)
+_AFTER_KEY = re.compile(SEPARATOR)
 # Each token format holds one of these characters at a fixed distance from its start. A
 # pattern that begins with one literal character is scanned for fast; one that begins
 # with a set of several is not (about 20x slower), hence one pattern per character.
@@ -131,14 +131,14 @@ _KEY_ENDINGS = {
     "auth": ("auth",),
     "cred": ("cred", "creds", "credential", "credentials"),
 }
-# The words each _FLAG key ends with, by the word searched for.
+# The words each FLAG key ends with, by the word searched for.
 _FLAG_WORDS = ("pass", "pwd", "secret", "key", "token")
 _FLAG_CHARS = string.ascii_letters + string.digits + "-_"
-# The commands of _COMMAND searched for by name (the others are found from "pass"): on
+# The commands of COMMAND searched for by name (the others are found from "pass"): on
 # each line holding a flag, or in the whole text when more than _FLAG_LINES lines do.
 _FLAG_LINES = 32
 _COMMAND_WORDS = ("mysql", "mariadb", "redis-cli", "docker", "curl", "smbclient")
-# Where a keyword of _PROSE starts, before a word it contains ("api key": 4 before "key").
+# Where a keyword of PROSE starts, before a word it contains ("api key": 4 before "key").
 _PROSE_OFFSETS = {
     "pass": (0,),
     "pwd": (0,),
@@ -254,7 +254,7 @@ class _Words:
         return found
 
     def header_starts(self) -> list[int]:
-        """Where _AUTH_HEADER can match."""
+        """Where AUTH_HEADER can match."""
         text, limit = self.text, self.limit
         found = (
             *self("token"),
@@ -264,7 +264,7 @@ class _Words:
         return _sorted(found, limit)
 
     def command_starts(self) -> list[int]:
-        """Where _COMMAND can match: at each command's name on a line that holds a flag
+        """Where COMMAND can match: at each command's name on a line that holds a flag
         (a space or tab, then "-"), or anywhere when many lines do; sshpass, htpasswd and
         .netrc's "login … password" from the "pass" in them (a word searched for anyway)."""
         text, folded = self.text, self._folded
@@ -292,7 +292,7 @@ class _Words:
         return _sorted((at for at in found if at >= 0), self.limit)
 
     def flag_starts(self) -> list[int]:
-        """Where _FLAG can match: where the run of flag characters before a keyword starts,
+        """Where FLAG can match: where the run of flag characters before a keyword starts,
         if that is a "-" (a match starts after a character that is neither a word character
         nor "-")."""
         text = self.text
@@ -305,7 +305,7 @@ class _Words:
         return _sorted((at for at in starts if text.startswith("-", at)), self.limit)
 
     def prose_starts(self) -> list[int]:
-        """Where _PROSE can match."""
+        """Where PROSE can match."""
         return _sorted(
             (
                 at - offset
@@ -327,7 +327,7 @@ class _Words:
 
 
 def _url_starts(text: str) -> list[int]:
-    """Where _URL_PASSWORD can match: where a scheme can start before each "://"."""
+    """Where URL_PASSWORD can match: where a scheme can start before each "://"."""
     limit = _limit(text)
     return _sorted(
         (
@@ -340,7 +340,7 @@ def _url_starts(text: str) -> list[int]:
 
 
 def _token_starts(text: str) -> list[int]:
-    """Where _TOKENS can match: at each offset before each anchor character."""
+    """Where TOKENS can match: at each offset before each anchor character."""
     return _sorted(
         (
             hit.start() - offset
@@ -384,7 +384,7 @@ def _rule(
 
 
 def _safe_start(text: str, before: int, low: int) -> int:
-    """An index in ``[low, before]`` that no _ASSIGNMENT match spans; ``low`` if none is near.
+    """An index in ``[low, before]`` that no ASSIGNMENT match spans; ``low`` if none is near.
 
     Just after a line break in a run of white space that touches no ":" or "=": a match
     holds white space only around its separator and inside a quoted value, which cannot
@@ -401,7 +401,7 @@ def _safe_start(text: str, before: int, low: int) -> int:
 
 
 def _redact_assignments(text: str, words: _Words, replacement: str) -> str:
-    """``_ASSIGNMENT.sub`` with :func:`_assignment`, run only near secret keys.
+    """``ASSIGNMENT.sub`` with :func:`replace_assignment`, run only near secret keys.
 
     Only a key that ends with a secret's keyword can change; the matches before it still
     matter (one may swallow the key), so the engine runs from the last safe index before it
@@ -414,17 +414,17 @@ def _redact_assignments(text: str, words: _Words, replacement: str) -> str:
                 separator = after.end() - 1
                 targets[separator] = min(start, targets.get(separator, start))
     except _Dense:
-        return _ASSIGNMENT.sub(lambda m: _assignment(m, replacement), text)
+        return ASSIGNMENT.sub(lambda m: replace_assignment(m, replacement), text)
     pieces: list[str] = []
     copied = consumed = done = 0
     for separator in sorted(targets):
         pos = max(consumed, _safe_start(text, targets[separator], done))
         while head := _ASSIGNMENT_HEAD.search(text, pos, separator + 1):
-            if (match := _ASSIGNMENT.match(text, head.start())) is None:
+            if (match := ASSIGNMENT.match(text, head.start())) is None:
                 pos = head.end(1)  # the same key from further in fails alike
                 continue
             pos = consumed = match.end()
-            if (new := _assignment(match, replacement)) != match[0]:
+            if (new := replace_assignment(match, replacement)) != match[0]:
                 pieces += (text[copied : match.start()], new)
                 copied = consumed
         done = separator + 1
@@ -436,23 +436,23 @@ def _redact_assignments(text: str, words: _Words, replacement: str) -> str:
 
 def redact(text: str, replacement: str = REPLACEMENT) -> str:
     """``text`` with every secret the built-in rules recognise replaced by ``replacement``."""
-    text = _PRIVATE_KEY.sub(replacement, text)
-    text = _PUTTY_KEY.sub(replacement, text)
+    text = PRIVATE_KEY.sub(replacement, text)
+    text = PUTTY_KEY.sub(replacement, text)
     text = _rule(
-        _URL_PASSWORD,
+        URL_PASSWORD,
         text,
         partial(_url_starts, text),
-        partial(_url_password, replacement=replacement),
+        partial(replace_url_password, replacement=replacement),
     )
     if "\\" in replacement:  # re.sub reads it as a template (r"\g<0>"): keep that
-        text = _TOKENS.sub(replacement, text)
+        text = TOKENS.sub(replacement, text)
     else:
-        text = _rule(_TOKENS, text, partial(_token_starts, text), lambda m: replacement)
+        text = _rule(TOKENS, text, partial(_token_starts, text), lambda m: replacement)
     words = _Words(text)
     for pattern, starts, replace in (
-        (_AUTH_HEADER, _Words.header_starts, _header),
-        (_COMMAND, _Words.command_starts, _command),
-        (_FLAG, _Words.flag_starts, _flag),
+        (AUTH_HEADER, _Words.header_starts, replace_header),
+        (COMMAND, _Words.command_starts, replace_command),
+        (FLAG, _Words.flag_starts, replace_flag),
     ):
         text = _rule(
             pattern, text, partial(starts, words), partial(replace, replacement=replacement)
@@ -462,7 +462,7 @@ def redact(text: str, replacement: str = REPLACEMENT) -> str:
     text = _redact_assignments(text, words, replacement)
     if text is not words.text:
         words = _Words(text)
-    return _rule(_PROSE, text, words.prose_starts, lambda m: _prose(m, replacement))
+    return _rule(PROSE, text, words.prose_starts, lambda m: replace_prose(m, replacement))
 
 
 class RedactionOptions(BaseModel):

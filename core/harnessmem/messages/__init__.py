@@ -15,12 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harnessmem.errors import MessageFormatError
-from harnessmem.messages._checks import value_nesting_problem
+from harnessmem.messages._checks import (
+    MAX_DEPTH,
+    check_messages,
+    check_tool_call,
+    value_nesting_problem,
+)
 
 __all__ = [
+    "MAX_DEPTH",
     "MessageFormatError",
     "ToolPairing",
     "atomic_spans",
+    "check_messages",
+    "check_tool_call",
     "fingerprint",
     "from_anthropic",
     "from_swe_agent",

@@ -11,14 +11,15 @@ consolidation calls to the offline extractive backend.
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING
 
 from harnessmem.plugins import model_registry
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import ModelBackend
-    from harnessmem.harness import MemoryHarness
     from harnessmem.models.usage import BudgetStatus, MeteredModel, UsageLedger
+    from harnessmem.services import Services
 
 __all__ = ["PURPOSES", "ModelRoutes"]
 
@@ -29,12 +30,13 @@ class ModelRoutes:
     """The model backends of one harness, one per distinct route, and their usage ledger.
 
     ``override`` is the ``model=`` instance given to the harness: it then serves every
-    purpose. Shares the harness's lock.
+    purpose.
     """
 
-    def __init__(self, harness: MemoryHarness, override: ModelBackend | None) -> None:
+    def __init__(self, harness: Services, override: ModelBackend | None) -> None:
         self.harness = harness
         self.override = override
+        self._lock = threading.RLock()
         self._models: dict[str, ModelBackend] = {}
         self._metered: dict[str, MeteredModel] = {}
         self._ledger: UsageLedger | None = None
@@ -43,8 +45,8 @@ class ModelRoutes:
         """The metered model serving ``purpose``; the same route gives the same object."""
         if purpose not in PURPOSES:
             raise ValueError(f"unknown model purpose {purpose!r}; expected one of {PURPOSES}")
-        with self.harness._lock:
-            self.harness._check_open()
+        with self._lock:
+            self.harness.check_open()
             if self.override is not None:
                 backend, key, limit = self.override, "override", None
             else:
@@ -96,7 +98,7 @@ class ModelRoutes:
 
     def _budget_fallback(self) -> ModelBackend:
         """The extractive backend that serves flush and consolidation past the budget."""
-        with self.harness._lock:
+        with self._lock:
             key = json.dumps(["extractive", None, {}])
             if key not in self._models:
                 cls = model_registry().load("extractive")
@@ -106,7 +108,7 @@ class ModelRoutes:
     def ledger(self) -> UsageLedger:
         """The harness's usage ledger, made on first use; drained when the harness closes."""
         harness = self.harness
-        with harness._lock:
+        with self._lock:
             if self._ledger is None:
                 from harnessmem.models.usage import UsageLedger
 
@@ -119,7 +121,7 @@ class ModelRoutes:
                     on_exceeded=self._announce_budget,
                 )
                 # On close: write what is pending, and every later call at once.
-                harness._drainers.append(lambda _seconds: ledger.drain())
+                harness.on_close(lambda _seconds: ledger.drain())
                 self._ledger = ledger
             return self._ledger
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource
 
 from harnessmem.errors import ConfigError
-from harnessmem.settings._validation import problem_lines
+from harnessmem.settings.validation import problem_lines
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",

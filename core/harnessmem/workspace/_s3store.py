@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from harnessmem.workspace._stores import Store, _error_code, is_transient
+from harnessmem.workspace._stores import Store, error_code, is_transient
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -80,7 +80,7 @@ def _with_retries(call: Callable[[], T]) -> T:
             if not is_transient(exc):
                 raise
             if attempt == ATTEMPTS - 1:
-                what = _error_code(exc) or type(exc).__name__
+                what = error_code(exc) or type(exc).__name__
                 raise RetriesExhausted(
                     f"{what}: {exc} (gave up after {ATTEMPTS} attempts)"
                 ) from exc
@@ -125,7 +125,7 @@ class S3Store(Store):
             try:
                 response = self._request("get_object", full, Range=f"bytes={start}-{end - 1}")
             except OSError as exc:
-                if _error_code(exc) in {"InvalidRange", "416"}:
+                if error_code(exc) in {"InvalidRange", "416"}:
                     return b""  # starts at or past the end of the object
                 raise
             return bytes(response["Body"])
@@ -218,7 +218,7 @@ class S3Store(Store):
                 # 412: changed since read; 409: a concurrent conditional write; NoSuchKey:
                 # deleted since read. All mean "read again" -- unless the object is this
                 # very write, landed by an attempt whose answer was lost.
-                if not (isinstance(exc, FileExistsError) or _error_code(exc) in _LOST_RACE):
+                if not (isinstance(exc, FileExistsError) or error_code(exc) in _LOST_RACE):
                     raise
                 try:
                     head = self._request("head_object", full)
@@ -234,7 +234,7 @@ class S3Store(Store):
             try:
                 self._request("delete_object", full, IfMatch=_quoted(version))
             except OSError as exc:
-                code = _error_code(exc)
+                code = error_code(exc)
                 if code in _LOST_RACE:
                     # Gone: deleted by an earlier attempt of this request, or by someone
                     # else; either way it is not there any more.

@@ -36,7 +36,7 @@ def _content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _error_code(exc: BaseException) -> str:
+def error_code(exc: BaseException) -> str:
     """The S3 error code (or HTTP status) behind an exception s3fs translated."""
     seen: BaseException | None = exc
     while seen is not None:
@@ -77,7 +77,7 @@ _BOTOCORE_TRANSIENT = frozenset(
 
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed S3 request is worth repeating: throttling, 5xx, transport errors."""
-    if _error_code(exc) in _TRANSIENT_CODES:
+    if error_code(exc) in _TRANSIENT_CODES:
         return True
     seen: BaseException | None = exc
     while seen is not None:
@@ -102,7 +102,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def hint(exc: BaseException) -> str | None:
     """How to fix a storage failure, when its cause is a common one."""
-    text = f"{type(exc).__name__} {exc} {_error_code(exc)}"
+    text = f"{type(exc).__name__} {exc} {error_code(exc)}"
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Credentials" in text:
         return "check the credentials in storage_options (key/secret) and the permissions"
     if "NoSuchBucket" in text:
@@ -156,7 +156,7 @@ class Store:
         except Exception as exc:
             # s3fs reports a missing bucket as FileNotFoundError too; that one is no
             # missing file but a workspace that cannot work.
-            if isinstance(exc, FileNotFoundError) and _error_code(exc) != "NoSuchBucket":
+            if isinstance(exc, FileNotFoundError) and error_code(exc) != "NoSuchBucket":
                 raise FileNotFoundError(
                     errno.ENOENT, f"no such file in workspace {self.url}", self.rel(full)
                 ) from exc

@@ -28,8 +28,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from harnessmem.backends._fts import has_cjk, segment_cjk
-from harnessmem.backends.base import INDEX_SOURCES, IndexEntry
-from harnessmem.index._chunking import EntryColumns
+from harnessmem.backends.base import INDEX_SOURCES, EntryColumns, IndexEntry
 
 __all__ = [
     "BLOCK_SHIFT",

@@ -20,7 +20,7 @@ from harnessmem._text import storable
 from harnessmem.prompts import strip_markers
 
 if TYPE_CHECKING:
-    from harnessmem.harness import MemoryHarness
+    from harnessmem.services import Services
 
 logger = logging.getLogger("harnessmem.memory")
 
@@ -268,7 +268,7 @@ def bullet_block(facts: Iterable[str]) -> str:
 # ------------------------------------------------------------------------------ follow-ups
 
 
-def reindex_paths(harness: MemoryHarness, paths: Sequence[str]) -> str | None:
+def reindex_paths(harness: Services, paths: Sequence[str]) -> str | None:
     """Bring the index up to date after a write; the problem as text, or None when fine.
 
     Syncs just ``paths`` (``harness.reindex(paths=...)``). An index that is not available
@@ -291,7 +291,7 @@ def reindex_paths(harness: MemoryHarness, paths: Sequence[str]) -> str | None:
     return None
 
 
-def request_consolidation(harness: MemoryHarness, why: str) -> bool:
+def request_consolidation(harness: Services, why: str) -> bool:
     """Ask the maintenance scheduler for an opportunistic consolidation, if there is one.
 
     Never raises: the request is a hint, and the scheduler throttles it anyway. True when

@@ -8,11 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator, Sequence
 from itertools import islice, repeat
-from typing import Any, overload
+from typing import Any
 
-from harnessmem.backends.base import IndexEntry
+from harnessmem.backends.base import EntryColumns, IndexEntry
 
 __all__ = [
     "MAX_ENTRY_CHARS",
@@ -54,69 +53,6 @@ _BULLET_RUN = re.compile(
     rf"[-*+][ \t][^\n]{{0,{MAX_STORED_CHARS - 2}}}\n){{2,}}",
     re.MULTILINE,
 )
-
-
-class EntryColumns(Sequence[IndexEntry]):
-    """The entries of one file, held column by column: what :func:`chunk_markdown` returns.
-
-    A sequence of :class:`IndexEntry` to every reader (an entry is built when it is
-    read); a backend that knows this class takes the columns as they are. A daily log
-    of a hundred bullets then costs six list extensions rather than a hundred tuples,
-    and a rebuild does not transpose them back into columns to store them.
-    """
-
-    __slots__ = ("contents", "contexts", "dates", "ends", "path", "sections", "starts")
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.contents: list[str] = []
-        self.contexts: list[str] = []
-        self.dates: list[str | None] = []
-        self.sections: list[int] = []
-
-    def __len__(self) -> int:
-        return len(self.contents)
-
-    def __iter__(self) -> Iterator[IndexEntry]:
-        fields = zip(
-            repeat(self.path),
-            self.starts,
-            self.ends,
-            self.contents,
-            self.contexts,
-            self.dates,
-            self.sections,
-        )
-        return map(_tuple_new, repeat(IndexEntry), fields)
-
-    @overload
-    def __getitem__(self, index: int) -> IndexEntry: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[IndexEntry]: ...
-    def __getitem__(self, index: int | slice) -> IndexEntry | list[IndexEntry]:
-        if isinstance(index, slice):
-            return list(self)[index]
-        return IndexEntry(
-            self.path,
-            self.starts[index],
-            self.ends[index],
-            self.contents[index],
-            self.contexts[index],
-            self.dates[index],
-            self.sections[index],
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, EntryColumns | list | tuple):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
-
-    def __repr__(self) -> str:
-        return f"EntryColumns({list(self)!r})"
 
 
 def _heading_words(rest: str) -> str:

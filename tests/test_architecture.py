@@ -1,0 +1,136 @@
+"""The shape of the package, checked: folders by concern, private things kept private, and the
+layers of the import-linter contract (``[tool.importlinter]`` in pyproject.toml)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "core" / "harnessmem"
+SOURCES = [PACKAGE, *sorted(ROOT.glob("plugins/*/src/*"))]
+
+
+def _modules() -> dict[str, ast.Module]:
+    """Every module of the core package and the plugin packages, by dotted name."""
+    found = {}
+    for root in SOURCES:
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_private_names(tree: ast.Module) -> set[str]:
+    """Private names a module defines: functions, classes, assignments, ``self._x`` fields."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if _private(name)}
+
+
+#: The public API of named tuples, underscored so that it cannot clash with field names.
+_NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_field_defaults", "_make"})
+
+
+def _owner(module: str, is_package: bool) -> str:
+    """The package whose private modules ``module`` may import: its own package."""
+    return module if is_package else module.rpartition(".")[0]
+
+
+def _imported(node: ast.AST) -> list[tuple[str, str | None]]:
+    """(module, name imported from it or None) for an absolute import statement."""
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [(node.module, alias.name) for alias in node.names]
+    if isinstance(node, ast.Import):
+        return [(alias.name, None) for alias in node.names]
+    return []
+
+
+def test_no_private_member_is_used_outside_its_own_module() -> None:
+    """A ``_name`` defined in one module is not used in another (attribute or import), and a
+    private module is imported only from inside the package that holds it."""
+    modules = _modules()
+    packages = {name for name in modules if (PACKAGE.parent / name.replace(".", "/")).is_dir()}
+    defined = {name: _defined_private_names(tree) for name, tree in modules.items()}
+    anywhere = set().union(*defined.values())
+    problems = []
+    for module, tree in modules.items():
+        home = _owner(module, module in packages)
+        for node in ast.walk(tree):
+            where = f"{module}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                    continue
+                if isinstance(base, ast.Call) and ast.unparse(base.func) == "super":
+                    continue
+                if node.attr in _NAMED_TUPLE_API:
+                    continue
+                # Only names this project defines: a third-party object's private member
+                # (s3fs's, a named tuple's _replace) is that library's business.
+                if node.attr in anywhere and node.attr not in defined[module]:
+                    problems.append(f"{where}: {ast.unparse(node)}")
+            for source, name in _imported(node):
+                target = source if name is None else f"{source}.{name}"
+                if name is not None and _private(name) and target not in modules:
+                    problems.append(f"{where}: from {source} import {name}")
+                dotted = target if target in modules else source
+                parts = dotted.split(".")
+                for depth in range(1, len(parts)):
+                    if _private(parts[depth]):
+                        allowed = ".".join(parts[:depth])
+                        if home != allowed and not home.startswith(allowed + "."):
+                            problems.append(f"{where}: imports {dotted}, private to {allowed}")
+                        break
+    assert problems == []
+
+
+def test_at_most_twenty_modules_at_the_top() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 20, top
+
+
+def test_only_the_faces_import_the_facade() -> None:
+    """Below the faces (cli, agent, replay, the package's lazy exports) nothing imports
+    ``harnessmem.harness``, not even for type hints: components see ``Services``."""
+    faces = ("harnessmem", "harnessmem.agent", "harnessmem.replay", "harnessmem.cli")
+    problems = []
+    for module, tree in _modules().items():
+        if module in (*faces, "harnessmem.harness") or module.startswith("harnessmem.cli."):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.ImportFrom) and node.module == "harnessmem.harness") or (
+                isinstance(node, ast.Import)
+                and any(a.name == "harnessmem.harness" for a in node.names)
+            ):
+                problems.append(f"{module}:{node.lineno}")
+    assert problems == []
+
+
+def test_the_import_contracts_hold() -> None:
+    """``lint-imports`` (the layers of pyproject's [tool.importlinter]) passes."""
+    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if command is None:
+        pytest.skip("import-linter is not installed (it comes with the dev extra)")
+    done = subprocess.run(
+        [command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
