@@ -45,10 +45,11 @@ def test_the_main_job_runs_as_written() -> None:
 def test_the_integration_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     code = _block("## Attach it to your agent loop", "python")
     assert len(code.splitlines()) <= 24, "the README promises a short example"
+    # Before the import: litellm fetches its price list at import unless told not to.
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     said = iter(["Remember that staging listens on port 5433.", "Where is staging?", ""])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(said))
     search = {

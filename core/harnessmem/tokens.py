@@ -31,7 +31,6 @@ that message.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -42,6 +41,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
+
+from harnessmem._litellm_package import package_dir
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -141,24 +142,17 @@ def estimate_tokens(text: str) -> int:
 
 def _litellm_tokenizers_dir() -> Path | None:
     """Where litellm bundles tiktoken's BPE files, located without importing litellm."""
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "litellm_core_utils" / "tokenizers"
-        if candidate.is_dir():
-            return candidate
-    return None
+    package = package_dir()
+    candidate = package / "litellm_core_utils" / "tokenizers" if package else None
+    return candidate if candidate is not None and candidate.is_dir() else None
 
 
-def _effective_cache_dir() -> str | None:
+def ensure_cache_dir() -> str | None:
     """Point tiktoken at litellm's bundled files unless the user chose a cache dir.
 
     Returns the directory tiktoken will read, or None when tiktoken would use
-    its own temporary-directory default.
+    its own temporary-directory default (and download). The litellm backend calls it
+    before importing litellm, so that any tiktoken use in the process stays offline.
     """
     with _env_lock:
         for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
@@ -173,7 +167,7 @@ def _effective_cache_dir() -> str | None:
 
 def _load_tiktoken_encoding(name: str) -> Any:
     """Load tiktoken's encoding ``name`` from local files only; raise if that is impossible."""
-    cache_dir = _effective_cache_dir()
+    cache_dir = ensure_cache_dir()
     expected = _KNOWN_CACHE_FILES.get(name)
     if expected is not None:
         missing = [f for f in expected if not cache_dir or not (Path(cache_dir) / f).is_file()]
