@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -575,3 +576,19 @@ def test_the_job_requests_go_out_as_built(servers: Callable[[Any], FakeOpenAISer
     make_backend(server, Sleeps()).complete(request, purpose="flush")
 
     assert server.requests[0].messages == request
+
+
+def test_models_md_lists_the_providers_checked_without_litellm() -> None:
+    """docs/models.md's table of providers and key variables is PROVIDER_KEYS."""
+    from harnessmem.backends._provider_keys import PROVIDER_KEYS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
+    table = text.partition("| provider prefix | key variable (any one) |")[2].partition("\n\n")[0]
+    documented: dict[str, tuple[str, ...]] = {}
+    for line in table.splitlines()[2:]:
+        providers, variables = (cell.strip() for cell in line.strip("|").split("|"))
+        names = re.findall(r"`([^`]+)`", variables)
+        for provider in re.findall(r"`([^`]+)`", providers):
+            generic = [n.replace("<PROVIDER>", provider.upper()) for n in names[:1]]
+            documented[provider] = tuple(generic if "<PROVIDER>" in variables else names)
+    assert documented == dict(PROVIDER_KEYS)
