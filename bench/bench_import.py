@@ -7,29 +7,64 @@ Each figure is the median wall time of a fresh interpreter, so interpreter
 start-up is inside both the measurement and the baseline; the net rows
 subtract a bare ``python -c pass`` measured in the same run. The commands take turns
 (one sample of each per round), so a burst of load hits them alike.
+
+The ``harnessmem chat`` rows are what a user waits for before the prompt or the error:
+``chat --help``, and a chat whose model key is missing (it fails with exit status 3 before
+litellm is imported); ``import litellm`` with its bundled price list is what both would
+cost if they loaded it. These rows run in an empty folder, without ``HARNESSMEM_*``
+variables or the key, against the bare interpreter start.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench._util import Row
 
 
-def _cold(commands: dict[str, list[str]], repeat: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class _Command:
+    argv: list[str]
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    status: int = 0  # the exit status the command must end with
+    rounds: int | None = None  # sample only in the first rounds (a slow command)
+
+
+def _cold(commands: dict[str, _Command], repeat: int) -> dict[str, float]:
     """Median wall time of each command in a fresh process; the commands take turns."""
     samples: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(repeat):
-        for name, argv in commands.items():
+    for round_ in range(repeat):
+        for name, command in commands.items():
+            if command.rounds is not None and round_ >= command.rounds:
+                continue
             start = time.perf_counter()
-            subprocess.run(argv, check=True, capture_output=True)
+            done = subprocess.run(
+                command.argv, capture_output=True, env=command.env, cwd=command.cwd
+            )
             samples[name].append(time.perf_counter() - start)
+            if done.returncode != command.status:
+                raise RuntimeError(
+                    f"{' '.join(command.argv)} exited {done.returncode}, not {command.status}: "
+                    f"{done.stderr.decode(errors='replace')[-500:]}"
+                )
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def _offline_env() -> dict[str, str]:
+    """No harnessmem settings, no model key; litellm on its bundled price list."""
+    keys = ("OPENAI_API_KEY", "HARNESSMEM_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(keys)}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return env
 
 
 def _console_script() -> list[str]:
@@ -43,21 +78,41 @@ def _console_script() -> list[str]:
 
 
 def run(quick: bool) -> list[Row]:
-    """Rows for the cold imports and ``harnessmem --help``, against ``import pydantic, pluggy``."""
+    """Rows for the cold imports, ``harnessmem --help`` and the start of ``harnessmem chat``."""
     repeat = 5 if quick else 15
     python = sys.executable
-    times = _cold(
-        {
-            "bare": [python, "-c", "pass"],
-            "baseline": [python, "-c", "import pydantic, pluggy"],
-            "ours": [python, "-c", "import harnessmem"],
-            "api": [python, "-c", "from harnessmem import MemoryHarness, HarnessSettings"],
-            "cli": [*_console_script(), "--help"],
-        },
-        repeat,
-    )
+    script = _console_script()
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as scratch:
+        env = _offline_env()
+        workspace = str(Path(scratch) / "ws")
+        times = _cold(
+            {
+                "bare": _Command([python, "-c", "pass"]),
+                "baseline": _Command([python, "-c", "import pydantic, pluggy"]),
+                "ours": _Command([python, "-c", "import harnessmem"]),
+                "api": _Command(
+                    [python, "-c", "from harnessmem import MemoryHarness, HarnessSettings"]
+                ),
+                "cli": _Command([*script, "--help"]),
+                "chat_help": _Command([*script, "chat", "--help"], env, scratch),
+                "chat_no_key": _Command(
+                    [*script, "chat", "-m", "openai/gpt-4o-mini", "-w", workspace],
+                    env,
+                    scratch,
+                    status=3,
+                ),
+                # Seconds a sample: a few samples say what chat no longer pays.
+                "litellm": _Command(
+                    [python, "-c", "import litellm"], env, scratch, rounds=2 if quick else 5
+                ),
+            },
+            repeat,
+        )
+        if Path(workspace).exists():
+            raise RuntimeError("a chat that fails on its key created the workspace")
     bare, baseline, ours, api, cli = (times[k] for k in ("bare", "baseline", "ours", "api", "cli"))
     base_name = "import pydantic, pluggy"
+    bare_name = "python -c pass"
     return [
         Row("import", "import harnessmem (cold process)", ours, "s", base_name, baseline),
         Row(
@@ -78,6 +133,32 @@ def run(quick: bool) -> list[Row]:
             f"{base_name}, net",
             baseline - bare,
             notes=f"bare interpreter start {bare * 1000:.1f} ms",
+        ),
+        Row(
+            "import",
+            "harnessmem chat --help (cold process)",
+            times["chat_help"],
+            "s",
+            bare_name,
+            bare,
+        ),
+        Row(
+            "import",
+            "harnessmem chat without its API key, to the error (cold process)",
+            times["chat_no_key"],
+            "s",
+            bare_name,
+            bare,
+            notes="-m openai/gpt-4o-mini, no OPENAI_API_KEY: exit status 3, litellm not imported",
+        ),
+        Row(
+            "import",
+            "import litellm, bundled price list (cold process)",
+            times["litellm"],
+            "s",
+            bare_name,
+            bare,
+            notes="what chat would pay before its prompt or its error if it imported litellm",
         ),
     ]
 

@@ -7,6 +7,9 @@ server sees is one of the agent's own.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,6 +226,62 @@ def test_chat_without_a_model_explains_how_to_set_one(tmp_path: Path) -> None:
     assert "--model" in result.stderr
     assert "HARNESSMEM_MODEL__NAME" in result.stderr
     assert "Traceback" not in result.output
+
+
+# The command in a fresh interpreter, then whether it imported litellm (seconds offline).
+_COMMAND = """
+import sys
+from harnessmem.cli import main
+try:
+    main(sys.argv[1:], prog_name="harnessmem")
+except SystemExit as exit:
+    code = exit.code
+print("exit", code, "litellm" in sys.modules)
+"""
+
+
+def _cold(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    keys = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSMEM_") and k not in keys}
+    result = subprocess.run(
+        [sys.executable, "-c", _COMMAND, *args], capture_output=True, text=True, env=env
+    )
+    return result, result.stdout.splitlines()[-1].split()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["chat", "--help"]])
+def test_help_does_not_import_litellm(args: list[str]) -> None:
+    result, (_, code, imported) = _cold(*args)
+    assert code in ("0", "None"), result.stderr
+    assert "Usage: harnessmem" in result.stdout
+    assert imported == "False"
+
+
+def test_chat_without_a_key_fails_at_once_without_importing_litellm(tmp_path: Path) -> None:
+    """The key is checked before litellm is imported (seconds), and nothing is created."""
+    workspace = tmp_path / "ws"
+    result, (_, code, imported) = _cold("chat", "-m", MODEL, "-w", str(workspace))
+    assert code == "3"
+    assert imported == "False", "the failing chat did not import litellm"
+    assert result.stderr.splitlines() == [
+        f"error: chat --model {MODEL!r} needs an API key: OPENAI_API_KEY is not set",
+        "hint: export OPENAI_API_KEY",
+    ]
+    assert not workspace.exists()
+
+
+def test_chat_on_the_settings_model_names_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("HARNESSMEM_MODEL__NAME", "anthropic/claude-3-5-haiku-latest")
+    result = CliRunner().invoke(main, ["chat", "-w", str(tmp_path / "ws")])
+    assert result.exit_code == 3
+    assert result.stderr.splitlines() == [
+        "error: model.name 'anthropic/claude-3-5-haiku-latest' needs an API key: "
+        "ANTHROPIC_API_KEY is not set",
+        "hint: export ANTHROPIC_API_KEY, or set model.options.api_key",
+    ]
 
 
 def test_chat_talks_and_remembers(

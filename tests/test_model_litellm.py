@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -384,15 +385,164 @@ def test_keys_from_the_environment_or_the_machine_are_accepted(
     assert unchecked.model_name == MODEL
 
 
-def test_the_local_cost_map_is_chosen_unless_the_user_chose(
-    monkeypatch: pytest.MonkeyPatch,
+# -- start-up: what building the backend and importing litellm cost ---------------------------
+
+# Runs litellm's import in a fresh interpreter where every name lookup fails and is recorded,
+# so a price-list fetch shows up as a lookup (and never leaves the machine).
+_OFFLINE_IMPORT = """
+import os, socket, sys
+looked_up = []
+def refuse(host, *args, **kwargs):
+    looked_up.append(host)
+    raise socket.gaierror(socket.EAI_NONAME, "offline test")
+socket.getaddrinfo = refuse
+from harnessmem.backends.litellm_backend import import_litellm
+import_litellm(quiet=True)
+print(looked_up, os.environ["LITELLM_LOCAL_MODEL_COST_MAP"], os.environ.get("TIKTOKEN_CACHE_DIR"))
+"""
+
+
+def _clean_env(**values: str | None) -> dict[str, str]:
+    dropped = ("LITELLM_", "TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR", "HARNESSMEM_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env.update({k: v for k, v in values.items() if v is not None})
+    return env
+
+
+def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+
+
+@pytest.mark.parametrize("value", [None, "", "1", "TRUE"])
+def test_litellm_is_imported_without_fetching_the_price_list(value: str | None) -> None:
+    """litellm forces its bundled price list only for "true": "1" or "" fetched it, with retry
+    warnings on stderr, for seconds."""
+    result = _run(_OFFLINE_IMPORT, _clean_env(LITELLM_LOCAL_MODEL_COST_MAP=value))
+
+    assert result.returncode == 0, result.stderr
+    looked_up, forced, _ = result.stdout.split()
+    assert looked_up == "[]", "no host is looked up at import"
+    assert forced == "True"
+    assert "cost map" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["false", "0", "off"])
+def test_a_user_who_wants_the_remote_price_list_keeps_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
-    LiteLLMBackend.create({"api_key": "k"}, model_name=MODEL)
-    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "1")
-    LiteLLMBackend.create({"api_key": "k"}, model_name=MODEL)
-    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "1"
+    from harnessmem.backends.litellm_backend import _local_cost_map
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", value)
+    _local_cost_map()
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == value
+
+
+def test_importing_litellm_points_tiktoken_at_the_bundled_files(tmp_path: Path) -> None:
+    """litellm sets TIKTOKEN_CACHE_DIR only when it first counts tokens itself; from the
+    import on, any tiktoken use in the process reads the bundled files, unless the user
+    chose a cache dir."""
+    unset = _run(_OFFLINE_IMPORT, _clean_env())
+    assert unset.returncode == 0, unset.stderr
+    bundled = Path(unset.stdout.split()[2])
+    assert bundled.parts[-2:] == ("litellm_core_utils", "tokenizers"), "litellm's own copies"
+    assert (bundled / "fb374d419588a4632f3f557e76b4b70aebbca790").is_file()
+
+    chosen = _run(_OFFLINE_IMPORT, _clean_env(TIKTOKEN_CACHE_DIR=str(tmp_path)))
+    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.stdout.split()[2] == str(tmp_path)
+    data_gym = _run(_OFFLINE_IMPORT, _clean_env(DATA_GYM_CACHE_DIR=str(tmp_path)))
+    assert data_gym.returncode == 0, data_gym.stderr
+    assert data_gym.stdout.split()[2] == "None", "DATA_GYM_CACHE_DIR stays the user's choice"
+
+
+_BUILD = """
+import sys
+from harnessmem.backends.litellm_backend import LiteLLMBackend
+from harnessmem.errors import ConfigError
+try:
+    LiteLLMBackend.create({{}}, model_name={model!r})
+    print("built", "litellm" in sys.modules)
+except ConfigError as error:
+    print(str(error).splitlines()[0], "|", "litellm" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "key", "expected"),
+    [
+        (
+            MODEL,
+            None,
+            "model.name 'openai/gpt-4o-mini' needs an API key: OPENAI_API_KEY is not set",
+        ),
+        ("gpt-4o-mini", None, "needs an API key: OPENAI_API_KEY is not set"),
+        ("gemini/gemini-2.0-flash", None, "GEMINI_API_KEY or GOOGLE_API_KEY is not set"),
+        (MODEL, "sk-test", "built"),
+        ("ollama/llama3.1", None, "built"),
+        ("bedrock/anthropic.claude-3-haiku-20240307-v1:0", None, "built"),
+    ],
+)
+def test_the_usual_providers_are_checked_without_importing_litellm(
+    model: str, key: str | None, expected: str
+) -> None:
+    """Building the backend neither imports litellm (seconds) nor needs it to tell a missing
+    key; the first call imports it."""
+    env = _clean_env(OPENAI_API_KEY=key)
+    for variable in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AWS_ACCESS_KEY_ID"):
+        if variable != "OPENAI_API_KEY" or key is None:
+            env.pop(variable, None)
+    result = _run(_BUILD.format(model=model), env)
+
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout
+    assert result.stdout.split()[-1] == "False", "litellm is not imported"
+
+
+def test_other_names_are_still_checked_by_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"needs an API key: AZURE_API_KEY is not set"):
+        LiteLLMBackend.create({}, model_name="azure/my-deployment")
+
+
+# litellm builds pydantic schemas for TypedDicts with ReadOnly items on some providers'
+# paths, and pydantic warns about it (litellm 1.110, pydantic 2.x).
+@pytest.mark.filterwarnings(r"ignore:.*`ReadOnly` qualifier:UserWarning")
+def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The providers, their key variables and the bare names harnessmem tells without
+    litellm are the ones litellm's get_llm_provider and validate_environment report. When
+    this fails after a litellm upgrade, update PROVIDER_KEYS in backends/_provider_keys.py."""
+    from harnessmem.backends._provider_keys import (
+        AMBIENT_CREDENTIALS,
+        PROVIDER_KEYS,
+        _bare_names,
+        key_variables,
+    )
+    from harnessmem.backends.litellm_backend import _KEY_VARIABLE, import_litellm
+
+    litellm = import_litellm(quiet=True)
+    every = {v for variables in PROVIDER_KEYS.values() for v in variables}
+    for variable in every:
+        monkeypatch.delenv(variable, raising=False)
+    for provider, variables in PROVIDER_KEYS.items():
+        model = f"{provider}/some-model"
+        assert litellm.get_llm_provider(model)[1] == provider
+        found = litellm.validate_environment(model=model)
+        wanted = {k for k in found["missing_keys"] if _KEY_VARIABLE.search(k)}
+        assert wanted <= set(variables), provider
+        assert bool(wanted) == bool(variables), provider
+        for variable in variables:
+            monkeypatch.setenv(variable, "k")
+            again = litellm.validate_environment(model=model)
+            assert not [k for k in again["missing_keys"] if _KEY_VARIABLE.search(k)], variable
+            monkeypatch.delenv(variable)
+    bare = _bare_names()
+    assert bare.get("gpt-4o-mini") == "openai"
+    for name in bare:
+        resolved = litellm.get_llm_provider(name)[1]
+        expected = () if resolved in AMBIENT_CREDENTIALS else PROVIDER_KEYS.get(resolved)
+        assert key_variables(name) == expected, name
 
 
 def test_the_api_key_never_shows_in_the_options_repr() -> None:
@@ -426,3 +576,19 @@ def test_the_job_requests_go_out_as_built(servers: Callable[[Any], FakeOpenAISer
     make_backend(server, Sleeps()).complete(request, purpose="flush")
 
     assert server.requests[0].messages == request
+
+
+def test_models_md_lists_the_providers_checked_without_litellm() -> None:
+    """docs/models.md's table of providers and key variables is PROVIDER_KEYS."""
+    from harnessmem.backends._provider_keys import PROVIDER_KEYS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
+    table = text.partition("| provider prefix | key variable (any one) |")[2].partition("\n\n")[0]
+    documented: dict[str, tuple[str, ...]] = {}
+    for line in table.splitlines()[2:]:
+        providers, variables = (cell.strip() for cell in line.strip("|").split("|"))
+        names = re.findall(r"`([^`]+)`", variables)
+        for provider in re.findall(r"`([^`]+)`", providers):
+            generic = [n.replace("<PROVIDER>", provider.upper()) for n in names[:1]]
+            documented[provider] = tuple(generic if "<PROVIDER>" in variables else names)
+    assert documented == dict(PROVIDER_KEYS)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harnessmem.backends.litellm_backend import _no_stray_event_loop
+from harnessmem.backends.litellm_backend import no_stray_event_loop
 from harnessmem.cli import main
 from harnessmem.testing import FakeOpenAIServer
 
@@ -45,10 +45,11 @@ def test_the_main_job_runs_as_written() -> None:
 def test_the_integration_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     code = _block("## Attach it to your agent loop", "python")
     assert len(code.splitlines()) <= 24, "the README promises a short example"
+    # Before the import: litellm fetches its price list at import unless told not to.
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     said = iter(["Remember that staging listens on port 5433.", "Where is staging?", ""])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(said))
     search = {
@@ -67,7 +68,7 @@ def test_the_integration_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         FakeOpenAIServer(["Noted.", search, "Staging is on port 5433."]) as server,
         # litellm's sync path leaves an event loop in this thread; close it afterwards, as
         # harnessmem's own litellm calls do, or it is collected with a ResourceWarning later.
-        _no_stray_event_loop(),
+        no_stray_event_loop(),
     ):
         monkeypatch.setattr(litellm, "api_base", server.base_url)
         exec(compile(code, "README.md", "exec"), {})

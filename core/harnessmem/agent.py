@@ -229,15 +229,15 @@ class Agent:
             raise _model_error(self.model, exc) from exc
 
     def _call(self, turn: _Turn, tools: bool) -> Message:
-        from harnessmem.backends.litellm_backend import _import_litellm, _no_stray_event_loop
+        from harnessmem.backends.litellm_backend import import_litellm, no_stray_event_loop
 
-        litellm = _import_litellm(quiet=True)
+        litellm = import_litellm(quiet=True)
         request: dict[str, Any] = {**self.options, "model": self.model, "messages": self.messages}
         request["tools"] = self.tool_schemas
         if not tools:
             request["tool_choice"] = "none"
         turn.model_calls += 1
-        with _no_stray_event_loop():
+        with no_stray_event_loop():
             response = litellm.completion(**request)
         usage = getattr(response, "usage", None)
         turn.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)

@@ -51,7 +51,9 @@ __all__ = [
     "TOOL_CALL_OVERHEAD",
     "CacheInfo",
     "TokenCounter",
+    "ensure_cache_dir",
     "estimate_tokens",
+    "litellm_package_dir",
 ]
 
 logger = logging.getLogger(__name__)
@@ -141,24 +143,17 @@ def estimate_tokens(text: str) -> int:
 
 def _litellm_tokenizers_dir() -> Path | None:
     """Where litellm bundles tiktoken's BPE files, located without importing litellm."""
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "litellm_core_utils" / "tokenizers"
-        if candidate.is_dir():
-            return candidate
-    return None
+    package = litellm_package_dir()
+    candidate = package / "litellm_core_utils" / "tokenizers" if package else None
+    return candidate if candidate is not None and candidate.is_dir() else None
 
 
-def _effective_cache_dir() -> str | None:
+def ensure_cache_dir() -> str | None:
     """Point tiktoken at litellm's bundled files unless the user chose a cache dir.
 
     Returns the directory tiktoken will read, or None when tiktoken would use
-    its own temporary-directory default.
+    its own temporary-directory default (and download). The litellm backend calls it
+    before importing litellm, so that any tiktoken use in the process stays offline.
     """
     with _env_lock:
         for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
@@ -173,7 +168,7 @@ def _effective_cache_dir() -> str | None:
 
 def _load_tiktoken_encoding(name: str) -> Any:
     """Load tiktoken's encoding ``name`` from local files only; raise if that is impossible."""
-    cache_dir = _effective_cache_dir()
+    cache_dir = ensure_cache_dir()
     expected = _KNOWN_CACHE_FILES.get(name)
     if expected is not None:
         missing = [f for f in expected if not cache_dir or not (Path(cache_dir) / f).is_file()]
@@ -430,3 +425,19 @@ class TokenCounter:
                 while len(cache) > self._max_entries:
                     cache.popitem(last=False)
         return [count if count is not None else 0 for count in counts]
+
+
+def litellm_package_dir() -> Path | None:
+    """The folder of the installed litellm package (found without importing it: that takes
+    seconds), or None when it is not installed. It holds files harnessmem reads on their
+    own: tiktoken's BPE files and the model price list."""
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        if Path(location).is_dir():
+            return Path(location)
+    return None

@@ -1,9 +1,13 @@
 """The ``litellm`` model backend: any provider litellm speaks (OpenAI, Anthropic, Gemini,
 Bedrock, Azure, vLLM, Ollama, ...), with retries, timeouts and errors mapped to harnessmem's.
 
-litellm is imported on first use, never at ``import harnessmem``; before that the backend
-sets ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (unless the user set it) so litellm reads its
-bundled price list instead of fetching one. Requests are plain (not streamed) chat
+litellm is imported on the first call, never at ``import harnessmem`` nor when the backend
+is built (the import takes seconds). Before it, the backend sets
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` (unless the user set it to false) so litellm reads
+its bundled price list instead of fetching one, and points ``TIKTOKEN_CACHE_DIR`` at
+litellm's bundled BPE files unless the user chose a cache dir. The start-up check of the
+key answers from ``_provider_keys`` for the usual providers, and asks litellm only for
+other names. Requests are plain (not streamed) chat
 completions with ``num_retries=0``: this backend retries itself, so the wait between
 attempts is injectable (``backend.sleep`` / ``backend.asleep``) and tests never sleep.
 
@@ -33,10 +37,11 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, NoReturn, cast
 
 from pydantic import Field, SecretStr
 
+from harnessmem.backends._provider_keys import AMBIENT_CREDENTIALS, key_variables, missing_key
 from harnessmem.backends.base import BackendOptions, Completion, ModelBackend
 from harnessmem.backends.overflow import is_context_overflow
 from harnessmem.errors import (
@@ -48,7 +53,7 @@ from harnessmem.errors import (
 )
 from harnessmem.settings import Seconds
 
-__all__ = ["LiteLLMBackend", "LiteLLMOptions"]
+__all__ = ["LiteLLMBackend", "LiteLLMOptions", "import_litellm", "no_stray_event_loop"]
 
 logger = logging.getLogger("harnessmem.models")
 
@@ -57,15 +62,14 @@ _MALFORMED = re.compile(
     r"Received response|Expecting (?:value|property name)|Unterminated string|JSONDecodeError",
     re.IGNORECASE,
 )
-# Providers whose credentials may come from the machine (instance roles, ADC), not a variable.
-_AMBIENT_CREDENTIALS = frozenset(
-    {"bedrock", "bedrock_converse", "sagemaker", "sagemaker_chat", "vertex_ai", "vertex_ai_beta"}
-)
+# litellm forces its bundled price list only for "true" (any case); anything else, "1" and
+# an empty value included, fetches it from GitHub at import: 3 tries, warnings, seconds.
+_REMOTE_COST_MAP = frozenset({"false", "0", "no", "off"})
 _KEY_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
 
 
 @contextlib.contextmanager
-def _no_stray_event_loop() -> Iterator[None]:
+def no_stray_event_loop() -> Iterator[None]:
     """Close the event loop litellm's sync path leaves behind in this thread, if any.
 
     litellm's service logging calls ``asyncio.get_event_loop()`` from ``completion``; in a
@@ -127,8 +131,19 @@ class LiteLLMOptions(BackendOptions):
     )
 
 
-def _import_litellm(quiet: bool) -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+def _local_cost_map() -> None:
+    """Make litellm read its bundled price list, unless the user asked for the remote one."""
+    value = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").strip().lower()
+    if value not in _REMOTE_COST_MAP:
+        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+
+def import_litellm(quiet: bool) -> Any:
+    """litellm, imported offline: no price-list fetch, tiktoken on the bundled BPE files."""
+    from harnessmem.tokens import ensure_cache_dir
+
+    _local_cost_map()
+    ensure_cache_dir()
     import litellm
 
     if quiet:
@@ -178,16 +193,38 @@ class LiteLLMBackend(ModelBackend):
             asyncio.sleep if asleep is None else asleep
         )
         self.random = random.Random()
-        self._litellm = _import_litellm(self.options.quiet)
+        self._module: Any = None
         if self.options.check_environment:
             self._check_environment()
+
+    @property
+    def _litellm(self) -> Any:
+        """litellm, imported on the first call: a harness that never calls pays nothing."""
+        if self._module is None:
+            self._module = import_litellm(self.options.quiet)
+        return self._module
 
     # -- configuration -------------------------------------------------------------------------
 
     def _check_environment(self) -> None:
-        """One-line ``ConfigError`` for an unknown provider or a missing key; no network."""
-        litellm, model, options = self._litellm, self.model_name, self.options
+        """One-line ``ConfigError`` for an unknown provider or a missing key; no network.
+
+        The usual providers are checked without importing litellm; other names by litellm.
+        """
+        options = self.options
         key = options.api_key.get_secret_value() if options.api_key else None
+        variables = key_variables(
+            str(self.model_name),
+            custom_llm_provider=options.custom_llm_provider,
+            api_base=options.api_base,
+        )
+        if variables is None:
+            self._check_with_litellm(key)
+        elif not key and missing_key(variables):
+            self._missing_key(variables)
+
+    def _check_with_litellm(self, key: str | None) -> None:
+        litellm, model, options = self._litellm, self.model_name, self.options
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 _, provider, _, _ = litellm.get_llm_provider(
@@ -208,18 +245,21 @@ class LiteLLMBackend(ModelBackend):
                 "'anthropic/claude-3-5-haiku-latest', or set "
                 f"{self.where}.options.custom_llm_provider",
             ) from None
-        if key or provider in _AMBIENT_CREDENTIALS:
+        if key or provider in AMBIENT_CREDENTIALS:
             return
         found = litellm.validate_environment(
             model=model, api_key=key, api_base=options.api_base, api_version=options.api_version
         )
         missing = [k for k in found.get("missing_keys", []) if _KEY_VARIABLE.search(k)]
         if missing and not found.get("keys_in_environment"):
-            names = " or ".join(missing)
-            raise ConfigError(
-                f"{self.where}.name {model!r} needs an API key: {names} is not set",
-                hint=f"export {missing[0]}, or set {self.where}.options.api_key",
-            )
+            self._missing_key(tuple(missing))
+
+    def _missing_key(self, variables: tuple[str, ...]) -> NoReturn:
+        raise ConfigError(
+            f"{self.where}.name {self.model_name!r} needs an API key: "
+            f"{' or '.join(variables)} is not set",
+            hint=f"export {variables[0]}, or set {self.where}.options.api_key",
+        )
 
     # -- calls -----------------------------------------------------------------------------------
 
@@ -259,7 +299,7 @@ class LiteLLMBackend(ModelBackend):
         request = self._request(messages, max_tokens)
         for attempt in range(self.options.num_retries + 1):
             try:
-                with _no_stray_event_loop():
+                with no_stray_event_loop():
                     response = self._litellm.completion(**request)
             except Exception as exc:
                 delay = self._failure(exc, attempt, purpose)

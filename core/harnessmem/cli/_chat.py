@@ -66,7 +66,7 @@ def chat_command(
             code=EXIT_CONFIG,
         )
     options = _litellm_options(settings.model.options if not model_name else {}, api_base)
-    _check_model(name, options)
+    _check_model(name, options, given=bool(model_name))
     with open_harness(settings) as harness:
         session = harness.session(session_id or time.strftime("chat-%Y%m%d-%H%M%S"))
         agent = Agent(session, name, instructions=instructions or DEFAULT_INSTRUCTIONS, **options)
@@ -89,12 +89,26 @@ def _litellm_options(configured: dict[str, Any], api_base: str | None) -> dict[s
     return options
 
 
-def _check_model(name: str, options: dict[str, Any]) -> None:
-    """A one-line ConfigError for an unknown provider or a missing key, before the prompt."""
+def _check_model(name: str, options: dict[str, Any], *, given: bool) -> None:
+    """A one-line error for an unknown provider or a missing key, before the prompt.
+
+    The usual providers are checked without importing litellm (seconds), so a missing key
+    fails at once; litellm checks the other names.
+    """
+    from harnessmem.backends._provider_keys import key_variables, missing_key
     from harnessmem.backends.litellm_backend import LiteLLMBackend
 
+    variables = key_variables(name, api_base=options.get("api_base"))
+    if variables and not options.get("api_key") and missing_key(variables):
+        what = f"chat --model {name!r}" if given else f"model.name {name!r}"
+        also = "" if given else ", or set model.options.api_key"
+        raise CommandError(
+            f"{what} needs an API key: {' or '.join(variables)} is not set",
+            hint=f"export {variables[0]}{also}",
+            code=EXIT_CONFIG,
+        )
     checked = {k: v for k, v in options.items() if k in ("api_base", "api_key", "api_version")}
-    LiteLLMBackend.create(checked, model_name=name, where="chat --model")
+    LiteLLMBackend.create(checked, model_name=name, where="model" if not given else "chat --model")
 
 
 def _banner(harness: MemoryHarness, agent: Agent) -> None:
