@@ -291,11 +291,12 @@ def check_reachable(workspace: Workspace) -> None:
 def open_harness(
     settings: HarnessSettings, *, plugins: tuple[object, ...] = (), **kwargs: Any
 ) -> MemoryHarness:
-    """A harness for one command: no maintenance thread (it would only idle), bucket checked."""
-    from harnessmem.cli._existing import check_backends
+    """A harness for one command: no maintenance thread (it would only idle), bucket checked.
+
+    The harness checks what the settings name (backends, plugins) before it creates the
+    workspace, so a misspelt one leaves nothing behind."""
     from harnessmem.harness import MemoryHarness
 
-    check_backends(settings)  # a misspelt backend fails before the workspace is created
     settings.maintenance.enabled = False
     harness = MemoryHarness(settings, plugins=plugins, **kwargs)
     try:
