@@ -597,6 +597,12 @@ class Workspace:
         self._forget(target)
         self._store.move(self._full(source), self._full(target))
 
+    def make_folder(self, path: str | os.PathLike[str]) -> None:
+        """Create the empty folder ``path`` (an existing one is kept): a directory locally,
+        a zero-byte ``path/`` marker object on S3. ``harnessmem init`` makes ``memory/``
+        so that a workspace no command has written to yet is seen as one."""
+        self._store.make_folder(self._full(self._rel(path)))
+
     def list(self, prefix: str = "", *, recursive: bool = True) -> list[str]:
         """Sorted workspace-relative paths of the files under directory ``prefix``.
 

@@ -289,9 +289,14 @@ def check_reachable(workspace: Workspace) -> None:
 
 
 def open_harness(
-    settings: HarnessSettings, *, plugins: tuple[object, ...] = (), **kwargs: Any
+    settings: HarnessSettings,
+    *,
+    plugins: tuple[object, ...] = (),
+    reached: bool = False,
+    **kwargs: Any,
 ) -> MemoryHarness:
-    """A harness for one command: no maintenance thread (it would only idle), bucket checked.
+    """A harness for one command: no maintenance thread (it would only idle), bucket checked
+    (unless ``reached``: the caller just reached it, and a second check is one more request).
 
     The harness checks what the settings name (backends, plugins) before it creates the
     workspace, so a misspelt one leaves nothing behind."""
@@ -299,6 +304,8 @@ def open_harness(
 
     settings.maintenance.enabled = False
     harness = MemoryHarness(settings, plugins=plugins, **kwargs)
+    if reached:
+        return harness
     try:
         check_reachable(harness.workspace)
     except BaseException:
@@ -319,8 +326,8 @@ def command_harness(
     if existing:
         from harnessmem.cli._existing import require_workspace
 
-        require_workspace(settings)
-    with open_harness(settings) as harness:
+        require_workspace(settings)  # reaches the store, and creates nothing
+    with open_harness(settings, reached=existing) as harness:
         yield harness
 
 
