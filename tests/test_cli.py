@@ -63,10 +63,10 @@ def test_the_issue_s_commands_exist() -> None:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_takes_the_common_options(name: str) -> None:
+    # Every command, init included (it opens the workspace with the settings), reads the
+    # same settings sources: -c/--config, $HARNESSMEM_CONFIG, the environment.
     options = {opt for param in COMMANDS[name].params for opt in param.opts}
-    assert {"-w", "--workspace", "--debug"} <= options
-    if name != "init":  # init writes the config file
-        assert {"-c", "--config"} <= options
+    assert {"-w", "--workspace", "-c", "--config", "--debug"} <= options
     if name in DATA_COMMANDS:
         assert "--json" in options
     assert COMMANDS[name].help, f"{name} has no help text"
@@ -215,6 +215,81 @@ def test_init_writes_a_workspace_and_a_commented_config(
     status = invoke("status")
     assert status.exit_code == 0, status.output
     assert f"workspace    {tmp_path / 'agent' / 'workspace'}" in status.output
+
+
+def test_init_reads_the_settings_of_c(tmp_path: Path) -> None:
+    base = tmp_path / "base.toml"
+    base.write_text('[workspace]\nurl = "memories"\n')
+    result = invoke("init", "agent", "-c", str(base))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "agent" / "memories" / "memory").is_dir()
+    assert '\nurl = "memories"\n' in (tmp_path / "agent" / "harnessmem.toml").read_text()
+    base.write_text('[index]\nbackend = "sqlit"\n')
+    result = invoke("init", "other", "-c", str(base))
+    assert_one_error(result, EXIT["config"], "index.backend: no index backend 'sqlit'")
+    assert not (tmp_path / "other").exists()
+
+
+def _init_sources(
+    how: str, options: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """Give init the S3 storage options the way ``how`` says; the extra arguments."""
+    if how == "env":
+        monkeypatch.setenv("HARNESSMEM_WORKSPACE__STORAGE_OPTIONS", json.dumps(options))
+        return []
+    base = tmp_path / "base.toml"
+    base.write_text(
+        "[workspace.storage_options]\n"
+        + "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items())
+    )
+    if how == "HARNESSMEM_CONFIG":
+        monkeypatch.setenv("HARNESSMEM_CONFIG", str(base))
+        return []
+    return ["-c", str(base)]
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("how", ["env", "HARNESSMEM_CONFIG", "-c"])
+def test_init_makes_a_workspace_on_an_s3_compatible_store(
+    how: str,
+    s3_storage_options: dict[str, Any],
+    s3_bucket: str,
+    s3_server: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without the storage options, s3fs would go to AWS: send it to a closed loopback port
+    # instead, so that the old behaviour fails without leaving the machine.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    extra = _init_sources(how, s3_storage_options, tmp_path, monkeypatch)
+    url = f"s3://{s3_bucket}/agents/support"
+    with s3_server.record() as requests:
+        result = invoke("init", "agent", "-w", url, *extra)
+    assert result.exit_code == 0, result.output
+    assert f"created workspace {url}" in result.output
+    puts = [(r.operation, r.key) for r in requests if r.method == "PUT"]
+    assert puts == [("PutObject", "agents/support/memory/")], "one folder marker, nothing else"
+    # The read commands see the new, empty workspace at once.
+    with s3_server.record() as requests:
+        status = invoke("status", "-w", url, *extra)
+    assert status.exit_code == 0, status.output
+    assert f"workspace    {url}  (0 files, 0 B)" in status.output
+    assert [r.operation for r in requests[:2]] == ["HeadBucket", "ListObjectsV2"]
+    assert [r.operation for r in requests].count("HeadBucket") == 1
+    search = invoke("search", "staging", "-w", url, *extra)
+    assert search.exit_code == 0, search.output
+    assert "No memories match" in search.output
+    written = (tmp_path / "agent" / "harnessmem.toml").read_text()
+    assert f'\nurl = "{url}"\n' in written
+    if how == "env":
+        assert "\nstorage_options = " not in written, "options from the environment stay there"
+    else:
+        # The new config reaches the store by itself.
+        monkeypatch.delenv("HARNESSMEM_CONFIG", raising=False)
+        monkeypatch.chdir(tmp_path / "agent")
+        again = invoke("status")
+        assert again.exit_code == 0, again.output
+        assert f"workspace    {url}" in again.output
 
 
 def test_the_config_template_lists_every_setting_and_uncomments_cleanly() -> None:

@@ -68,3 +68,17 @@ def test_reads_on_a_missing_workspace_create_nothing_local_and_s3(
     # Once a write made it, the same read works.
     assert invoke("save", "Staging is on port 5433", "-w", workspace_target.url).exit_code == 0
     assert invoke(*command, "-w", workspace_target.url).exit_code in (0, 4)
+
+
+@pytest.mark.parametrize("command", READS, ids=" ".join)
+def test_reads_accept_a_freshly_initialised_workspace_local_and_s3(
+    workspace_target: WorkspaceTarget, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options: dict[str, Any] = workspace_target.storage_options
+    monkeypatch.setenv("HARNESSMEM_WORKSPACE__STORAGE_OPTIONS", json.dumps(options))
+    created = invoke("init", "agent", "-w", workspace_target.url)
+    assert created.exit_code == 0, created.output
+    result = invoke(*command, "-w", workspace_target.url)
+    # get MEMORY.md: no such file yet (4), but a workspace: not "nothing was created" (5).
+    assert result.exit_code == (4 if command[0] == "get" else 0), result.output
+    assert "nothing was created" not in result.stderr

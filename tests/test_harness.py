@@ -236,11 +236,16 @@ def test_get_of_a_missing_file_is_a_harnessmem_error(harness: MemoryHarness) -> 
 
 
 def test_default_backends_are_resolved_by_name(tmp_path: Path) -> None:
-    with MemoryHarness.open(tmp_path / "ws", index={"backend": "no-such-index"}) as harness:
-        with pytest.raises(BackendNotFound, match="no index backend 'no-such-index'"):
-            harness.search("anything")
-        with pytest.raises(ValueError, match="unknown model purpose"):
-            harness.model_for("poetry")
+    # An unknown index backend fails when the harness is built, before the workspace is made
+    # (it used to fail at the first search, after writes had gone through without an index).
+    with pytest.raises(BackendNotFound, match=r"index\.backend: no index backend 'no-such-index'"):
+        MemoryHarness.open(tmp_path / "ws", index={"backend": "no-such-index"})
+    assert not (tmp_path / "ws").exists()
+    with (
+        MemoryHarness.open(tmp_path / "ws") as harness,
+        pytest.raises(ValueError, match="unknown model purpose"),
+    ):
+        harness.model_for("poetry")
 
 
 def test_model_instance_serves_every_purpose(tmp_path: Path) -> None:

@@ -98,16 +98,20 @@ class MemoryHarness:
         self._closed = False
         self._sessions: dict[str, Session] = {}
 
+        from harnessmem.plugins import check_settings
         from harnessmem.workspace import Workspace
 
+        # What the settings name (backends, their options, plugins) is checked before the
+        # workspace is opened, so that a misspelt one fails without creating anything.
+        check_settings(self.settings, plugins, index=index is None, model=model is None)
+        self.pm: pluggy.PluginManager = make_plugin_manager(self.settings.plugins, plugins)
+        self.hooks = HookFacade(self.pm)
+        self.hooks.configure(self.settings)
         self.workspace: Workspace = Workspace.open(
             self.settings.workspace.url,
             self.settings.workspace.storage_options,
             clock=self.clock,
         )
-        self.pm: pluggy.PluginManager = make_plugin_manager(self.settings.plugins, plugins)
-        self.hooks = HookFacade(self.pm)
-        self.hooks.configure(self.settings)
         self._closing = False
         self._scheduler: MaintenanceScheduler | None = None
         # The seam where queued work drains on close(): each callback gets the seconds left

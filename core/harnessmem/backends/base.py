@@ -9,17 +9,16 @@ carry the dotted path (``index.options.url``).
 from __future__ import annotations
 
 import asyncio
-import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from harnessmem.errors import ConfigError, HarnessMemError
-from harnessmem.settings.validation import problem_lines
+from harnessmem.errors import HarnessMemError
+from harnessmem.settings.validation import parse_options
 
 if TYPE_CHECKING:
     from harnessmem.backends._fts import QueryTerm
@@ -80,22 +79,7 @@ class _Backend:
         """Validate ``raw`` with ``cls.Options``; errors name ``where`` (e.g. ``index.options``)."""
         if isinstance(raw, cls.Options):
             return raw
-        try:
-            return cls.Options.model_validate(dict(raw or {}))
-        except ValidationError as exc:
-            problems = problem_lines(exc, where)
-            known = list(cls.Options.model_fields)
-            for number, item in enumerate(exc.errors(include_url=False)):
-                loc = item.get("loc", ())
-                if item.get("type") == "extra_forbidden" and len(loc) == 1:
-                    close = difflib.get_close_matches(str(loc[0]), known, n=1)
-                    if close:
-                        problems[number] += f"; did you mean '{where}.{close[0]}'?"
-            raise ConfigError(
-                f"invalid options for {cls.__name__} ({where}): " + "; ".join(problems),
-                hint=f"the options of {cls.__name__} are: {', '.join(known) or 'none'}",
-                problems=problems,
-            ) from None
+        return parse_options(cls.Options, raw, where=where, owner=cls.__name__)
 
 
 SearchMode = Literal["any", "all", "phrase"]

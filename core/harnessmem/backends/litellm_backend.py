@@ -53,7 +53,14 @@ from harnessmem.errors import (
 )
 from harnessmem.settings import Seconds
 
-__all__ = ["LiteLLMBackend", "LiteLLMOptions", "import_litellm", "no_stray_event_loop"]
+__all__ = [
+    "LiteLLMBackend",
+    "LiteLLMOptions",
+    "import_litellm",
+    "key_variables",
+    "missing_key",
+    "no_stray_event_loop",
+]
 
 logger = logging.getLogger("harnessmem.models")
 

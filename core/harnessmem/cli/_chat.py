@@ -95,8 +95,7 @@ def _check_model(name: str, options: dict[str, Any], *, given: bool) -> None:
     The usual providers are checked without importing litellm (seconds), so a missing key
     fails at once; litellm checks the other names.
     """
-    from harnessmem.backends._provider_keys import key_variables, missing_key
-    from harnessmem.backends.litellm_backend import LiteLLMBackend
+    from harnessmem.backends.litellm_backend import LiteLLMBackend, key_variables, missing_key
 
     variables = key_variables(name, api_base=options.get("api_base"))
     if variables and not options.get("api_key") and missing_key(variables):

@@ -61,29 +61,34 @@ def config_validate(
 ) -> None:
     """Check FILE (default: the config in effect) with the environment applied.
 
-    Prints one line per problem and exits 3 on any.
+    Loads the index and model backends and the hook plugins the settings name, as a
+    harness does when it starts, so unknown backends, backend options, plugin names and
+    plugin options are reported too; opens no workspace. Prints one line per problem and
+    exits 3 on any.
     """
     from harnessmem.errors import ConfigError
+    from harnessmem.plugins import settings_problems
     from harnessmem.settings import config_file_path
 
     path = file or config
     shown = str(config_file_path(path) or "settings (no config file)")
     try:
-        load_settings(path, workspace)
+        settings, overrides = load_settings(path, workspace)
     except ConfigError as exc:
-        problems = exc.problems or [exc.message]
-        if as_json:
-            echo_json({"file": shown, "ok": False, "problems": problems})
-        else:
-            for line in problems:
-                click.echo(f"{shown}: {line}", err=True)
-            if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
-        sys.exit(EXIT_CONFIG)
+        problems, hints = exc.problems or [exc.message], [exc.hint] if exc.hint else []
+    else:
+        problems, hints = settings_problems(settings, overrides)
     if as_json:
-        echo_json({"file": shown, "ok": True, "problems": []})
+        echo_json({"file": shown, "ok": not problems, "problems": problems})
+    elif problems:
+        for line in problems:
+            click.echo(f"{shown}: {line}", err=True)
+        for hint in hints:
+            click.echo(f"hint: {hint}", err=True)
     else:
         click.echo(f"{shown}: ok")
+    if problems:
+        sys.exit(EXIT_CONFIG)
 
 
 # ------------------------------------------------------------------------------ plugins

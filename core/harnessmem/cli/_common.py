@@ -257,47 +257,29 @@ def load_settings(
 
 
 def check_reachable(workspace: Workspace) -> None:
-    """Fail early, with a hint, when an object-store workspace's bucket cannot be reached.
-
-    fsspec opens a remote filesystem without a request, and a missing bucket reads like an
-    empty workspace; a command would then report "nothing found" instead of the problem.
-    """
-    if workspace.is_local or workspace.protocol == "memory":
-        return
-    from harnessmem.errors import WorkspaceError
-    from harnessmem.workspace._stores import hint
-
-    bucket = workspace.root.split("/", 1)[0]
-    fs: Any = workspace.fs
-    try:
-        if hasattr(fs, "call_s3"):
-            fs.call_s3("head_bucket", Bucket=bucket)
-        else:
-            fs.ls(bucket, detail=False)
-    except FileNotFoundError as exc:
-        raise WorkspaceError(
-            f"workspace {workspace.url}: bucket {bucket!r} does not exist",
-            hint="create the bucket first, or fix the bucket name in the workspace URL",
-        ) from exc
-    except Exception as exc:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise WorkspaceError(
-            f"workspace {workspace.url} is not reachable: {type(exc).__name__}: {detail}",
-            hint=hint(exc)
-            or "check workspace.url and workspace.storage_options (endpoint_url, credentials)",
-        ) from exc
+    """Fail early, with a hint, when an object-store workspace's bucket cannot be reached
+    (:meth:`Workspace.check_reachable`)."""
+    workspace.check_reachable()
 
 
 def open_harness(
-    settings: HarnessSettings, *, plugins: tuple[object, ...] = (), **kwargs: Any
+    settings: HarnessSettings,
+    *,
+    plugins: tuple[object, ...] = (),
+    reached: bool = False,
+    **kwargs: Any,
 ) -> MemoryHarness:
-    """A harness for one command: no maintenance thread (it would only idle), bucket checked."""
-    from harnessmem.cli._existing import check_backends
+    """A harness for one command: no maintenance thread (it would only idle), bucket checked
+    (unless ``reached``: the caller just reached it, and a second check is one more request).
+
+    The harness checks what the settings name (backends, plugins) before it creates the
+    workspace, so a misspelt one leaves nothing behind."""
     from harnessmem.harness import MemoryHarness
 
-    check_backends(settings)  # a misspelt backend fails before the workspace is created
     settings.maintenance.enabled = False
     harness = MemoryHarness(settings, plugins=plugins, **kwargs)
+    if reached:
+        return harness
     try:
         check_reachable(harness.workspace)
     except BaseException:
@@ -318,8 +300,8 @@ def command_harness(
     if existing:
         from harnessmem.cli._existing import require_workspace
 
-        require_workspace(settings)
-    with open_harness(settings) as harness:
+        require_workspace(settings)  # reaches the store, and creates nothing
+    with open_harness(settings, reached=existing) as harness:
         yield harness
 
 

@@ -51,23 +51,15 @@ def _near(workspace: Workspace, settings: HarnessSettings) -> str | None:
     return None
 
 
-def check_backends(settings: HarnessSettings) -> None:
-    """Load the index and model backends the settings name, so that a misspelt one fails
-    before anything is opened (and so created)."""
-    from harnessmem.plugins import index_registry, model_registry
-
-    index_registry().load(settings.index.backend)
-    model_registry().load(settings.model.resolved_backend)
-
-
 def require_workspace(settings: HarnessSettings) -> None:
     """Raise :class:`~harnessmem.errors.WorkspaceNotFound` unless the settings' workspace
     URL holds a workspace; creates nothing, locally or on an object store."""
     from harnessmem.cli._common import check_reachable, shown_url
     from harnessmem.errors import WorkspaceNotFound
+    from harnessmem.plugins import check_settings
     from harnessmem.workspace import Workspace
 
-    check_backends(settings)
+    check_settings(settings)  # a misspelt backend or plugin is reported first
     where = Workspace.open(settings.workspace.url, settings.workspace.storage_options, create=False)
     check_reachable(where)
     if holds_workspace(where, settings):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import textwrap
 from pathlib import Path
@@ -22,6 +23,7 @@ from harnessmem.cli._common import (
     check_reachable,
     common_options,
     echo_json,
+    load_settings,
     shown_url,
 )
 
@@ -39,6 +41,10 @@ _EXAMPLES: dict[str, Any] = {
 }
 
 
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+
+
 def _toml_value(value: Any, duration: bool = False) -> str:
     if duration and isinstance(value, int | float) and value:
         for unit, seconds in (("d", 86_400), ("h", 3_600), ("m", 60)):
@@ -53,7 +59,7 @@ def _toml_value(value: Any, duration: bool = False) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, dict):
-        inner = ", ".join(f"{key} = {_toml_value(item)}" for key, item in value.items())
+        inner = ", ".join(f"{_toml_key(key)} = {_toml_value(item)}" for key, item in value.items())
         return "{ " + inner + " }" if inner else "{}"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
@@ -73,8 +79,11 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
-def _section(lines: list[str], dotted: str, model: Any, instance: Any, url: str) -> None:
-    """Append ``[dotted]`` and its settings (then its sub-tables) to ``lines``."""
+def _section(
+    lines: list[str], dotted: str, model: Any, instance: Any, values: dict[str, Any]
+) -> None:
+    """Append ``[dotted]`` and its settings (then its sub-tables) to ``lines``; the dotted
+    settings in ``values`` are written set to their value, the others commented out."""
     doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
     table = f"[{dotted}]"
     if dotted == "workspace":
@@ -97,8 +106,8 @@ def _section(lines: list[str], dotted: str, model: Any, instance: Any, url: str)
             textwrap.wrap(field.description or "", 88, initial_indent="# ", subsequent_indent="# ")
             or ["#"]
         )
-        if key == "workspace.url":
-            lines.append(f"url = {_toml_value(url)}")
+        if key in values:
+            lines.append(f"{name} = {_toml_value(values[key])}")
             continue
         if value is None:
             if key not in _EXAMPLES:
@@ -110,12 +119,14 @@ def _section(lines: list[str], dotted: str, model: Any, instance: Any, url: str)
             continue
         lines.append(f"# {name} = {_toml_value(value, _is_duration(field))}")
     for key, sub, value in nested:
-        _section(lines, key, sub, value, url)
+        _section(lines, key, sub, value, values)
 
 
-def render_config(workspace_url: str = "./workspace") -> str:
-    """The commented ``harnessmem.toml``: ``workspace.url`` set, every other setting shown
-    commented out with its description and default."""
+def render_config(
+    workspace_url: str = "./workspace", *, storage_options: dict[str, Any] | None = None
+) -> str:
+    """The commented ``harnessmem.toml``: ``workspace.url`` (and ``storage_options``, when
+    given) set, every other setting shown commented out with its description and default."""
     from harnessmem.settings import HarnessSettings
 
     lines = [
@@ -124,47 +135,70 @@ def render_config(workspace_url: str = "./workspace") -> str:
         "# HARNESSMEM_<SECTION>__<KEY>, e.g. HARNESSMEM_COMPACTION__TRIGGER_MESSAGES=30.",
         "# Reference: docs/configuration.md. Check it with: harnessmem config validate",
     ]
+    values: dict[str, Any] = {"workspace.url": workspace_url}
+    if storage_options:
+        values["workspace.storage_options"] = storage_options
     for name, field in HarnessSettings.model_fields.items():
         model = _model_of(field.annotation)
-        _section(lines, name, model, None, workspace_url)
+        _section(lines, name, model, None, values)
     return "\n".join(lines) + "\n"
+
+
+def _storage_from_file(settings: Any, overrides: dict[str, Any]) -> dict[str, Any] | None:
+    """``workspace.storage_options`` when a config file set them: the file init writes
+    needs them to reach the workspace. Options from the environment stay there."""
+    from harnessmem.settings import source_finder
+
+    source = source_finder(settings, overrides)("workspace.storage_options")
+    if source in ("default", "argument") or source.startswith("env "):
+        return None
+    return dict(settings.workspace.storage_options) or None
 
 
 @click.command("init")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
-@common_options(config=False)
+@common_options()
 @click.option("--force", is_flag=True, help="Overwrite an existing harnessmem.toml.")
-def init_command(directory: str, workspace: str | None, as_json: bool, force: bool) -> None:
+def init_command(
+    directory: str, config: str | None, workspace: str | None, as_json: bool, force: bool
+) -> None:
     """Create a workspace and a commented harnessmem.toml in DIRECTORY (default: here).
 
-    The workspace is DIRECTORY/workspace unless -w names another folder or a URL such as
-    s3://bucket/agent. Run harnessmem from DIRECTORY afterwards: it reads
+    The workspace is DIRECTORY/workspace unless -w (or workspace.url of the settings) names
+    another folder or a URL such as s3://bucket/agent; it is opened with the settings of
+    -c, $HARNESSMEM_CONFIG or the environment (workspace.storage_options for an
+    S3-compatible store). Run harnessmem from DIRECTORY afterwards: it reads
     ./harnessmem.toml from the current folder.
     """
+    from harnessmem.plugins import check_settings
     from harnessmem.workspace import Workspace
 
     root = Path(directory)
-    config = root / "harnessmem.toml"
-    if config.exists() and not force:
+    written = root / "harnessmem.toml"
+    if written.exists() and not force:
         raise CommandError(
-            f"{config} already exists",
+            f"{written} already exists",
             hint="pass --force to overwrite it, or edit it (harnessmem config validate checks it)",
             code=EXIT_FAILED,
         )
-    url = workspace or "./workspace"
+    settings, overrides = load_settings(config, workspace)
+    check_settings(settings, overrides=overrides)
+    url = settings.workspace.url
     remote = "://" in url or "::" in url
     # A relative folder in the config is relative to where harnessmem runs: DIRECTORY.
     target = url if remote or os.path.isabs(url) else str(root / url)
-    where = Workspace.open(target)
+    where = Workspace.open(target, settings.workspace.storage_options)
     check_reachable(where)
-    if where.local_root is not None:
-        (where.local_root / "memory").mkdir(exist_ok=True)
+    # A folder every later command sees; on an object store the prefix would else hold
+    # nothing, and the commands that only read would find no workspace there.
+    where.make_folder("memory")
     root.mkdir(parents=True, exist_ok=True)
-    config.write_text(render_config(url), encoding="utf-8")
+    storage = _storage_from_file(settings, overrides)
+    written.write_text(render_config(url, storage_options=storage), encoding="utf-8")
     if as_json:
-        echo_json({"config": str(config), "workspace": where.url, "workspace_url": url})
+        echo_json({"config": str(written), "workspace": where.url, "workspace_url": url})
         return
-    click.echo(f"created {config}  (every setting, commented out, with its default)")
+    click.echo(f"created {written}  (every setting, commented out, with its default)")
     click.echo(f"created workspace {shown_url(where.url)}")
     go = "" if root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(directory)} && "
     click.echo("next:")

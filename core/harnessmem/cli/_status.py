@@ -51,7 +51,8 @@ def _files(harness: MemoryHarness) -> dict[str, tuple[int, float | None]]:
     for full, info in listing.items():
         path = str(full)
         rel = path[len(prefix) :] if path.startswith(prefix) else path
-        if rel.startswith(".locks/") or info.get("type") == "directory":
+        # Folder marker objects ("memory/", as init makes on S3) are no files.
+        if rel.startswith(".locks/") or rel.endswith("/") or info.get("type") == "directory":
             continue
         modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
         if isinstance(modified, datetime):

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from harnessmem.errors import ConfigError
 from harnessmem.memory._redaction_rules import (
@@ -52,7 +52,7 @@ from harnessmem.memory._redaction_rules import (
     replace_prose,
     replace_url_password,
 )
-from harnessmem.plugins import hookimpl
+from harnessmem.plugins import hookimpl, plugin_options
 
 if TYPE_CHECKING:
     from harnessmem.settings import HarnessSettings
@@ -488,14 +488,7 @@ class SecretRedactor:
     @hookimpl
     def harnessmem_configure(self, settings: HarnessSettings) -> None:
         where = f"plugins.settings.{PLUGIN_NAME}"
-        try:
-            self.options = RedactionOptions.model_validate(
-                settings.plugins.settings.get(PLUGIN_NAME, {})
-            )
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            dotted = ".".join([where, *map(str, first["loc"])])
-            raise ConfigError(f"{dotted}: {first['msg']} (got {first.get('input')!r})") from None
+        self.options = plugin_options(settings, PLUGIN_NAME, RedactionOptions)
         self._extra = []
         for position, pattern in enumerate(self.options.patterns):
             try:

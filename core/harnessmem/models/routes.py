@@ -15,15 +15,15 @@ import threading
 from typing import TYPE_CHECKING
 
 from harnessmem.plugins import model_registry
+from harnessmem.settings.routes import PURPOSES, ModelRoute, model_route
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import ModelBackend
     from harnessmem.models.usage import BudgetStatus, MeteredModel, UsageLedger
     from harnessmem.services import Services
 
-__all__ = ["PURPOSES", "ModelRoutes"]
-
-PURPOSES = ("summary", "flush", "consolidation")
+# PURPOSES, ModelRoute and model_route come from harnessmem.settings.routes.
+__all__ = ["PURPOSES", "ModelRoute", "ModelRoutes", "model_route"]
 
 
 class ModelRoutes:
@@ -76,25 +76,14 @@ class ModelRoutes:
 
     def _routed_backend(self, purpose: str) -> tuple[ModelBackend, str, int]:
         """The backend the settings route ``purpose`` to (built once per distinct route)."""
-        settings = self.harness.settings
-        base = settings.model
-        route = getattr(base, purpose)
-        name = route.name or base.name
-        backend = route.backend or base.backend or ("litellm" if name else "extractive")
-        options = {**base.options, **route.options}
-        if backend != base.resolved_backend:
-            # Another backend than model.backend: model.name and model.options are not its.
-            name, options = route.name, dict(route.options)
-        where = f"model.{purpose}" if (route.name or route.backend or route.options) else "model"
-        limit = route.max_tokens or base.max_tokens
-        if purpose == "consolidation" and route.max_tokens is None:
-            # The answer is the whole MEMORY.md: room for its budget plus a margin.
-            limit = max(limit, settings.consolidation.max_memory_tokens * 5 // 4)
-        key = json.dumps([backend, name, options], sort_keys=True, default=str)
+        route = model_route(self.harness.settings, purpose)
+        key = json.dumps([route.backend, route.name, route.options], sort_keys=True, default=str)
         if key not in self._models:
-            cls = model_registry().load(backend)
-            self._models[key] = cls.create(options, model_name=name, max_tokens=limit, where=where)
-        return self._models[key], key, limit
+            cls = model_registry().load(route.backend, setting=route.backend_setting)
+            self._models[key] = cls.create(
+                route.options, model_name=route.name, max_tokens=route.limit, where=route.where
+            )
+        return self._models[key], key, route.limit
 
     def _budget_fallback(self) -> ModelBackend:
         """The extractive backend that serves flush and consolidation past the budget."""

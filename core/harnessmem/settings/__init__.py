@@ -39,6 +39,7 @@ from harnessmem.settings._sources import config_file_path as config_file_path
 from harnessmem.settings._sources import read_config_file as read_config_file
 from harnessmem.settings._sources import settings_error as settings_error
 from harnessmem.settings._sources import settings_leaves as settings_leaves
+from harnessmem.settings._sources import source_finder as source_finder
 
 __all__ = [
     "CompactionSettings",

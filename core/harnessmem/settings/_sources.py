@@ -16,7 +16,7 @@ import contextvars
 import difflib
 import os
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "setting_sources",
     "settings_error",
     "settings_leaves",
+    "source_finder",
 ]
 
 ENV_PREFIX = "HARNESSMEM_"
@@ -144,12 +145,23 @@ class _Provenance:
         self.path = path
         self.file = read_config_file(path) if path is not None and path.is_file() else {}
 
+    @staticmethod
+    def _variable(parts: list[str]) -> str:
+        """The variable that set ``parts``: itself, or the table above it given as JSON
+        (``HARNESSMEM_INDEX__OPTIONS='{"wal": false}'`` sets ``index.options.wal``)."""
+        names = {key.upper() for key in os.environ}
+        for end in range(len(parts), 0, -1):
+            name = _env_name(".".join(parts[:end]))
+            if name in names:
+                return name
+        return _env_name(".".join(parts))
+
     def source_of(self, dotted: str) -> str:
         parts = dotted.split(".")
         if _lookup(self.overrides, parts):
             return "argument"
         if _lookup(self.env, parts):
-            return f"env {_env_name(dotted)}"
+            return f"env {self._variable(parts)}"
         if self.path is not None and _lookup(self.file, parts):
             return str(self.path)
         return "default"
@@ -176,6 +188,12 @@ def setting_sources(
     """Where each leaf setting came from: argument, env variable, config file or default."""
     provenance = _Provenance(overrides, path)
     return {dotted: provenance.source_of(dotted) for dotted, _ in _leaves(settings)}
+
+
+def source_finder(settings: Any, overrides: Mapping[str, Any]) -> Callable[[str], str]:
+    """``source_of(dotted)`` for ``settings`` (a ``HarnessSettings``): ``argument``, ``env
+    <NAME>``, the config file or ``default``; for any depth (``index.options.wal``)."""
+    return _Provenance(overrides, settings.config_file).source_of
 
 
 def _known_names(parts: list[str]) -> list[str]:

@@ -598,6 +598,12 @@ class Workspace:
         self._forget(target)
         self._store.move(self._full(source), self._full(target))
 
+    def make_folder(self, path: str | os.PathLike[str]) -> None:
+        """Create the empty folder ``path`` (an existing one is kept): a directory locally,
+        a zero-byte ``path/`` marker object on S3. ``harnessmem init`` makes ``memory/``
+        so that a workspace no command has written to yet is seen as one."""
+        self._store.make_folder(self._full(self._rel(path)))
+
     def list(self, prefix: str = "", *, recursive: bool = True) -> list[str]:
         """Sorted workspace-relative paths of the files under directory ``prefix``.
 
@@ -648,6 +654,37 @@ class Workspace:
         )
         assert lease is not None
         return lease
+
+    def check_reachable(self) -> None:
+        """Fail early, with a hint, when an object-store workspace's bucket cannot be reached.
+
+        fsspec opens a remote filesystem without a request, and a missing bucket reads like an
+        empty workspace; a command would then report "nothing found" instead of the problem.
+        """
+        if self.is_local or self.protocol == "memory":
+            return
+        from harnessmem.errors import WorkspaceError
+        from harnessmem.workspace._stores import hint
+
+        bucket = self.root.split("/", 1)[0]
+        fs: Any = self.fs
+        try:
+            if hasattr(fs, "call_s3"):
+                fs.call_s3("head_bucket", Bucket=bucket)
+            else:
+                fs.ls(bucket, detail=False)
+        except FileNotFoundError as exc:
+            raise WorkspaceError(
+                f"workspace {self.url}: bucket {bucket!r} does not exist",
+                hint="create the bucket first, or fix the bucket name in the workspace URL",
+            ) from exc
+        except Exception as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise WorkspaceError(
+                f"workspace {self.url} is not reachable: {type(exc).__name__}: {detail}",
+                hint=hint(exc)
+                or "check workspace.url and workspace.storage_options (endpoint_url, credentials)",
+            ) from exc
 
     def try_lock(self, name: str, ttl: float = 60.0) -> Lease | None:
         """Take the named lease if it is free (or expired); None when someone holds it."""

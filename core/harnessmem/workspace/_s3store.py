@@ -170,6 +170,12 @@ class S3Store(Store):
             self._request("copy_object", dst, CopySource={"Bucket": bucket, "Key": key})
             self._request("delete_object", src)
 
+    def make_folder(self, full: str) -> None:
+        """A zero-byte ``<key>/`` marker object, as the S3 console's "create folder" makes:
+        a listing of the parent shows the folder, a listing of files skips it."""
+        with self.op("create folder", full):
+            self._request("put_object", full.rstrip("/") + "/", Body=b"")
+
     def scan(self, directory: str, recursive: bool) -> Iterator[tuple[str, int, float | None, str]]:
         """``(rel path, size, modified, ETag)`` of the files under ``directory``.
 

@@ -217,6 +217,12 @@ class Store:
             self.fs.invalidate_cache(src)
             self.fs.invalidate_cache(dst)
 
+    def make_folder(self, full: str) -> None:
+        """An empty folder at ``full`` that a listing of its parent shows (kept if there)."""
+        with self.op("create folder", full):
+            self.fs.makedirs(full, exist_ok=True)
+            self.fs.invalidate_cache(full)
+
     def find(self, directory: str, recursive: bool) -> list[str]:
         return [path for path, *_ in self.scan(directory, recursive)]
 
@@ -410,6 +416,10 @@ class LocalStore(Store):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             os.replace(src, dst)
             _fsync_dir(os.path.dirname(dst))
+
+    def make_folder(self, full: str) -> None:
+        with self.op("create folder", full):
+            os.makedirs(full, exist_ok=True)
 
     def find(self, directory: str, recursive: bool) -> list[str]:
         found: list[str] = []

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from harnessmem import ConfigError, hookimpl
+from harnessmem import hookimpl
+from harnessmem.plugins import plugin_options
 
 if TYPE_CHECKING:
     from harnessmem import HarnessSettings
@@ -43,16 +44,8 @@ class WordFilter:
 
     @hookimpl
     def harnessmem_configure(self, settings: HarnessSettings) -> None:
-        raw = settings.plugins.settings.get(PLUGIN_NAME, {})
-        try:
-            self.options = WordFilterOptions.model_validate(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(["plugins.settings", PLUGIN_NAME, *map(str, first["loc"])])
-            raise ConfigError(
-                f"{where}: {first['msg']} (got {first.get('input')!r})",
-                hint="see the harnessmem-example README for the options",
-            ) from None
+        # Raises ConfigError naming plugins.settings.wordfilter.<key>, with a did-you-mean.
+        self.options = plugin_options(settings, PLUGIN_NAME, WordFilterOptions)
         words = sorted((w for w in self.options.words if w.strip()), key=len, reverse=True)
         if not words:
             self._pattern = None

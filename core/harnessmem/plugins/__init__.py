@@ -31,9 +31,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 import pluggy
 
 from harnessmem import hookspecs
-from harnessmem.errors import BackendNotFound, PluginError
+from harnessmem.errors import BackendNotFound, ConfigError, PluginError
+from harnessmem.plugins._check import check_settings, settings_problems
+from harnessmem.settings.validation import parse_options
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from harnessmem.backends.base import IndexBackend, ModelBackend
     from harnessmem.events import (
         BudgetExceededEvent,
@@ -51,9 +55,13 @@ __all__ = [
     "BackendRegistry",
     "HookFacade",
     "PluginInfo",
+    "check_plugin_names",
+    "check_settings",
     "hookimpl",
     "installed_plugins",
     "make_plugin_manager",
+    "plugin_options",
+    "settings_problems",
 ]
 
 logger = logging.getLogger("harnessmem.plugins")
@@ -66,6 +74,7 @@ CORE_DISTRIBUTION = "harnessmem"
 hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
 
 B = TypeVar("B")
+M = TypeVar("M", bound="BaseModel")
 
 
 @dataclass(frozen=True)
@@ -175,8 +184,7 @@ def make_plugin_manager(
             ) from exc
         _register(pm, plugin, entry_point.name, where)
     for plugin in extra_plugins:
-        name = getattr(plugin, "name", None) or getattr(plugin, "__name__", None)
-        _register(pm, plugin, name if isinstance(name, str) else None, f"plugin {plugin!r}")
+        _register(pm, plugin, _plugin_name(plugin), f"plugin {plugin!r}")
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -185,6 +193,55 @@ def make_plugin_manager(
             hint="every @hookimpl must name a hook of harnessmem.hookspecs",
         ) from exc
     return pm
+
+
+def _plugin_name(plugin: object) -> str | None:
+    """The name a plugin passed in code is registered under (its ``name``, or a module's)."""
+    name = getattr(plugin, "name", None) or getattr(plugin, "__name__", None)
+    return name if isinstance(name, str) else None
+
+
+def check_plugin_names(settings: PluginSettings, extra_plugins: Sequence[object] = ()) -> None:
+    """Raise ``ConfigError`` when ``plugins.disable``, ``plugins.only`` or the keys of
+    ``plugins.settings`` name no installed hook plugin (nor one of ``extra_plugins``).
+
+    A misspelt name would otherwise be ignored: the plugin meant stays loaded, or its
+    options unread. One line per unknown name, with the nearest installed name.
+    """
+    known = {ep.name for ep in _entry_points(PLUGIN_GROUP)}
+    known.update(name for name in map(_plugin_name, extra_plugins) if name)
+    named = [("plugins.disable", name) for name in settings.disable]
+    named += [("plugins.only", name) for name in settings.only or ()]
+    problems = []
+    for where, name in named:
+        if name not in known:
+            line = f"{where}: no hook plugin {name!r} is installed"
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            problems.append(line + (f"; did you mean {close[0]!r}?" if close else ""))
+    for name in settings.settings:
+        if name not in known:
+            line = f"plugins.settings.{name}: options for no installed hook plugin"
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            suggestion = f"; did you mean 'plugins.settings.{close[0]}'?" if close else ""
+            problems.append(line + suggestion)
+    if problems:
+        raise ConfigError(
+            "; ".join(problems),
+            hint=f"the installed hook plugins are: {', '.join(sorted(known)) or 'none'} "
+            "(harnessmem plugins lists them)",
+            problems=problems,
+        )
+
+
+def plugin_options(settings: HarnessSettings, name: str, model: type[M]) -> M:
+    """The options of plugin ``name`` (``plugins.settings.<name>``) validated with ``model``.
+
+    For ``harnessmem_configure``. A bad value or an unknown key raises ``ConfigError``
+    with one line per problem naming the dotted setting (``plugins.settings.<name>.<key>``),
+    a did-you-mean for a misspelt key, and a hint listing the options.
+    """
+    raw = settings.plugins.settings.get(name, {})
+    return parse_options(model, raw, where=f"plugins.settings.{name}", owner=f"plugin {name!r}")
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None, where: str) -> None:
@@ -234,30 +291,35 @@ class BackendRegistry(Generic[B]):
             found.setdefault(entry_point.name, f"{dist_name} {version}")
         return found
 
-    def load(self, name: str) -> type[B]:
+    def load(self, name: str, *, setting: str | None = None) -> type[B]:
+        """The class registered as ``name``; ``setting`` (default ``<kind>.backend``) is the
+        dotted setting that named it, for the hint of a ``BackendNotFound``."""
         if name in self._local:
             return self._local[name]
+        setting = setting or f"{self.kind}.backend"
         matches = [ep for ep in _entry_points(self.group) if ep.name == name]
         if not matches:
-            raise self._not_found(name)
+            raise self._not_found(name, setting)
         entry_point = matches[0]
-        dist_name, version = _dist_of(entry_point)
         try:
             cls = entry_point.load()
         except Exception as exc:
+            dist_name, version = _dist_of(entry_point)
             raise PluginError(
                 f"{self.kind} backend {name!r} ({entry_point.value}, {dist_name} {version}) "
                 f"failed to import: {type(exc).__name__}: {exc}",
-                hint=f"reinstall {dist_name}, or pick another {self.kind}.backend",
+                hint=f"reinstall {dist_name}, or pick another {setting}",
             ) from exc
         if not (inspect.isclass(cls) and issubclass(cls, self.base)):
+            # Reading the distribution's metadata costs a millisecond: only for the message.
+            dist_name, _ = _dist_of(entry_point)
             raise PluginError(
                 f"{self.kind} backend {name!r} from {dist_name} is {cls!r}, "
                 f"not a subclass of {getattr(self.base, '__name__', self.base)}"
             )
         return cast("type[B]", cls)
 
-    def _not_found(self, name: str) -> BackendNotFound:
+    def _not_found(self, name: str, setting: str) -> BackendNotFound:
         installed = self.available()
         listing = ", ".join(f"{n} ({d})" for n, d in sorted(installed.items())) or "none"
         message = f"no {self.kind} backend {name!r}; installed: {listing}"
@@ -267,7 +329,7 @@ class BackendRegistry(Generic[B]):
         return BackendNotFound(
             message,
             hint=(
-                f"set {self.kind}.backend to an installed name, or install the distribution "
+                f"set {setting} to an installed name, or install the distribution "
                 f"that provides {name!r} (its entry point goes in the {self.group!r} group)"
             ),
         )
