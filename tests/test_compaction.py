@@ -26,6 +26,7 @@ from harnessmem.compaction._cutoff import (
 )
 from harnessmem.compaction._summary import SUMMARY_NAME, parse_anchor
 from harnessmem.errors import ModelUnavailableError
+from harnessmem.memory.flush import MemoryFlusher
 from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.messages import fingerprint, pair_tool_calls, safe_cut_points, validate_messages
 from harnessmem.testing import ScriptedModel
@@ -632,7 +633,7 @@ def test_flush_not_available_is_recorded_and_compaction_goes_on(
     def not_landed(*args: Any, **kwargs: Any) -> None:
         raise NotImplementedError("harness.flush is not available yet")
 
-    monkeypatch.setattr(harness, "flush", not_landed)
+    monkeypatch.setattr(harness.component(MemoryFlusher), "flush", not_landed)
     sent = harness.session("f").before_reasoning(chat(6))
     result = result_of(harness, "f")
     assert result.flush == "unavailable"
@@ -650,7 +651,7 @@ def test_a_failed_flush_postpones_until_twice_the_trigger(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise ModelUnavailableError("flush model down")
 
-    monkeypatch.setattr(harness, "flush", broken)
+    monkeypatch.setattr(harness.component(MemoryFlusher), "flush", broken)
     session = harness.session("f")
     messages = chat(6)
     sent = session.before_reasoning(messages)

@@ -30,6 +30,7 @@ from harnessmem.maintenance import (
     MaintenanceStep,
     StepDone,
 )
+from harnessmem.memory.consolidation import MemoryConsolidator
 from harnessmem.testing.workspace_suite import FakeClock
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def calls(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def reindex(full: bool = False) -> None:
         seen.append("reindex")
 
-    monkeypatch.setattr(harness, "consolidate", consolidate)
+    monkeypatch.setattr(harness.component(MemoryConsolidator), "consolidate", consolidate)
     monkeypatch.setattr(harness, "reindex", reindex)
     return seen
 
@@ -193,7 +194,7 @@ def test_a_step_that_raises_does_not_stop_the_rest(
     def broken(backoff: bool = False) -> None:
         raise RuntimeError("the model is down")
 
-    monkeypatch.setattr(harness, "consolidate", broken)
+    monkeypatch.setattr(harness.component(MemoryConsolidator), "consolidate", broken)
     monkeypatch.setattr(harness, "reindex", lambda full=False: ran.append("reindex"))
     harness.workspace.write_text("memory/2020-01-01.md", "- old\n")
     _age(harness, "sessions/old.log.jsonl", 200 * DAY)
@@ -220,7 +221,7 @@ def test_missing_components_are_reported_unavailable(harness: MemoryHarness) -> 
         raise NotImplementedError("harness.reindex is not available yet")
 
     harness.reindex = not_built  # type: ignore[method-assign]
-    harness.consolidate = not_built  # type: ignore[method-assign]
+    harness.component(MemoryConsolidator).consolidate = not_built  # type: ignore[method-assign]
     report = harness.maintain()
     assert report.step("reindex").outcome == "unavailable: harness.reindex is not available yet"
     assert report.step("consolidate").status == "unavailable"
@@ -355,13 +356,16 @@ import json, sys
 from harnessmem import MemoryHarness
 url, options, now = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
 
-class Counting(MemoryHarness):
-    # consolidate() and reindex() arrive with other issues; these stand-ins count calls in a
-    # shared file (appends are lossless across processes).
-    def consolidate(self, *, backoff=False):
-        self.workspace.append_text("calls.log", "consolidate\\n")
-        return "consolidated"
+from harnessmem.memory.consolidation import MemoryConsolidator
 
+# Stand-ins that count calls in a shared file (appends are lossless across processes).
+def consolidate(self, *, backoff=False):
+    self.workspace.append_text("calls.log", "consolidate\\n")
+    return "consolidated"
+
+MemoryConsolidator.consolidate = consolidate
+
+class Counting(MemoryHarness):
     def reindex(self, full=False):
         self.workspace.append_text("calls.log", "reindex\\n")
 
@@ -424,7 +428,11 @@ def _scheduled(tmp_path: Path, clock: FakeClock, **maintenance: Any) -> MemoryHa
 
 def _stub_components(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
-    monkeypatch.setattr(harness, "consolidate", lambda backoff=False: seen.append("consolidate"))
+    monkeypatch.setattr(
+        harness.component(MemoryConsolidator),
+        "consolidate",
+        lambda backoff=False: seen.append("consolidate"),
+    )
     monkeypatch.setattr(harness, "reindex", lambda full=False: seen.append("reindex"))
     return seen
 
@@ -522,7 +530,7 @@ def test_close_waits_for_a_running_tick_up_to_its_timeout(
         entered.set()
         release.wait(30)
 
-    monkeypatch.setattr(harness, "consolidate", stuck)
+    monkeypatch.setattr(harness.component(MemoryConsolidator), "consolidate", stuck)
     monkeypatch.setattr(harness, "reindex", lambda full=False: None)
     scheduler = harness._scheduler
     assert scheduler is not None
@@ -618,10 +626,10 @@ def test_cli_maintain_prints_the_report(tmp_path: Path) -> None:
 def test_cli_maintain_exits_1_when_a_step_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(self: MemoryHarness, *, backoff: bool = False) -> None:
+    def broken(self: MemoryConsolidator, *, backoff: bool = False) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(MemoryHarness, "consolidate", broken)
+    monkeypatch.setattr(MemoryConsolidator, "consolidate", broken)
     result = CliRunner().invoke(main, ["maintain", "-w", str(tmp_path / "ws")])
     assert result.exit_code == 1
     assert "consolidate      failed: RuntimeError: boom" in result.output

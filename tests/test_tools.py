@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness, Session
+from harnessmem.memory.consolidation import MemoryConsolidator
 from harnessmem.tools import GET_MAX_CHARS, OUTPUT_CHARS, TOOL_NAMES, tool_schemas
 
 DAILY = "memory/2026-11-30.md"
@@ -290,7 +291,7 @@ def test_memory_save_without_a_writer_says_so(
     def unavailable(text: str) -> None:
         raise NotImplementedError("harness.save is not available")
 
-    monkeypatch.setattr(harness, "save", unavailable)
+    monkeypatch.setattr(harness.component(MemoryConsolidator), "save", unavailable)
     answer = session.call_tool("memory_save", {"text": "- a fact"})
     assert answer.startswith("Error: memory_save is not available")
     assert "nothing was saved" in answer
