@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from click.testing import CliRunner
+import pytest
+from click.testing import CliRunner, Result
 
-from harnessmem.cli import main
+from harnessmem import HarnessSettings
+from harnessmem.cli import _common, main
+from harnessmem.cli._common import plain_table
 
 
 def _ws(tmp_path: Path) -> str:
@@ -43,3 +47,61 @@ def test_top_level_help_does_not_cut_descriptions() -> None:
     assert "Run one maintenance tick now and print its report (for cron or a Kubernetes" in (
         " ".join(result.output.split())
     )
+
+
+# -- config show: a table that fits, secrets hidden in every form -----------------------------
+
+
+def _config_show(tmp_path: Path, *args: str, width: int = 100) -> Result:
+    config = tmp_path / "harnessmem.toml"
+    config.write_text('[model]\nname = "openai/gpt-4o-mini"\noptions = {api_key = "sk-secret"}\n')
+    env = {"COLUMNS": str(width)}
+    return CliRunner().invoke(main, ["config", "show", "-c", str(config), *args], env=env)
+
+
+def test_config_show_piped_fits_the_width_and_wraps_long_values(tmp_path: Path) -> None:
+    result = _config_show(tmp_path)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 100, "no column padded to the longest value"
+    assert lines[0].split() == ["setting", "value", "source"]
+    first = next(i for i, line in enumerate(lines) if line.startswith("eviction.excluded_tools"))
+    assert lines[first].endswith("default")
+    value_column = lines[0].index("value")
+    wrapped = [lines[first]]
+    for line in lines[first + 1 :]:
+        if line[:value_column].strip():
+            break
+        wrapped.append(line)
+    assert len(wrapped) > 1, "the long list wraps under its column"
+    text = " ".join(line[value_column:].replace("default", "").strip() for line in wrapped)
+    assert json.loads(text) == list(HarnessSettings().eviction.excluded_tools)
+
+
+def test_config_show_hides_secrets_in_json_too(tmp_path: Path) -> None:
+    table = _config_show(tmp_path)
+    data = _config_show(tmp_path, "--json")
+    assert data.exit_code == 0, data.output
+    assert "sk-secret" not in table.output
+    assert "sk-secret" not in data.output
+    rows = {row["setting"]: row["value"] for row in json.loads(data.output)}
+    assert rows["model.options"] == {"api_key": "***"}
+
+
+def test_config_show_on_a_terminal_is_a_rich_table_within_its_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_common, "on_terminal", lambda: True)
+    result = _config_show(tmp_path, width=80)
+    assert result.exit_code == 0, result.output
+    assert "harnessmem settings" in result.output
+    assert "┃ setting" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert "sk-secret" not in result.output
+
+
+def test_a_plain_table_cuts_a_long_word_after_a_dot_or_colon() -> None:
+    rows = [["index", "harnessmem.backends.litellm_backend:LiteLLMBackend"]]
+    lines = plain_table(["kind", "object"], rows, width=45)
+    assert lines[1:] == ["index  harnessmem.backends.litellm_backend:", "       LiteLLMBackend"]
+    assert plain_table(["a", "b"], [["x", "y"]], width=40) == ["a  b", "x  y"]

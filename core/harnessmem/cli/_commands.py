@@ -41,7 +41,7 @@ def config_show(config: str | None, workspace: str | None, as_json: bool) -> Non
 
     settings, overrides = load_settings(config, workspace)
     sources = settings.sources(overrides)
-    rows = [(name, value, sources[name]) for name, value in settings_leaves(settings)]
+    rows = [(name, redact(name, value), sources[name]) for name, value in settings_leaves(settings)]
     if as_json:
         data = [{"setting": n, "value": v, "source": s} for n, v, s in rows]
         click.echo(json.dumps(data, indent=2, default=str))
@@ -49,7 +49,7 @@ def config_show(config: str | None, workspace: str | None, as_json: bool) -> Non
     print_table(
         "harnessmem settings",
         ["setting", "value", "source"],
-        [[n, json.dumps(redact(n, v), default=str), s] for n, v, s in rows],
+        [[n, json.dumps(v, default=str, ensure_ascii=False), s] for n, v, s in rows],
     )
 
 
