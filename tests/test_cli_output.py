@@ -38,12 +38,19 @@ def test_index_status_prints_fields_and_a_table_not_a_dict(tmp_path: Path) -> No
     assert ["memory", "1", "1"] in [line.split() for line in lines]
 
 
-def test_top_level_help_does_not_cut_descriptions() -> None:
-    result = CliRunner().invoke(main, ["--help"], terminal_width=200)
+@pytest.mark.parametrize("group", [[], ["index"], ["config"]], ids=["main", "index", "config"])
+def test_no_command_list_cuts_descriptions(group: list[str]) -> None:
+    result = CliRunner().invoke(main, [*group, "--help"], terminal_width=200)
     assert result.exit_code == 0
     commands = result.output.split("Commands:", 1)[1]
     assert "..." not in commands
     assert "…" not in commands
+    assert all(line.rstrip().endswith(".") for line in commands.strip().splitlines())
+
+
+def test_top_level_help_does_not_cut_descriptions() -> None:
+    result = CliRunner().invoke(main, ["--help"], terminal_width=200)
+    assert result.exit_code == 0
     assert "Run one maintenance tick now and print its report (for cron or a Kubernetes" in (
         " ".join(result.output.split())
     )

@@ -80,7 +80,5 @@ for _command in (
     usage_command,
     chat_command,
 ):
-    # click cuts a listed description at 45 characters ("..."); show its first sentence whole.
-    _command.short_help = _command.short_help or _command.get_short_help_str(limit=200)
     main.add_command(_command)
 del _command

@@ -13,6 +13,7 @@ from harnessmem.cli._common import (
     EXIT_FAILED,
     EXIT_INPUT,
     CommandError,
+    CommandGroup,
     command_harness,
     common_options,
     echo_json,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------ config
 
 
-@click.group("config")
+@click.group("config", cls=CommandGroup)
 def config_group() -> None:
     """Show or check settings."""
 
@@ -220,7 +221,7 @@ def usage_command(
 # ------------------------------------------------------------------------------ index
 
 
-@click.group("index")
+@click.group("index", cls=CommandGroup)
 def index_group() -> None:
     """Build and inspect the full-text index."""
 

@@ -110,7 +110,18 @@ def debugging(ctx: click.Context | None = None) -> bool:
     return bool(ctx is not None and ctx.meta.get(_DEBUG_KEY))
 
 
-class HarnessmemGroup(click.Group):
+class CommandGroup(click.Group):
+    """A group whose command list shows each description's first sentence whole.
+
+    click cuts a listed description at 45 characters ("..."); a person then has to run
+    ``--help`` on each command to learn what it does."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.short_help = cmd.short_help or cmd.get_short_help_str(limit=200)
+        super().add_command(cmd, name)
+
+
+class HarnessmemGroup(CommandGroup):
     """The top-level group: turns exceptions into one error line, a hint and an exit status."""
 
     def invoke(self, ctx: click.Context) -> Any:
