@@ -16,7 +16,8 @@ A failure prints one ``error:`` line (more only when a config has several proble
 4     bad input: a file that is missing or malformed (``replay``), a path that
       may not be read (``get``)
 5     the workspace cannot be opened, reached or written (bad URL, missing bucket)
-6     the model failed (unreachable, key rejected, junk answer)
+6     the model failed (unreachable, key rejected, junk answer); ``chat`` goes on
+      after a failed turn and exits with the status of the last one
 130   interrupted (Ctrl-C)
 ====  =========================================================================
 """
