@@ -436,6 +436,7 @@ class MemoryHarness:
                     include_archive=self.settings.index.include_archive,
                     interval=self._refresh_interval(),
                     clock=self.clock,
+                    timezone=self.settings.workspace.timezone,
                 )
             return self._index_syncer
 
