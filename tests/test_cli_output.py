@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
@@ -118,3 +119,33 @@ def test_a_plain_table_cuts_a_long_word_after_a_dot_or_colon() -> None:
     lines = plain_table(["kind", "object"], rows, width=45)
     assert lines[1:] == ["index  harnessmem.backends.litellm_backend:", "       LiteLLMBackend"]
     assert plain_table(["a", "b"], [["x", "y"]], width=40) == ["a  b", "x  y"]
+
+
+# -- replay: shifted dates said, and the same everywhere ------------------------------------------
+
+
+def test_replay_says_it_moved_the_dates_and_the_session_log_agrees_with_the_daily_logs(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    result = CliRunner().invoke(main, ["replay", "--example", "-w", str(ws)])
+    assert result.exit_code == 0, result.output
+    moved = re.search(r"^  dates moved (\d+) days later, .*--keep-dates", result.output, re.M)
+    assert moved is not None, result.output
+    days = {path.stem for path in (ws / "memory").glob("*.md")}
+    found = CliRunner().invoke(main, ["search", "--sessions", "staging", "-w", str(ws), "--json"])
+    hits = json.loads(found.output)
+    assert hits
+    log = (ws / "sessions" / "tidewater-week.log.jsonl").read_text().splitlines()
+    for hit in hits:
+        message = json.loads(log[hit["start_line"] - 1])["message"]
+        assert message["timestamp"].startswith(hit["date"]), "the message's time, shifted"
+        assert hit["date"] in days, "a day the daily logs know"
+
+
+def test_replay_with_keep_dates_says_nothing_of_moving(tmp_path: Path) -> None:
+    args = ["replay", "--example", "--keep-dates", "--no-consolidate", "-w", str(tmp_path / "w")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "dates moved" not in result.output
+    assert "Monday 2026-03-09" in result.output
