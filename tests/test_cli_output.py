@@ -149,3 +149,51 @@ def test_replay_with_keep_dates_says_nothing_of_moving(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "dates moved" not in result.output
     assert "Monday 2026-03-09" in result.output
+
+
+# -- --json: every data command prints one JSON document and nothing else -------------------------
+
+_JSON_RUNS = {
+    "search": ["search", "otter"],
+    "search --sessions": ["search", "--sessions", "otter"],
+    "get": ["get", "memory/2026-11-30.md"],
+    "save": ["save", "the heron waits"],
+    "status": ["status"],
+    "consolidate": ["consolidate"],
+    "maintain": ["maintain", "--force"],
+    "usage": ["usage"],
+    "plugins": ["plugins"],
+    "index rebuild": ["index", "rebuild"],
+    "index status": ["index", "status"],
+    "config show": ["config", "show"],
+    "config validate": ["config", "validate"],
+}
+
+
+def test_the_json_runs_cover_every_command_that_takes_json() -> None:
+    def named(group: click.Group, prefix: str = "") -> set[str]:
+        found: set[str] = set()
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                found |= named(command, f"{prefix}{name} ")
+            elif any("--json" in param.opts for param in command.params):
+                found.add(prefix + name)
+        return found
+
+    assert named(main) == {name for name in _JSON_RUNS if "--" not in name} | {"init"}
+
+
+@pytest.mark.parametrize("name", sorted(_JSON_RUNS))
+def test_json_output_is_one_valid_document(tmp_path: Path, name: str) -> None:
+    ws = _ws(tmp_path)
+    result = CliRunner().invoke(main, [*_JSON_RUNS[name], "-w", ws, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict | list)
+    assert result.stdout.strip().startswith(("{", "["))
+
+
+def test_init_json_is_one_valid_document(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "agent"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["config"].endswith("harnessmem.toml")
