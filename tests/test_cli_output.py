@@ -38,6 +38,8 @@ def test_index_status_prints_fields_and_a_table_not_a_dict(tmp_path: Path) -> No
     lines = result.output.splitlines()
     assert lines[0].split() == ["files", "1"]
     assert ["memory", "1", "1"] in [line.split() for line in lines]
+    size = next(line.split(None, 1)[1] for line in lines if line.startswith("size"))
+    assert re.fullmatch(r"\d+\.\d KB", size), "a size a person reads, not a byte count"
 
 
 @pytest.mark.parametrize("group", [[], ["index"], ["config"]], ids=["main", "index", "config"])

@@ -17,6 +17,7 @@ from harnessmem.cli._common import (
     command_harness,
     common_options,
     echo_json,
+    human_size,
     load_settings,
     print_fields,
     print_table,
@@ -254,13 +255,25 @@ def index_status(config: str | None, workspace: str | None, as_json: bool) -> No
         click.echo(json.dumps(data, indent=2, default=str))
         return
     sources = data.pop("sources", None)
-    print_fields([(str(key), str(value)) for key, value in data.items()])
+    print_fields(
+        [
+            ("size" if key == "bytes" else str(key), _shown_stat(str(key), value))
+            for key, value in data.items()
+        ]
+    )
     if isinstance(sources, dict) and sources:
         print_table(
             "indexed sources",
             ["source", "files", "entries"],
             [[name, f"{s['files']:,}", f"{s['entries']:,}"] for name, s in sorted(sources.items())],
         )
+
+
+def _shown_stat(key: str, value: Any) -> str:
+    """An index statistic as a person reads it: sizes in KB/MB, counts with separators."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return human_size(value) if key == "bytes" or key.endswith("_bytes") else f"{value:,}"
+    return str(value)
 
 
 # ------------------------------------------------------------------------------ memory
