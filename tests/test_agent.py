@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from harnessmem import MemoryHarness
 from harnessmem.agent import Agent, Tool
 from harnessmem.cli import main
+from harnessmem.cli._common import EXIT_MODEL
 from harnessmem.errors import ContextOverflowError, ModelUnavailableError
 from harnessmem.testing import FakeOpenAIServer, Fault
 
@@ -304,13 +305,26 @@ def test_chat_talks_and_remembers(
     assert "Postgres 16" in logs[0].read_text()
 
 
-def test_chat_reports_a_failed_turn_and_goes_on(
+def test_chat_reports_a_failed_turn_goes_on_and_exits_with_the_model_status(
     tmp_path: Path, servers: Callable[[Any], FakeOpenAIServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     server = servers([Fault.status(401, "Incorrect API key provided"), "back again"])
     args = ["chat", "-w", str(tmp_path / "ws"), "-m", MODEL, "--api-base", server.base_url]
     result = CliRunner().invoke(main, args, input="hi\nhi again\n")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == EXIT_MODEL, result.output
     assert "error: openai/gpt-4o-mini: AuthenticationError" in result.stderr
     assert "agent> back again" in result.output
+    assert result.stdout.rstrip().endswith("in this chat; 1 turn failed")
+    assert "Traceback" not in result.output
+
+
+def test_chat_with_every_turn_answered_exits_0(
+    tmp_path: Path, servers: Callable[[Any], FakeOpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    server = servers(["hello"])
+    args = ["chat", "-w", str(tmp_path / "ws"), "-m", MODEL, "--api-base", server.base_url]
+    result = CliRunner().invoke(main, args, input="hi\n")
+    assert result.exit_code == 0, result.output
+    assert "failed" not in result.stdout

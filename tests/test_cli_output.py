@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
-from click.testing import CliRunner
+import click
+import pytest
+from click.testing import CliRunner, Result
 
-from harnessmem.cli import main
+from harnessmem import HarnessSettings
+from harnessmem.cli import _common, main
+from harnessmem.cli._common import plain_table
 
 
 def _ws(tmp_path: Path) -> str:
@@ -32,14 +38,164 @@ def test_index_status_prints_fields_and_a_table_not_a_dict(tmp_path: Path) -> No
     lines = result.output.splitlines()
     assert lines[0].split() == ["files", "1"]
     assert ["memory", "1", "1"] in [line.split() for line in lines]
+    size = next(line.split(None, 1)[1] for line in lines if line.startswith("size"))
+    assert re.fullmatch(r"\d+\.\d KB", size), "a size a person reads, not a byte count"
+
+
+@pytest.mark.parametrize("group", [[], ["index"], ["config"]], ids=["main", "index", "config"])
+def test_no_command_list_cuts_descriptions(group: list[str]) -> None:
+    result = CliRunner().invoke(main, [*group, "--help"], terminal_width=80)
+    assert result.exit_code == 0
+    commands = result.output.split("Commands:", 1)[1]
+    assert "..." not in commands
+    assert "…" not in commands
+    listed = " ".join(commands.split())
+    command = main.get_command(click.Context(main), group[0]) if group else main
+    assert isinstance(command, click.Group)
+    for name, sub in command.commands.items():
+        first = " ".join((sub.help or "").split("\n\n", 1)[0].split())
+        assert f"{name} {first}" in listed
 
 
 def test_top_level_help_does_not_cut_descriptions() -> None:
     result = CliRunner().invoke(main, ["--help"], terminal_width=200)
     assert result.exit_code == 0
-    commands = result.output.split("Commands:", 1)[1]
-    assert "..." not in commands
-    assert "…" not in commands
     assert "Run one maintenance tick now and print its report (for cron or a Kubernetes" in (
         " ".join(result.output.split())
     )
+
+
+# -- config show: a table that fits, secrets hidden in every form -----------------------------
+
+
+def _config_show(tmp_path: Path, *args: str, width: int = 100) -> Result:
+    config = tmp_path / "harnessmem.toml"
+    config.write_text('[model]\nname = "openai/gpt-4o-mini"\noptions = {api_key = "sk-secret"}\n')
+    env = {"COLUMNS": str(width)}
+    return CliRunner().invoke(main, ["config", "show", "-c", str(config), *args], env=env)
+
+
+def test_config_show_piped_fits_the_width_and_wraps_long_values(tmp_path: Path) -> None:
+    result = _config_show(tmp_path)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 100, "no column padded to the longest value"
+    assert lines[0].split() == ["setting", "value", "source"]
+    first = next(i for i, line in enumerate(lines) if line.startswith("eviction.excluded_tools"))
+    assert lines[first].endswith("default")
+    value_column = lines[0].index("value")
+    wrapped = [lines[first]]
+    for line in lines[first + 1 :]:
+        if line[:value_column].strip():
+            break
+        wrapped.append(line)
+    assert len(wrapped) > 1, "the long list wraps under its column"
+    text = " ".join(line[value_column:].replace("default", "").strip() for line in wrapped)
+    assert json.loads(text) == list(HarnessSettings().eviction.excluded_tools)
+
+
+def test_config_show_hides_secrets_in_json_too(tmp_path: Path) -> None:
+    table = _config_show(tmp_path)
+    data = _config_show(tmp_path, "--json")
+    assert data.exit_code == 0, data.output
+    assert "sk-secret" not in table.output
+    assert "sk-secret" not in data.output
+    rows = {row["setting"]: row["value"] for row in json.loads(data.output)}
+    assert rows["model.options"] == {"api_key": "***"}
+
+
+def test_config_show_on_a_terminal_is_a_rich_table_within_its_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_common, "on_terminal", lambda: True)
+    result = _config_show(tmp_path, width=80)
+    assert result.exit_code == 0, result.output
+    assert "harnessmem settings" in result.output
+    assert "┃ setting" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert "sk-secret" not in result.output
+
+
+def test_a_plain_table_cuts_a_long_word_after_a_dot_or_colon() -> None:
+    rows = [["index", "harnessmem.backends.litellm_backend:LiteLLMBackend"]]
+    lines = plain_table(["kind", "object"], rows, width=45)
+    assert lines[1:] == ["index  harnessmem.backends.litellm_backend:", "       LiteLLMBackend"]
+    assert plain_table(["a", "b"], [["x", "y"]], width=40) == ["a  b", "x  y"]
+
+
+# -- replay: shifted dates said, and the same everywhere ------------------------------------------
+
+
+def test_replay_says_it_moved_the_dates_and_the_session_log_agrees_with_the_daily_logs(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    result = CliRunner().invoke(main, ["replay", "--example", "-w", str(ws)])
+    assert result.exit_code == 0, result.output
+    moved = re.search(r"^  dates moved (\d+) days later, .*--keep-dates", result.output, re.M)
+    assert moved is not None, result.output
+    days = {path.stem for path in (ws / "memory").glob("*.md")}
+    found = CliRunner().invoke(main, ["search", "--sessions", "staging", "-w", str(ws), "--json"])
+    hits = json.loads(found.output)
+    assert hits
+    log = (ws / "sessions" / "tidewater-week.log.jsonl").read_text().splitlines()
+    for hit in hits:
+        message = json.loads(log[hit["start_line"] - 1])["message"]
+        assert message["timestamp"].startswith(hit["date"]), "the message's time, shifted"
+        assert hit["date"] in days, "a day the daily logs know"
+
+
+def test_replay_with_keep_dates_says_nothing_of_moving(tmp_path: Path) -> None:
+    args = ["replay", "--example", "--keep-dates", "--no-consolidate", "-w", str(tmp_path / "w")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "dates moved" not in result.output
+    assert "Monday 2026-03-09" in result.output
+
+
+# -- --json: every data command prints one JSON document and nothing else -------------------------
+
+_JSON_RUNS = {
+    "search": ["search", "otter"],
+    "search --sessions": ["search", "--sessions", "otter"],
+    "get": ["get", "memory/2026-11-30.md"],
+    "save": ["save", "the heron waits"],
+    "status": ["status"],
+    "consolidate": ["consolidate"],
+    "maintain": ["maintain", "--force"],
+    "usage": ["usage"],
+    "plugins": ["plugins"],
+    "index rebuild": ["index", "rebuild"],
+    "index status": ["index", "status"],
+    "config show": ["config", "show"],
+    "config validate": ["config", "validate"],
+}
+
+
+def test_the_json_runs_cover_every_command_that_takes_json() -> None:
+    def named(group: click.Group, prefix: str = "") -> set[str]:
+        found: set[str] = set()
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                found |= named(command, f"{prefix}{name} ")
+            elif any("--json" in param.opts for param in command.params):
+                found.add(prefix + name)
+        return found
+
+    assert named(main) == {name for name in _JSON_RUNS if "--" not in name} | {"init"}
+
+
+@pytest.mark.parametrize("name", sorted(_JSON_RUNS))
+def test_json_output_is_one_valid_document(tmp_path: Path, name: str) -> None:
+    ws = _ws(tmp_path)
+    result = CliRunner().invoke(main, [*_JSON_RUNS[name], "-w", ws, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict | list)
+    assert result.stdout.strip().startswith(("{", "["))
+
+
+def test_init_json_is_one_valid_document(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "agent"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["config"].endswith("harnessmem.toml")

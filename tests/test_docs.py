@@ -47,6 +47,48 @@ def test_configuration_reference_is_generated_from_the_code() -> None:
     )
 
 
+def _cli_statuses() -> dict[str, int]:
+    """Every exit status the CLI's code can end with: ``EXIT_*`` names and literal numbers
+    given to ``sys.exit``, ``click.exceptions.Exit`` or a ``code=`` argument."""
+    import ast
+
+    from harnessmem.cli import _common
+
+    found: dict[str, int] = {}
+    for path in sorted(Path(_common.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id.startswith("EXIT_"):
+                found[node.id] = getattr(_common, node.id)
+            elif isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                given = [*node.args[:1]] if name in ("exit", "Exit") else []
+                given += [kw.value for kw in node.keywords if kw.arg == "code"]
+                for value in given:
+                    if isinstance(value, ast.Constant) and isinstance(value.value, int):
+                        found[f"{path.name}:{value.lineno}"] = value.value
+    return found
+
+
+def _documented_statuses(text: str, row: str) -> set[int]:
+    return {int(match) for match in re.findall(row, text, flags=re.MULTILINE)}
+
+
+def test_every_exit_status_the_cli_uses_is_documented() -> None:
+    import harnessmem.cli
+
+    used = _cli_statuses()
+    assert {"EXIT_OK", "EXIT_MODEL", "EXIT_INTERRUPTED"} <= set(used), "the scan sees the code"
+    page = (DOCS / "getting-started.md").read_text()
+    table = page[page.index("The exit status says what kind of failure it was") :]
+    in_docs = _documented_statuses(table, r"^\| (\d+) \|")
+    in_help = _documented_statuses(harnessmem.cli.__doc__ or "", r"^(\d+) {2,}\S")
+    for where, status in used.items():
+        assert status in in_docs, f"{where} = {status} is missing from the docs' exit statuses"
+        assert status in in_help, f"{where} = {status} is missing from harnessmem.cli's table"
+    assert in_docs == in_help == set(used.values()) | {2}, "2 is click's, for usage errors"
+
+
 def test_readme_commands_are_marked_for_ci() -> None:
     readme = (DOCS.parent / "README.md").read_text()
     for marker in ("setup", "main", "tests"):

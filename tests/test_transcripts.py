@@ -68,6 +68,20 @@ def test_records_hold_position_stream_time_fingerprint_and_the_whole_message(
     }
 
 
+def test_a_line_records_when_its_message_was_said_when_that_is_known(
+    transcript: SessionTranscript,
+) -> None:
+    items = messages(2)
+    transcript.offload(entries(items), said=[NOW - 3_600, None])
+    lines = [
+        json.loads(line) for line in transcript.workspace.read_text(transcript.path).splitlines()
+    ]
+    assert lines[0]["said"] == "2026-05-28T19:26:40.250000Z"
+    assert lines[0]["ts"] == "2026-05-28T20:26:40.250000Z"
+    assert "said" not in lines[1], "not known: not invented"
+    assert [r.said for r in transcript.records()] == ["2026-05-28T19:26:40.250000Z", None]
+
+
 def test_each_position_is_written_once_in_order(transcript: SessionTranscript) -> None:
     items = messages(8)
     first = transcript.offload(entries(items[:5]))

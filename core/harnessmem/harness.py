@@ -434,6 +434,7 @@ class MemoryHarness:
                     include_archive=self.settings.index.include_archive,
                     interval=self.refresh_interval,
                     clock=self.clock,
+                    timezone=self.settings.workspace.timezone,
                 )
             return self._index_syncer
 

@@ -18,6 +18,9 @@ clock then follows them, so daily logs are named by the days the conversation sp
 By default the dates are shifted by whole days so that the last message falls within the
 past 24 hours (an old transcript's logs would otherwise be archived by the next
 maintenance tick); times of day stay as written; ``keep_dates=True`` keeps the dates.
+The session gets each message with its timestamp shifted likewise, so that the session
+log and the daily logs agree on the day a thing was said (``ReplayReport.shifted_by``
+says by how much).
 What happened comes back as a :class:`ReplayReport`: one :class:`ReplayEvent` per
 compaction, flush, eviction and consolidation.
 
@@ -394,7 +397,7 @@ def replay(
             if boundary:
                 loop.day_boundary()
             recorder.index = index
-            loop.handle(dict(message))
+            loop.handle(_moved(message, moment, shift))
             if progress is not None:
                 progress(index)
         recorder.index = len(messages)
@@ -415,6 +418,25 @@ def replay(
         purpose: tokens - spent_before.get(purpose, 0) for purpose, tokens in spent.items()
     }
     return report
+
+
+def _moved(message: Mapping[str, Any], moment: float | None, shift: float) -> Message:
+    """A copy of ``message`` whose own time is shifted as the clock is, so that the
+    session log dates it on the same day as the daily log its facts went to."""
+    copy = dict(message)
+    if not shift or moment is None:
+        return copy
+    for key in _TIME_KEYS:
+        value = copy.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            copy[key] = moment + shift
+        else:
+            moved = datetime.fromtimestamp(moment + shift, UTC)
+            copy[key] = moved.isoformat().replace("+00:00", "Z")
+        break
+    return copy
 
 
 def _upkeep_spent(harness: MemoryHarness) -> dict[str, int]:

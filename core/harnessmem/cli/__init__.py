@@ -16,7 +16,8 @@ A failure prints one ``error:`` line (more only when a config has several proble
 4     bad input: a file that is missing or malformed (``replay``), a path that
       may not be read (``get``)
 5     the workspace cannot be opened, reached or written (bad URL, missing bucket)
-6     the model failed (unreachable, key rejected, junk answer)
+6     the model failed (unreachable, key rejected, junk answer); ``chat`` goes on
+      after a failed turn and exits with the status of the last one
 130   interrupted (Ctrl-C)
 ====  =========================================================================
 """
@@ -80,7 +81,5 @@ for _command in (
     usage_command,
     chat_command,
 ):
-    # click cuts a listed description at 45 characters ("..."); show its first sentence whole.
-    _command.short_help = _command.short_help or _command.get_short_help_str(limit=200)
     main.add_command(_command)
 del _command

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import click
 
 from harnessmem.cli._common import (
     EXIT_CONFIG,
+    EXIT_OK,
     CommandError,
     common_options,
     load_settings,
@@ -52,6 +54,10 @@ def chat_command(
     The agent runs on a chat model through litellm, so it needs a model name (and the
     provider's key, e.g. OPENAI_API_KEY). What it learns goes to the workspace's daily
     logs like any session's.
+
+    A failed turn (the model unreachable, a key rejected) prints an error and the chat
+    goes on; when it ends, the exit status is that of the last failed turn (6 for a
+    model error), so a script piping questions in learns that an answer is missing.
     """
     from harnessmem.agent import DEFAULT_INSTRUCTIONS, Agent
 
@@ -71,7 +77,9 @@ def chat_command(
         session = harness.session(session_id or time.strftime("chat-%Y%m%d-%H%M%S"))
         agent = Agent(session, name, instructions=instructions or DEFAULT_INSTRUCTIONS, **options)
         _banner(harness, agent)
-        _loop(agent)
+        status = _loop(agent)
+    if status != EXIT_OK:
+        sys.exit(status)
 
 
 def _litellm_options(configured: dict[str, Any], api_base: str | None) -> dict[str, Any]:
@@ -126,8 +134,10 @@ def _banner(harness: MemoryHarness, agent: Agent) -> None:
     click.echo(_HELP)
 
 
-def _loop(agent: Agent) -> None:
+def _loop(agent: Agent) -> int:
+    """Read and answer until /exit or the end of input; the exit status of the chat."""
     facts = 0
+    failures: list[int] = []  # exit statuses of the failed turns
     while True:
         try:
             text = input("you> ")
@@ -152,7 +162,7 @@ def _loop(agent: Agent) -> None:
 
             if not isinstance(exc, HarnessMemError):
                 raise
-            report_error(exc)
+            failures.append(report_error(exc))
             continue
         click.echo(click.style("agent> ", fg="cyan", bold=True) + reply.text)
         notes = []
@@ -166,4 +176,6 @@ def _loop(agent: Agent) -> None:
             notes.append("the context overflowed and was compacted")
         if notes:
             click.echo(click.style(f"       ({'; '.join(notes)})", dim=True))
-    click.echo(f"bye: {plural(facts, 'fact')} written to the daily log in this chat")
+    failed = f"; {plural(len(failures), 'turn')} failed" if failures else ""
+    click.echo(f"bye: {plural(facts, 'fact')} written to the daily log in this chat{failed}")
+    return failures[-1] if failures else EXIT_OK

@@ -13,9 +13,11 @@ from harnessmem.cli._common import (
     EXIT_FAILED,
     EXIT_INPUT,
     CommandError,
+    CommandGroup,
     command_harness,
     common_options,
     echo_json,
+    human_size,
     load_settings,
     print_fields,
     print_table,
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------ config
 
 
-@click.group("config")
+@click.group("config", cls=CommandGroup)
 def config_group() -> None:
     """Show or check settings."""
 
@@ -41,7 +43,7 @@ def config_show(config: str | None, workspace: str | None, as_json: bool) -> Non
 
     settings, overrides = load_settings(config, workspace)
     sources = settings.sources(overrides)
-    rows = [(name, value, sources[name]) for name, value in settings_leaves(settings)]
+    rows = [(name, redact(name, value), sources[name]) for name, value in settings_leaves(settings)]
     if as_json:
         data = [{"setting": n, "value": v, "source": s} for n, v, s in rows]
         click.echo(json.dumps(data, indent=2, default=str))
@@ -49,7 +51,7 @@ def config_show(config: str | None, workspace: str | None, as_json: bool) -> Non
     print_table(
         "harnessmem settings",
         ["setting", "value", "source"],
-        [[n, json.dumps(redact(n, v), default=str), s] for n, v, s in rows],
+        [[n, json.dumps(v, default=str, ensure_ascii=False), s] for n, v, s in rows],
     )
 
 
@@ -225,7 +227,7 @@ def usage_command(
 # ------------------------------------------------------------------------------ index
 
 
-@click.group("index")
+@click.group("index", cls=CommandGroup)
 def index_group() -> None:
     """Build and inspect the full-text index."""
 
@@ -258,13 +260,25 @@ def index_status(config: str | None, workspace: str | None, as_json: bool) -> No
         click.echo(json.dumps(data, indent=2, default=str))
         return
     sources = data.pop("sources", None)
-    print_fields([(str(key), str(value)) for key, value in data.items()])
+    print_fields(
+        [
+            ("size" if key == "bytes" else str(key), _shown_stat(str(key), value))
+            for key, value in data.items()
+        ]
+    )
     if isinstance(sources, dict) and sources:
         print_table(
             "indexed sources",
             ["source", "files", "entries"],
             [[name, f"{s['files']:,}", f"{s['entries']:,}"] for name, s in sorted(sources.items())],
         )
+
+
+def _shown_stat(key: str, value: Any) -> str:
+    """An index statistic as a person reads it: sizes in KB/MB, counts with separators."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return human_size(value) if key == "bytes" or key.endswith("_bytes") else f"{value:,}"
+    return str(value)
 
 
 # ------------------------------------------------------------------------------ memory

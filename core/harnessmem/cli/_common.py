@@ -110,7 +110,18 @@ def debugging(ctx: click.Context | None = None) -> bool:
     return bool(ctx is not None and ctx.meta.get(_DEBUG_KEY))
 
 
-class HarnessmemGroup(click.Group):
+class CommandGroup(click.Group):
+    """A group whose command list shows each description's first sentence whole.
+
+    click cuts a listed description at 45 characters ("..."); a person then has to run
+    ``--help`` on each command to learn what it does."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.short_help = cmd.short_help or cmd.get_short_help_str(limit=200)
+        super().add_command(cmd, name)
+
+
+class HarnessmemGroup(CommandGroup):
     """The top-level group: turns exceptions into one error line, a hint and an exit status."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -312,9 +323,75 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
+def on_terminal() -> bool:
+    """Whether stdout is a terminal (rich output) rather than a pipe or a file (plain)."""
+    return sys.stdout.isatty()
+
+
+#: Width of plain tables when stdout is not a terminal and ``COLUMNS`` is unset.
+PLAIN_WIDTH = 100
+_NARROWEST = 10  # a column is not squeezed below this to make a table fit
+
+
+def _fit_widths(widths: list[int], width: int) -> list[int]:
+    """Column widths that fit ``width`` with two spaces between: the widest give way first."""
+    fitted = list(widths)
+    gaps = 2 * (len(fitted) - 1)
+    while sum(fitted) + gaps > width:
+        widest = fitted.index(max(fitted))
+        if fitted[widest] <= _NARROWEST:
+            break
+        fitted[widest] -= 1
+    return fitted
+
+
+def _split_word(word: str, width: int) -> list[str]:
+    """A word wider than ``width`` in pieces, cut after ``.:/_,`` where it can be."""
+    pieces = []
+    while len(word) > width:
+        cut = max(word.rfind(mark, 0, width) for mark in ".:/_,") + 1
+        cut = cut if cut > width // 3 else width
+        pieces.append(word[:cut])
+        word = word[cut:]
+    return [*pieces, word]
+
+
+def _wrap(cell: str, width: int) -> list[str]:
+    import textwrap
+
+    lines = []
+    for line in cell.splitlines() or [""]:
+        for piece in textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False):
+            lines.extend(_split_word(piece, width))
+        if not line.strip():
+            lines.append("")
+    return lines
+
+
+def plain_table(columns: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """The lines of a table in aligned columns within ``width``; a cell too long for its
+    column wraps onto the next lines (nothing is cut)."""
+    natural = [
+        max(len(c), *(len(line) for r in rows for line in r[i].splitlines() or [""]))
+        for i, c in enumerate(columns)
+    ]
+    widths = _fit_widths(natural, width)
+    out = []
+    for row in [columns, *rows]:
+        cells = [_wrap(cell, w) for cell, w in zip(row, widths, strict=True)]
+        for depth in range(max(len(c) for c in cells)):
+            parts = [
+                (c[depth] if depth < len(c) else "").ljust(w)
+                for c, w in zip(cells, widths, strict=True)
+            ]
+            out.append("  ".join(parts).rstrip())
+    return out
+
+
 def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """A rich table on a terminal; plain aligned columns (never cut) when piped."""
-    if sys.stdout.isatty():
+    """A rich table on a terminal; plain aligned columns when piped, long cells wrapped
+    to the width (``COLUMNS``, else 100 characters) rather than cut."""
+    if on_terminal():
         from rich.console import Console
         from rich.table import Table
 
@@ -325,9 +402,11 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
             table.add_row(*row)
         Console().print(table)
         return
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    for line in [columns, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    import shutil
+
+    width = shutil.get_terminal_size((PLAIN_WIDTH, 24)).columns
+    for line in plain_table(columns, rows, width):
+        click.echo(line)
 
 
 def print_fields(rows: list[tuple[str, str]], indent: str = "") -> None:

@@ -202,6 +202,12 @@ def _print_timeline(
         f"  model {model}; compaction at {' or '.join(triggers) or 'never'}; "
         f"tool results over {eviction.max_result_chars:,} chars go to files"
     )
+    if report.shifted_by:
+        moved = plural(round(report.shifted_by / 86_400), "day")
+        click.echo(
+            f"  dates moved {moved} later, so that the conversation ends within the last day "
+            "(--keep-dates keeps them as written)"
+        )
     if not report.events:
         click.echo("\nNothing happened: the conversation stayed under every threshold.")
         return

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessmem.backends.overflow import is_context_overflow, overflow_limits
 from harnessmem.compaction._cutoff import head_length, keep_start, truncate_tool_args
+from harnessmem.compaction._message_times import MessageTimes
 from harnessmem.compaction._plan import Plan, plan_compaction
 from harnessmem.compaction._shrink import MessageShrinker, Originals
 from harnessmem.compaction._summariser import Summariser
@@ -149,6 +150,7 @@ class ConversationCompactor:
             harness, session_id, self.counter, self.originals, self.transcript.path
         )
         self._memory: Anchor | None = None  # last summary made, for raw-history callers
+        self.times = MessageTimes()  # when the messages not yet logged were first seen
         # Survives new Session objects: the plugin keeps one compactor per session id.
         self.summariser = Summariser(harness, session_id, self.counter)
 
@@ -199,6 +201,8 @@ class ConversationCompactor:
     ) -> tuple[list[Message], CompactionResult]:
         count = self.counter.count_messages
         head = head_length(messages)
+        if self.settings.offload_before_compact:
+            self.times.note(messages[head:], self.harness.clock())
         work, truncated = self._truncate_args(messages, head)
         # Token counts only when a token trigger or a compaction needs them (cached per message).
         tokens = count(work) if self.settings.trigger_tokens or budget is not None else None
@@ -379,11 +383,14 @@ class ConversationCompactor:
         if not self.settings.offload_before_compact:
             return None, ""
         entries = list(zip(plan.positions, plan.originals, strict=True))
+        said = self.times.said(plan.positions, plan.originals)
         try:
-            return self.transcript.offload(entries, verify=plan.anchor is None), ""
+            result = self.transcript.offload(entries, verify=plan.anchor is None, said=said)
         except Exception as exc:
             logger.warning("offload of session %s failed: %s", self.session_id, exc)
             return None, f"offload failed: {type(exc).__name__}: {exc}"
+        self.times.forget(max(plan.positions, default=0))
+        return result, ""
 
     def _log_path(self) -> str | None:
         return self.transcript.path if self.settings.offload_before_compact else None

@@ -10,7 +10,8 @@ Two parts, both independent of the backend:
   else from the nearest heading with an ISO date). The seed's
   ``## Memory Flush — <time> · session <id>`` headings give a date and a section
   boundary but no context words, so that "memory", "flush" and "session" do not match
-  every entry. Session logs (``sessions/<id>.log.jsonl``) give one entry per message.
+  every entry. Session logs (``sessions/<id>.log.jsonl``) give one entry per message,
+  dated by the day (in ``workspace.timezone``) the message was said.
 - :class:`IndexSync` brings a backend up to date: it lists the indexed files with their
   change tokens (``FileInfo.etag_or_hash``: mtime/size/inode locally, the ETag on S3),
   re-reads only files whose token changed, and hands a backend a file only when its
@@ -36,6 +37,7 @@ from harnessmem._text import decode
 from harnessmem.backends.base import (
     INDEX_SOURCES,
     FileUpdate,
+    IndexEntry,
     SearchHit,
     SearchMode,
 )
@@ -156,12 +158,14 @@ class IndexSync:
         include_archive: bool = False,
         interval: float = 0.0,
         clock: Callable[[], float] = time.time,
+        timezone: str = "UTC",
     ) -> None:
         self.workspace = workspace
         self.backend = backend
         self.include_archive = include_archive
         self.interval = interval
         self.clock = clock
+        self.timezone = timezone
         self._lock = threading.RLock()
         # source -> path -> change token of the version the backend holds.
         self._known: dict[str, dict[str, str | None]] | None = None
@@ -353,7 +357,13 @@ class IndexSync:
         Files are read before the backend is called, so that a slow store never holds
         the index's write lock; ``loaded`` holds contents already known (not read again).
         """
-        chunk = chunk_session_log if source == "sessions" else chunk_markdown
+        zone = self.timezone
+
+        def chunk(path: str, text: str) -> Sequence[IndexEntry]:
+            if source == "sessions":
+                return chunk_session_log(path, text, zone)
+            return chunk_markdown(path, text)
+
         batch: list[FileUpdate] = []
         size = 0
         for position, (path, token) in enumerate(items):

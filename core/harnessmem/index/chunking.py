@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Sequence
 from itertools import islice, repeat
 from typing import Any
 
@@ -249,26 +250,59 @@ def _message_text(message: dict[str, Any]) -> str:
     return f"{label}: {text}" if isinstance(label, str) and label else text
 
 
-def _record_date(record: dict[str, Any]) -> str | None:
-    for key in ("timestamp", "ts", "time", "created_at", "created"):
-        value = record.get(key)
-        if isinstance(value, str) and (match := _ISO_DATE.match(value)):
+#: Keys of a message's own time, as transcripts carry it.
+_MESSAGE_TIME_KEYS = ("timestamp", "created_at", "time", "created")
+#: Keys of a session log record's times, the best first: when the message was said (as
+#: the session saw it), then when it was offloaded; then those of a bare message line.
+_RECORD_TIME_KEYS = ("said", "ts", *_MESSAGE_TIME_KEYS)
+
+
+def _stamp_date(value: Any, zone: dt.tzinfo) -> str | None:
+    """The day of a timestamp in ``zone``: an ISO text with an offset is converted, one
+    without is taken as written; a number is seconds since the epoch."""
+    if isinstance(value, str):
+        if (match := _ISO_DATE.match(value)) is None:
+            return None
+        try:
+            moment = dt.datetime.fromisoformat(value)
+        except ValueError:
             return match.group(1)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            try:
-                return dt.datetime.fromtimestamp(value, dt.UTC).date().isoformat()
-            except (OverflowError, OSError, ValueError):
-                return None
+        return moment.astimezone(zone).date().isoformat() if moment.tzinfo else match.group(1)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return dt.datetime.fromtimestamp(value, zone).date().isoformat()
+        except (OverflowError, OSError, ValueError):
+            return None
     return None
 
 
-def chunk_session_log(path: str, text: str) -> list[IndexEntry]:
+def _first_date(record: dict[str, Any], keys: Sequence[str], zone: dt.tzinfo) -> str | None:
+    for key in keys:
+        if key in record and (date := _stamp_date(record[key], zone)) is not None:
+            return date
+    return None
+
+
+def _record_date(record: dict[str, Any], zone: dt.tzinfo) -> str | None:
+    """The day a logged message was said: its own timestamp, else the record's."""
+    inner = record.get("message")
+    if isinstance(inner, dict) and (date := _first_date(inner, _MESSAGE_TIME_KEYS, zone)):
+        return date
+    return _first_date(record, _RECORD_TIME_KEYS, zone)
+
+
+def chunk_session_log(path: str, text: str, timezone: str = "UTC") -> list[IndexEntry]:
     """One entry per message of a JSONL session log: ``role: text`` plus tool calls.
 
     A line holds a message, or a record with the message under ``message``; a line that
     is not JSON is indexed as it is. All messages form one section, so that an answer
-    is a neighbour of the question before it.
+    is a neighbour of the question before it. An entry's date is the day (in
+    ``timezone``) the message was said: its own timestamp when it carries one, else the
+    record's ``said``, else when it was offloaded (``ts``).
     """
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(timezone)
     entries: list[IndexEntry] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -280,7 +314,7 @@ def chunk_session_log(path: str, text: str) -> list[IndexEntry]:
             content = line
         else:
             if isinstance(record, dict):
-                date = _record_date(record)
+                date = _record_date(record, zone)
                 inner = record.get("message")
                 message = inner if isinstance(inner, dict) else record
                 content = _message_text(message) if "role" in message else line

@@ -4,15 +4,19 @@ Before compaction drops messages from a conversation it appends them to
 ``sessions/<safe session id>.log.jsonl`` (append-only, one JSON object per line)::
 
     {"seq": 57, "pos": 57, "stream": 1, "ts": "2026-11-30T10:04:05.123456Z",
-     "fp": "9f2c...", "message": {"role": "tool", "tool_call_id": "call_7", "content": "..."}}
+     "said": "2026-11-30T09:41:12.000000Z", "fp": "9f2c...",
+     "message": {"role": "tool", "tool_call_id": "call_7", "content": "..."}}
 
 - ``seq``: the line number in the file (1-based), what ``memory_get`` takes as ``start_line``;
 - ``pos``: the message's position in the conversation, 1 = the first message after the
   leading system messages (``null`` for a message whose position is unknown);
 - ``stream``: which conversation of the session the line belongs to (1, or higher when a
   caller reused the session id for a different conversation);
-- ``ts``: when it was offloaded (UTC); a timestamp the message itself carried stays in
-  ``message``;
+- ``ts``: when it was offloaded (UTC), at a compaction, often long after it was said;
+- ``said`` (when known): when the message was said (UTC): the harness clock at the turn
+  the session first saw it (the compactor notes each new message as it arrives). A
+  timestamp the message itself carried stays in ``message`` and is the better answer;
+  the index dates a line by that, else by ``said``, else by ``ts``;
 - ``fp``: :func:`harnessmem.messages.fingerprint` of the message as it was in the
   conversation (before redaction), so readers can match lines to messages;
 - ``message``: the OpenAI message, every key kept, every string value (whatever its key
@@ -97,6 +101,7 @@ class TranscriptRecord:
     ts: str
     fp: str
     message: dict[str, Any]
+    said: str | None = None
 
 
 @dataclass(frozen=True)
@@ -293,6 +298,7 @@ def _parse_lines(data: bytes, first_seq: int) -> Iterator[TranscriptRecord]:
                 ts=str(item.get("ts", "")),
                 fp=str(item.get("fp", "")),
                 message=dict(item["message"]),
+                said=item["said"] if isinstance(item.get("said"), str) else None,
             )
         except (ValueError, KeyError, TypeError):
             logger.warning("session log line %d is not a transcript record; skipped", seq)
@@ -467,8 +473,17 @@ class SessionTranscript:
         if exact:
             self._known = (mark, version)
 
-    def offload(self, entries: Sequence[Entry], *, verify: bool = False) -> OffloadResult:
+    def offload(
+        self,
+        entries: Sequence[Entry],
+        *,
+        verify: bool = False,
+        said: Sequence[float | None] | None = None,
+    ) -> OffloadResult:
         """Append the entries not logged yet; return where each one is.
+
+        ``said`` holds, for each entry, when its message was said (seconds since the
+        epoch, None when not known); a written line records it as ``said``.
 
         ``entries`` are ``(position, message)`` in conversation order. An entry whose
         position is at or below the mark's ``logged`` is already in the log and is
@@ -495,19 +510,22 @@ class SessionTranscript:
             written = 0
             new_mark = mark
             size = mark.size + len("".join(chunks))
-            for (pos, message), fp in zip(entries, fps, strict=True):
+            times = said if said is not None else [None] * len(entries)
+            for (pos, message), fp, moment in zip(entries, fps, times, strict=True):
                 if pos is not None and pos <= mark.logged:
                     lines.append(mark.line_of(pos))
                     continue
                 line = new_mark.lines + 1
-                record = {
+                record: dict[str, Any] = {
                     "seq": line,
                     "pos": pos,
                     "stream": new_mark.stream,
                     "ts": stamp,
-                    "fp": fp,
-                    "message": _redact(message, self.transform),
                 }
+                if moment is not None:
+                    record["said"] = _iso(moment)
+                record["fp"] = fp
+                record["message"] = _redact(message, self.transform)
                 # Stored as UTF-8 can hold it (a lone surrogate becomes U+FFFD), so that one
                 # odd character never keeps a whole prefix out of the log.
                 text = _text.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
