@@ -491,3 +491,38 @@ def test_a_300_message_real_transcript_compacts_flushes_and_writes_memory(
     code, out, _ = _run("search", "reservation", "-w", str(workspace))
     assert code == 0
     assert "memory/" in out
+
+
+# -- docs/replay.md shows real output ------------------------------------------------------------
+
+REPLAY_DOC = Path(__file__).resolve().parents[1] / "docs" / "replay.md"
+
+
+def _console(command: str) -> list[str]:
+    """The lines a ``console`` block of docs/replay.md shows after ``$ command``."""
+    text = REPLAY_DOC.read_text(encoding="utf-8")
+    block = text.split(f"```console\n$ {command}\n", 1)[1].split("\n```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_replay_docs_show_the_error_of_a_rejected_file(tmp_path: Path) -> None:
+    (tmp_path / "turns.json").write_text(
+        json.dumps([{"speaker": "Ana", "text": "hi"}, {"speaker": "Bo", "text": "hello"}])
+    )
+    code, _, err = _run("replay", "turns.json", "-w", str(tmp_path / "ws"))
+    assert code == 4
+    assert err.splitlines() == _console("harnessmem replay turns.json")
+
+
+def test_the_replay_docs_show_the_locomo_timeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESSMEM_FLUSH__BATCH_TOKENS", "4000")  # the default
+    shown = _console("harnessmem replay tests/data/locomo-chat.json --keep-dates")
+    code, out, err = _run("replay", str(LOCOMO_CHAT), "--keep-dates", "-w", str(tmp_path / "ws"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[: len(shown)][3:] == shown[3:], "the timeline as printed"
+    assert lines[:2] == shown[:2]
+    assert lines[2].startswith("  into workspace ")
+    assert shown[2].startswith("  into workspace ")
