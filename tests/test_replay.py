@@ -130,10 +130,13 @@ def test_a_file_in_no_known_format_is_one_error_listing_the_formats(tmp_path: Pa
     code, out, err = _run("replay", str(path), "-w", str(tmp_path / "ws"))
     assert code == 4
     assert out == ""
-    assert err.count("error:") == 1
-    assert "none of its 5 items is a chat message (none has a 'role')" in err
+    error, hint = err.splitlines()
+    assert error.endswith(
+        "turns.json: none of its 5 items is a chat message (none has a 'role'); "
+        "the file is a JSON list of 5 objects, the first with keys speaker, text"
+    )
     assert "role None" not in err
-    assert "the file is a JSON list of 5 objects, the first with keys speaker, text" in err
+    assert hint.startswith("hint: harnessmem replays OpenAI chat messages")
     for shape in ("OpenAI chat messages", "Anthropic", "SWE-agent", "tau-bench", "LoCoMo"):
         assert shape in err, shape
     assert not (tmp_path / "ws").exists()

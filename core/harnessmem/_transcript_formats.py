@@ -39,13 +39,12 @@ Message = dict[str, Any]
 
 #: The transcript shapes ``harnessmem replay`` reads, as the rejection of a file lists them.
 FORMATS: Final = (
-    "OpenAI chat messages: a JSON list of {role, content, ...} objects, or JSON Lines with "
-    "one a line",
-    'Anthropic messages: {"system": ..., "messages": [...]} with tool_use / tool_result blocks',
-    'a SWE-agent trajectory: {"history": [...]} (a .traj file)',
-    'runs such as tau-bench\'s: [{"traj": [...]}, {"messages": [...]}, ...], joined in order',
-    'LoCoMo conversations: [{"sample_id", "conversation": {"speaker_a", "speaker_b", '
-    '"session_1": [{"speaker", "text"}, ...], "session_1_date_time", ...}}, ...], or one of them',
+    "OpenAI chat messages (a JSON list of {role, content, ...} objects, or JSON Lines)",
+    'Anthropic messages ({"system", "messages": [...]})',
+    'a SWE-agent trajectory ({"history": [...]})',
+    'runs such as tau-bench\'s ([{"traj": [...]}, ...])',
+    'LoCoMo conversations ([{"sample_id", "conversation": {"speaker_a", "speaker_b", '
+    '"session_N": [{"speaker", "text"}], "session_N_date_time"}}, ...])',
 )
 
 _SESSION: Final = re.compile(r"session_(\d+)")

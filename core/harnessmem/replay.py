@@ -149,11 +149,11 @@ def _rejected(source: Path, data: Any, lines: bool, exc: MessageFormatError) -> 
         and all(isinstance(item, Mapping) and "role" not in item for item in data)
     ):
         problem = f"none of its {len(data)} items is a chat message (none has a 'role')"
-    formats = "\n".join(f"  - {line}" for line in FORMATS)
-    hint = f"{exc.hint}\n" if exc.hint else ""
+    hint = f"{exc.hint}; " if exc.hint else ""
+    # One error line and one hint line, as every command's errors are.
     return MessageFormatError(
-        f"{source}: {problem}\n  the file is {describe(data, lines=lines)}",
-        hint=f"{hint}harnessmem replays these formats:\n{formats}",
+        f"{source}: {problem}; the file is {describe(data, lines=lines)}",
+        hint=f"{hint}harnessmem replays {'; '.join(FORMATS)}",
         problems=exc.problems,
     )
 
