@@ -375,6 +375,37 @@ def test_transcript_rendering() -> None:
     assert render_transcript([{"role": "assistant", "content": ""}]) == ""
 
 
+def test_transcript_names_the_speaker_of_a_named_message() -> None:
+    """People in one chat are users with names: the flush must see whose words these are
+    (its renderer dropped the name, so the extractive model wrote "The user ..." for both)."""
+    messages = [
+        {"role": "user", "name": "Ines", "content": "I moved to Porto."},
+        {"role": "user", "name": "Tomas", "content": "I started a pottery class."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "tool", "name": "lookup", "tool_call_id": "c1", "content": "ok"},
+    ]
+    assert render_transcript(messages, lean=True).splitlines() == [
+        "[USER Ines]: I moved to Porto.",
+        "[USER Tomas]: I started a pottery class.",
+        "[ASSISTANT]: Noted.",
+        "[TOOL]: [tool_result: lookup] ok",
+    ]
+
+
+def test_flush_attributes_each_fact_to_its_speaker(open_harness: HarnessFactory) -> None:
+    """The offline extractive flush of a chat between two people writes their names."""
+    harness = open_harness()
+    messages = [
+        {"role": "user", "name": "Ines", "content": "I finally moved to Porto last week."},
+        {"role": "user", "name": "Tomas", "content": "I started a pottery class on Tuesdays."},
+    ]
+    result = harness.flush(messages, session_id="chat")
+    assert result.entries == (
+        "Ines finally moved to Porto last week.",
+        "Tomas started a pottery class on Tuesdays.",
+    )
+
+
 def test_background_mode_queues_and_close_drains(open_harness: HarnessFactory) -> None:
     model = ScriptedModel([ModelUnavailableError("blip"), "- Ana lives in Lisbon"])
     harness = open_harness(model, flush={"mode": "background", "retry_delay": 0})

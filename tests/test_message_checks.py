@@ -231,7 +231,8 @@ def test_validate_messages_rejects_bottomless_nesting_too() -> None:
         (
             json.dumps([{"role": "user", "content": "hi", "meta": nested_dict(300)}]),
             "{path}: message 0: meta['a']['a']['a']['a']...: nested more than 100 levels deep "
-            "(or refers to itself)",
+            "(or refers to itself); the file is a JSON list of 1 object, the first with keys "
+            "content, meta, role",
         ),
     ],
 )

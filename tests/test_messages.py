@@ -7,7 +7,8 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from harnessmem.messages import (
     atomic_spans,
     fingerprint,
     from_anthropic,
+    from_locomo,
     from_swe_agent,
     normalize_messages,
     pair_tool_calls,
@@ -608,3 +610,117 @@ def test_normalize_openai_lists_and_wrappers(tau_runs: list[list[Message]]) -> N
 def test_normalize_rejects_bad_input(data: Any, expected: str) -> None:
     with pytest.raises(ValueError, match=f"^{expected}"):
         normalize_messages(data)
+
+
+def test_messages_with_the_same_problem_are_named_together() -> None:
+    """Five items without a role are one problem, not the same sentence five times."""
+    items = [{"speaker": "Ana", "text": f"hi {n}"} for n in range(5)] + [{"role": "user"}]
+    with pytest.raises(MessageFormatError) as info:
+        validate_messages(items)
+    headline = info.value.message
+    assert headline.startswith("messages 0-4: role None is not one of ")
+    assert headline.count("role None") == 1
+    assert headline.endswith("(and 1 more: message 5: user message has no content)")
+    assert len(info.value.problems) == 6, "the problems list keeps one line per message"
+
+
+# ---------------------------------------------------------------- LoCoMo
+
+LOCOMO_SAMPLE: dict[str, Any] = {
+    "sample_id": "s-1",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "session_2_date_time": "12:05 am on 1 Feb, 2024",
+        "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Back from Oslo."}],
+        "session_1_date_time": "7:30 pm on 31 January, 2024",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I got a puppy."},
+            {
+                "speaker": "Bo",
+                "dia_id": "D1:2",
+                "text": "Look at this!",
+                "blip_caption": "a photo of a fjord",
+                "img_url": ["https://example.invalid/f.jpg"],
+            },
+        ],
+        "session_3_date_time": "9:00 am on 2 February, 2024",
+        "session_3": [],
+    },
+    "qa": [{"question": "What did Ana get?", "answer": "a puppy", "evidence": ["D1:1"]}],
+}
+
+
+def test_from_locomo_makes_each_speaker_a_named_user_on_the_session_date() -> None:
+    expected = [
+        {
+            "role": "user",
+            "name": "Ana",
+            "content": "I got a puppy.",
+            "timestamp": "2024-01-31T19:30:00",
+            "dia_id": "D1:1",
+        },
+        {
+            "role": "user",
+            "name": "Bo",
+            "content": "Look at this! [shares a photo: a photo of a fjord]",
+            "timestamp": "2024-01-31T19:30:00",
+            "dia_id": "D1:2",
+        },
+        {
+            "role": "user",
+            "name": "Bo",
+            "content": "Back from Oslo.",
+            "timestamp": "2024-02-01T00:05:00",
+            "dia_id": "D2:1",
+        },
+    ]
+    assert from_locomo(LOCOMO_SAMPLE) == expected, "sessions in number order, empty ones skipped"
+    assert from_locomo(LOCOMO_SAMPLE["conversation"]) == expected
+    assert normalize_messages(LOCOMO_SAMPLE) == expected
+    validate_messages(expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"session_1_date_time": "yesterday"}, "session_1_date_time is 'yesterday', not a LoCoMo"),
+        ({"session_1_date_time": "7:30 pm on 31 Smarch, 2024"}, "not a LoCoMo date"),
+        ({"session_1_date_time": "7:30 pm on 30 February, 2024"}, "day is out of range"),
+        ({"session_1": [{"speaker": "Ana"}]}, "session_1 turn 0 has no text"),
+        ({"session_1": [{"text": "hi"}]}, "session_1 turn 0 has no speaker"),
+        ({"session_1": ["hi"]}, "session_1 turn 0 is str, not a turn object"),
+    ],
+)
+def test_from_locomo_names_the_bad_session_and_turn(change: dict[str, Any], expected: str) -> None:
+    sample = {"conversation": {**LOCOMO_SAMPLE["conversation"], **change}}
+    with pytest.raises(MessageFormatError, match=expected):
+        from_locomo(sample)
+
+
+def test_a_list_of_locomo_samples_is_not_one_conversation() -> None:
+    with pytest.raises(MessageFormatError, match=r"^2 LoCoMo conversations \(s-1, #1\)"):
+        normalize_messages([LOCOMO_SAMPLE, {"conversation": LOCOMO_SAMPLE["conversation"]}])
+
+
+def test_from_locomo_on_the_real_file(shared_file: Callable[[str], Path]) -> None:
+    """Every turn of the five LoCoMo conversations becomes one named user message, dated
+    by its session (each session of these falls on a day of its own, in order)."""
+    samples = json.loads(shared_file("locomo-dev/locomo-dev.json").read_text(encoding="utf-8"))
+    for sample in samples:
+        talk = sample["conversation"]
+        turns = [
+            turn
+            for key, value in talk.items()
+            if key.startswith("session_") and isinstance(value, list)
+            for turn in value
+        ]
+        messages = from_locomo(sample)
+        validate_messages(messages)
+        assert len(messages) == len(turns)
+        assert {m["name"] for m in messages} == {talk["speaker_a"], talk["speaker_b"]}
+        stamps = [m["timestamp"] for m in messages]
+        assert stamps == sorted(stamps)
+        sessions = [k for k, v in talk.items() if re.fullmatch(r"session_\d+", k) and v]
+        assert len({stamp[:10] for stamp in stamps}) == len(sessions)
+        assert sorted(m["dia_id"] for m in messages) == sorted(t["dia_id"] for t in turns)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -18,13 +20,21 @@ from harnessmem.cli import main
 from harnessmem.errors import MessageFormatError
 from harnessmem.examples import example_path
 from harnessmem.messages import pair_tool_calls
-from harnessmem.replay import ReplayClock, load_transcript, message_time, replay
+from harnessmem.replay import (
+    ReplayClock,
+    load_transcript,
+    message_time,
+    read_transcript,
+    replay,
+)
 from harnessmem.settings import HarnessSettings
 
 DATA = Path(
     os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
 TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
+#: Two LoCoMo-shaped conversations written for these tests (three dated sessions, and two).
+LOCOMO_CHAT = Path(__file__).resolve().parent / "data" / "locomo-chat.json"
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -112,6 +122,63 @@ def test_bad_files_are_one_error_naming_the_problem(
     assert str(path) in info.value.message
 
 
+def test_a_file_in_no_known_format_is_one_error_listing_the_formats(tmp_path: Path) -> None:
+    """Items without a role: one line that says so (not "role None" once per item), what
+    the file looks like, the formats that are read; and no workspace is made."""
+    path = tmp_path / "turns.json"
+    path.write_text(json.dumps([{"speaker": "Ana", "text": f"hi {n}"} for n in range(5)]))
+    code, out, err = _run("replay", str(path), "-w", str(tmp_path / "ws"))
+    assert code == 4
+    assert out == ""
+    error, hint = err.splitlines()
+    assert error.endswith(
+        "turns.json: none of its 5 items is a chat message (none has a 'role'); "
+        "the file is a JSON list of 5 objects, the first with keys speaker, text"
+    )
+    assert "role None" not in err
+    assert hint.startswith("hint: harnessmem replays OpenAI chat messages")
+    for shape in ("OpenAI chat messages", "Anthropic", "SWE-agent", "tau-bench", "LoCoMo"):
+        assert shape in err, shape
+    assert not (tmp_path / "ws").exists()
+    lines = tmp_path / "runs.jsonl"
+    lines.write_text('{"task": 1, "turns": []}\n{"task": 2, "turns": []}\n')
+    with pytest.raises(MessageFormatError) as info:
+        load_transcript(lines)
+    assert "the file is JSON Lines of 2 objects, the first with keys task, turns" in str(info.value)
+
+
+def test_reads_a_locomo_file_one_conversation_at_a_time() -> None:
+    first = read_transcript(LOCOMO_CHAT)
+    assert (first.conversation, first.conversations) == ("chat-1", ("chat-1", "chat-2"))
+    assert first.speakers == ("Ines", "Tomas")
+    assert len(first.messages) == 11, "the session without turns adds nothing"
+    assert {m["role"] for m in first.messages} == {"user"}
+    assert first.messages[0] == {
+        "role": "user",
+        "name": "Ines",
+        "content": "Hi Tomas! I finally moved to Porto last week, my new flat is right by the "
+        "river.",
+        "timestamp": "2024-03-03T09:15:00",
+        "dia_id": "D1:1",
+    }
+    assert first.messages[6]["content"].endswith(
+        "[shares a photo: a photo of a clay vase with a blue glaze]"
+    )
+    for pick in ("chat-2", 1, "1"):
+        second = read_transcript(LOCOMO_CHAT, sample=pick)
+        assert second.conversation == "chat-2"
+        assert second.speakers == ("Ravi", "Mei")
+    assert load_transcript(LOCOMO_CHAT, sample="chat-2") == second.messages
+    with pytest.raises(MessageFormatError, match="no conversation 'chat-9'") as info:
+        read_transcript(LOCOMO_CHAT, sample="chat-9")
+    assert info.value.hint is not None
+    assert "chat-1, chat-2" in info.value.hint
+    with pytest.raises(MessageFormatError, match="no conversation 2"):
+        read_transcript(LOCOMO_CHAT, sample=2)
+    with pytest.raises(MessageFormatError, match="holds one conversation"):
+        read_transcript(example_path(), sample=0)
+
+
 def test_message_times() -> None:
     assert (
         message_time({"timestamp": "2026-03-09T09:00:00Z"})
@@ -121,6 +188,10 @@ def test_message_times() -> None:
     assert message_time({"timestamp": "2026-03-09T10:00:00+01:00"}) == message_time(
         {"timestamp": "2026-03-09 09:00:00"}
     )
+    tokyo = ZoneInfo("Asia/Tokyo")
+    assert message_time({"timestamp": "2026-03-09 18:00:00"}, tokyo) == message_time(
+        {"timestamp": "2026-03-09T09:00:00Z"}, tokyo
+    ), "a time without an offset is read in the zone given"
     assert message_time({"timestamp": "yesterday"}) is None
     assert message_time({"timestamp": True}) is None
 
@@ -192,6 +263,130 @@ def test_dates_are_shifted_by_whole_days_to_end_recently(tmp_path: Path) -> None
     assert 0 <= age < 86_400
     moment = datetime.fromtimestamp(report.last_time, UTC)
     assert (moment.hour, moment.minute) == (12, 34), "the time of day stays as written"
+
+
+def test_facts_held_by_batching_land_on_the_day_they_were_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the default batching, the day's conversation is flushed before the day
+    changes (it used to wait for 4,000 tokens and land in a later day's log)."""
+    monkeypatch.setenv("HARNESSMEM_FLUSH__BATCH_TOKENS", "4000")
+    messages = []
+    for day, (fact, reply) in enumerate(
+        [("I prefer aisle seats on every flight.", "Noted."), ("My badge number is 4471.", "OK.")]
+    ):
+        for minute, message in enumerate(
+            [{"role": "user", "content": fact}, {"role": "assistant", "content": reply}]
+        ):
+            messages.append({**message, "timestamp": f"2025-06-0{day + 2}T10:0{minute}:00Z"})
+    clock = ReplayClock()
+    settings = HarnessSettings.load(
+        None, workspace={"url": str(tmp_path / "ws")}, maintenance={"enabled": False}
+    )
+    with MemoryHarness(settings, clock=clock) as harness:
+        report = replay(harness, messages, session_id="s", clock=clock, keep_dates=True)
+    assert report.daily_logs == ["memory/2025-06-02.md", "memory/2025-06-03.md"]
+    first, second = report.of_kind("flush")
+    assert (first.phase, first.index) == ("day end", 2)
+    assert datetime.fromtimestamp(first.time, UTC).isoformat() == "2025-06-02T10:01:00+00:00"
+    assert "aisle" in " ".join(first.data["entries"])
+    assert "4471" in " ".join(second.data["entries"])
+
+
+# -- LoCoMo conversations -----------------------------------------------------------------------
+
+
+def test_a_locomo_conversation_replays_on_its_dates_with_each_fact_by_its_speaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The written conversation, as ``harnessmem replay`` runs it with the defaults (batching
+    on), its dates kept, in a workspace east of UTC: one daily log per session, on the
+    session's date as written (23:40 stays on the 17th), and the facts name who said them."""
+    monkeypatch.setenv("HARNESSMEM_FLUSH__BATCH_TOKENS", "4000")
+    monkeypatch.setenv("HARNESSMEM_WORKSPACE__TIMEZONE", "Asia/Tokyo")
+    workspace = tmp_path / "ws"
+    code, out, err = _run("replay", str(LOCOMO_CHAT), "-w", str(workspace), "--keep-dates")
+    assert code == 0, err
+    assert "conversation chat-1 (1 of 2 in the file; --sample picks another)" in out
+    assert "Ines and Tomas, each a user with a name" in out
+    assert "as session 'chat-1'" in out
+    logs = {path.name: path.read_text() for path in (workspace / "memory").glob("*.md")}
+    assert sorted(logs) == ["2024-03-03.md", "2024-03-17.md", "2024-04-02.md"]
+    assert "## Memory Flush — 2024-03-17T14:40:00Z · session chat-1" in logs["2024-03-17.md"]
+    bullets = [line for text in logs.values() for line in text.splitlines() if line[:2] == "- "]
+    assert "- Ines finally moved to Porto last week, Ines' new flat is right by the river." in (
+        bullets
+    )
+    assert any(b.startswith("- Tomas started a pottery class") for b in bullets)
+    assert any(b.startswith("- Tomas decided to leave Tomas' job at the bank") for b in bullets)
+    assert not [b for b in bullets if "the user" in b.lower()]
+    code, out, err = _run(
+        "replay",
+        str(LOCOMO_CHAT),
+        "-w",
+        str(tmp_path / "ws2"),
+        "--sample",
+        "1",
+        "--report",
+        "json",
+        "--no-consolidate",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["conversation"], report["session_id"]) == ("chat-2", "chat-2")
+    assert report["conversations"] == ["chat-1", "chat-2"]
+    assert report["messages"] == report["model_calls"] == report["agent_calls"] == 4, (
+        "no assistant in the chat: the agent reads along, one model call per message"
+    )
+    assert report["totals"]["consolidations"] == 0, "--no-consolidate holds overnight too"
+    assert not (tmp_path / "ws2" / "MEMORY.md").exists()
+
+
+def test_a_real_locomo_conversation_compacts_and_keeps_its_dates(
+    shared_file: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """conv-30 of the LoCoMo dev file (369 turns, 19 dated sessions), as a user would pick
+    it from the file of five: every session's facts in the log of its date, both people
+    named, the context kept bounded by compaction, every turn in the session log."""
+    path = shared_file("locomo-dev/locomo-dev.json")
+    sample = json.loads(path.read_text(encoding="utf-8"))[1]
+    talk = sample["conversation"]
+    sessions = [k for k, v in talk.items() if re.fullmatch(r"session_\d+", k) and v]
+    dates = {
+        datetime.strptime(talk[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").date().isoformat()
+        for key in sessions
+    }
+    workspace = tmp_path / "ws"
+    code, out, err = _run(
+        "replay",
+        str(path),
+        "-w",
+        str(workspace),
+        "--sample",
+        "conv-30",
+        "--keep-dates",
+        "--report",
+        "json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    turns = sum(len(talk[key]) for key in sessions)
+    assert report["messages"] == turns == 369
+    totals = report["totals"]
+    assert totals["flush_failures"] == 0
+    assert totals["compactions"] >= 5
+    assert report["peak_context_tokens"] < report["transcript_tokens"] / 3
+    assert {log[len("memory/") : -3] for log in totals["daily_logs"]} == dates
+    text = "\n".join(p.read_text() for p in (workspace / "memory").glob("*.md"))
+    for name in (talk["speaker_a"], talk["speaker_b"]):
+        assert text.count(f"- {name} ") >= 20, name
+    logged = [
+        json.loads(line)["message"]
+        for line in (workspace / "sessions" / "conv-30.log.jsonl").read_text().splitlines()
+    ]
+    assert [m["dia_id"] for m in logged] == [t["dia_id"] for k in sessions for t in talk[k]][
+        : len(logged)
+    ], "the session log holds the turns in order, with LoCoMo's ids"
 
 
 # -- the bundled example ------------------------------------------------------------------------
@@ -299,3 +494,38 @@ def test_a_300_message_real_transcript_compacts_flushes_and_writes_memory(
     code, out, _ = _run("search", "reservation", "-w", str(workspace))
     assert code == 0
     assert "memory/" in out
+
+
+# -- docs/replay.md shows real output ------------------------------------------------------------
+
+REPLAY_DOC = Path(__file__).resolve().parents[1] / "docs" / "replay.md"
+
+
+def _console(command: str) -> list[str]:
+    """The lines a ``console`` block of docs/replay.md shows after ``$ command``."""
+    text = REPLAY_DOC.read_text(encoding="utf-8")
+    block = text.split(f"```console\n$ {command}\n", 1)[1].split("\n```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_replay_docs_show_the_error_of_a_rejected_file(tmp_path: Path) -> None:
+    (tmp_path / "turns.json").write_text(
+        json.dumps([{"speaker": "Ana", "text": "hi"}, {"speaker": "Bo", "text": "hello"}])
+    )
+    code, _, err = _run("replay", "turns.json", "-w", str(tmp_path / "ws"))
+    assert code == 4
+    assert err.splitlines() == _console("harnessmem replay turns.json")
+
+
+def test_the_replay_docs_show_the_locomo_timeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESSMEM_FLUSH__BATCH_TOKENS", "4000")  # the default
+    shown = _console("harnessmem replay tests/data/locomo-chat.json --keep-dates")
+    code, out, err = _run("replay", str(LOCOMO_CHAT), "--keep-dates", "-w", str(tmp_path / "ws"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[: len(shown)][3:] == shown[3:], "the timeline as printed"
+    assert lines[:2] == shown[:2]
+    assert lines[2].startswith("  into workspace ")
+    assert shown[2].startswith("  into workspace ")

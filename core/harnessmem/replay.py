@@ -2,19 +2,30 @@
 
 :func:`load_transcript` reads a transcript file: a JSON list of OpenAI messages, JSON
 Lines (one message a line), or any shape :func:`harnessmem.messages.normalize_messages`
-knows (Anthropic messages, SWE-agent trajectories, a tau-bench run). :func:`replay` feeds
-the messages to :class:`~harnessmem.harness.Session` the way a live agent would have:
+knows (Anthropic messages, SWE-agent trajectories, a tau-bench run, a LoCoMo
+conversation); :func:`read_transcript` also says which conversation of a LoCoMo file of
+several it took (``sample``: a ``sample_id`` or a 0-based index; the first by default). A
+file in none of these shapes is one ``MessageFormatError`` that lists the shapes and says
+what the file looked like. :func:`replay` feeds the messages to
+:class:`~harnessmem.harness.Session` the way a live agent would have:
 
 - before each assistant message (the model call): ``before_reasoning`` (eviction sweep,
   compaction; the returned list becomes the context);
 - each tool message: ``after_tool(call, output)`` (oversized outputs go to a file);
 - at the end of each agent call (the next user or system message, and the end of the
   file): ``after_call`` (the flush into today's daily log);
-- when the day changes and at the end: ``harness.consolidate()``, as the maintenance
-  scheduler would overnight.
+- when the day changes: ``Session.close`` first, at the last moment of the old day, so
+  that what the flush's batching held back is written to that day's log; then
+  ``harness.consolidate()``, as the maintenance scheduler would overnight; and at the end.
 
-Messages may carry a ``timestamp`` (ISO 8601, or seconds since the epoch): the harness
-clock then follows them, so daily logs are named by the days the conversation spans.
+A transcript without any assistant message (people talking among themselves, such as a
+LoCoMo conversation) is replayed as if the agent read along: ``before_reasoning`` runs at
+the end of each agent call (each message), counted as a model call, so compaction keeps
+the context bounded and the raw messages reach the session log.
+
+Messages may carry a ``timestamp`` (ISO 8601, or seconds since the epoch; a time without
+an offset is read in ``workspace.timezone``): the harness clock then follows them, so
+daily logs are named by the days the conversation spans.
 By default the dates are shifted by whole days so that the last message falls within the
 past 24 hours (an old transcript's logs would otherwise be archived by the next
 maintenance tick); times of day stay as written; ``keep_dates=True`` keeps the dates.
@@ -34,7 +45,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +67,10 @@ __all__ = [
     "ReplayClock",
     "ReplayEvent",
     "ReplayReport",
+    "Transcript",
     "load_transcript",
     "message_time",
+    "read_transcript",
     "replay",
 ]
 
@@ -70,12 +83,36 @@ _BOUNDARY_ROLES = ("user", "system", "developer")
 # ------------------------------------------------------------------------------ loading
 
 
-def load_transcript(path: str | Path) -> list[Message]:
-    """The OpenAI messages of the transcript file at ``path``.
+@dataclass(frozen=True)
+class Transcript:
+    """A transcript file as read: its messages and, for a LoCoMo file, which conversation.
+
+    ``conversation``: the ``sample_id`` of the LoCoMo conversation the messages are (None
+    for other formats); ``conversations``: those the file holds, in order; ``speakers``:
+    the names the messages carry, in order of appearance.
+    """
+
+    messages: list[Message]
+    conversation: str | None = None
+    conversations: tuple[str, ...] = ()
+    speakers: tuple[str, ...] = ()
+
+
+def load_transcript(path: str | Path, *, sample: str | int | None = None) -> list[Message]:
+    """The OpenAI messages of the transcript file at ``path`` (see :func:`read_transcript`)."""
+    return read_transcript(path, sample=sample).messages
+
+
+def read_transcript(path: str | Path, *, sample: str | int | None = None) -> Transcript:
+    """The transcript file at ``path``: its OpenAI messages, and which conversation.
+
+    ``sample`` picks a conversation of a LoCoMo file by ``sample_id`` or 0-based index
+    (default: the first); it is an error for a file of another format.
 
     Raises ``FileNotFoundError`` / ``IsADirectoryError`` for a missing path and
-    ``MessageFormatError`` (naming the line and column, or the message) for a file that
-    is not JSON / JSON Lines or holds no conversation.
+    ``MessageFormatError`` for a file that is not JSON / JSON Lines (naming the line and
+    column) or holds no conversation: one error naming the problem, with what the file
+    looks like and the formats harnessmem reads.
     """
     source = Path(path)
     data = source.read_bytes()
@@ -90,19 +127,43 @@ def load_transcript(path: str | Path) -> list[Message]:
         raise MessageFormatError(
             f"{source} is empty", hint="a transcript is a JSON list of messages or JSON Lines"
         )
-    parsed = _parse_json_or_lines(text, source)
+    parsed, lines = _parse_json_or_lines(text, source)
     try:
-        messages = check_messages(_normalise(parsed), "")
+        transcript = _normalise(parsed, sample)
+        messages = check_messages(transcript.messages, "")
+    except _InRecognisedFile as exc:
+        raise MessageFormatError(f"{source}: {exc.message}", hint=exc.hint) from None
     except MessageFormatError as exc:
-        raise MessageFormatError(
-            f"{source}: {exc.message}",
-            hint=exc.hint
-            or "each message needs a role (system, user, assistant, tool) and its content",
-            problems=exc.problems,
-        ) from None
+        raise _rejected(source, parsed, lines, exc) from None
     if not messages:
         raise MessageFormatError(f"{source} holds no messages")
-    return messages
+    return transcript
+
+
+def _rejected(source: Path, data: Any, lines: bool, exc: MessageFormatError) -> MessageFormatError:
+    """The one error for a file harnessmem cannot replay: the problem, what the file looks
+    like, and the formats it reads."""
+    from harnessmem.messages._formats import FORMATS, describe
+
+    problem = exc.message
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(item, Mapping) and "role" not in item for item in data)
+    ):
+        problem = f"none of its {len(data)} items is a chat message (none has a 'role')"
+    hint = f"{exc.hint}; " if exc.hint else ""
+    # One error line and one hint line, as every command's errors are.
+    return MessageFormatError(
+        f"{source}: {problem}; the file is {describe(data, lines=lines)}",
+        hint=f"{hint}harnessmem replays {'; '.join(FORMATS)}",
+        problems=exc.problems,
+    )
+
+
+class _InRecognisedFile(MessageFormatError):
+    """A problem in a file whose format was recognised (a LoCoMo file), or with the
+    conversation asked for: the list of formats would not help."""
 
 
 def _too_deep(source: Path, line: int | None = None) -> MessageFormatError:
@@ -113,9 +174,10 @@ def _too_deep(source: Path, line: int | None = None) -> MessageFormatError:
     )
 
 
-def _parse_json_or_lines(text: str, source: Path) -> Any:
+def _parse_json_or_lines(text: str, source: Path) -> tuple[Any, bool]:
+    """The parsed file, and whether it was JSON Lines."""
     try:
-        return json.loads(text)
+        return json.loads(text), False
     except RecursionError:
         raise _too_deep(source) from None
     except json.JSONDecodeError as whole:
@@ -135,7 +197,7 @@ def _parse_json_or_lines(text: str, source: Path) -> Any:
                 f"{source} line {number} is not valid JSON: {exc.msg} (column {exc.colno})",
                 hint="JSON Lines hold one complete JSON object per line",
             ) from None
-    return records
+    return records, True
 
 
 def _json_error(source: Path, exc: json.JSONDecodeError) -> MessageFormatError:
@@ -145,13 +207,56 @@ def _json_error(source: Path, exc: json.JSONDecodeError) -> MessageFormatError:
     )
 
 
-def _normalise(data: Any) -> list[Message]:
+def _normalise(data: Any, sample: str | int | None) -> Transcript:
     from harnessmem.messages import normalize_messages
+    from harnessmem.messages._formats import is_locomo, is_locomo_list
 
+    if is_locomo_list(data) or is_locomo(data):
+        return _locomo(data if isinstance(data, list) else [data], sample)
+    if sample is not None:
+        raise _InRecognisedFile(
+            f"sample {sample!r} was asked for, but the file holds one conversation",
+            hint="a sample picks one conversation of a LoCoMo file; leave it out",
+        )
     if isinstance(data, list) and data and all(_is_run(item) for item in data):
         # A list of runs (tau-bench's file shape): one conversation after the other.
-        return [m for item in data for m in normalize_messages(item)]
-    return normalize_messages(data)
+        messages = [m for item in data for m in normalize_messages(item)]
+    else:
+        messages = normalize_messages(data)
+    return Transcript(messages, speakers=_speakers(messages))
+
+
+def _locomo(samples: list[Any], sample: str | int | None) -> Transcript:
+    """One conversation of a LoCoMo file: ``sample`` by id or 0-based index, else the first."""
+    from harnessmem.messages._formats import from_locomo, sample_name
+
+    names = tuple(sample_name(item, index) for index, item in enumerate(samples))
+    if sample is None:
+        index = 0
+    elif str(sample) in names:
+        index = names.index(str(sample))
+    elif isinstance(sample, int) or str(sample).strip().isdigit():
+        index = int(sample)
+    else:
+        index = -1
+    if not 0 <= index < len(samples):
+        raise _InRecognisedFile(
+            f"no conversation {sample!r} in the file",
+            hint=f"it holds {', '.join(names)}; pick one by sample_id or by index "
+            f"(0 to {len(samples) - 1})",
+        )
+    try:
+        messages = from_locomo(samples[index])
+    except MessageFormatError as exc:
+        raise _InRecognisedFile(
+            f"conversation {names[index]}: {exc.message}", hint=exc.hint
+        ) from None
+    return Transcript(messages, names[index], names, _speakers(messages))
+
+
+def _speakers(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    names = (m.get("name") for m in messages if m.get("role") in ("user", "assistant"))
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def _is_run(item: Any) -> bool:
@@ -162,10 +267,11 @@ def _is_run(item: Any) -> bool:
     )
 
 
-def message_time(message: Mapping[str, Any]) -> float | None:
+def message_time(message: Mapping[str, Any], zone: tzinfo = UTC) -> float | None:
     """Seconds since the epoch of a message's ``timestamp`` (or ``created_at``), if any.
 
-    ISO 8601 text (a trailing ``Z`` or an offset; naive times are UTC) or a number.
+    ISO 8601 text (a trailing ``Z`` or an offset; a time without one is in ``zone``) or a
+    number.
     """
     for key in _TIME_KEYS:
         value = message.get(key)
@@ -179,7 +285,7 @@ def message_time(message: Mapping[str, Any]) -> float | None:
             except ValueError:
                 continue
             if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
+                moment = moment.replace(tzinfo=zone)
             return moment.timestamp()
     return None
 
@@ -360,11 +466,14 @@ def replay(
     ``progress`` is called with the number of messages handled so far. Errors of the
     harness propagate (a failed flush does not: it is listed in ``flush_failures``).
     """
+    from zoneinfo import ZoneInfo
+
     from harnessmem.tokens import TokenCounter
 
     recorder = _Recorder(harness.clock)
     counter = TokenCounter()
-    times = [message_time(m) for m in messages]
+    zone = ZoneInfo(harness.settings.workspace.timezone)
+    times = [message_time(m, zone) for m in messages]
     known = [t for t in times if t is not None]
     shift = 0.0
     if clock is not None and known and not keep_dates:
@@ -381,19 +490,31 @@ def replay(
         shifted_by=shift,
         memory_budget=harness.settings.consolidation.max_memory_tokens,
     )
-    loop = _Loop(harness, session_id, recorder, counter, report)
+    loop = _Loop(
+        harness,
+        session_id,
+        recorder,
+        counter,
+        report,
+        consolidate=consolidate,
+        listening=not any(m.get("role") == "assistant" for m in messages),
+    )
     spent_before = _upkeep_spent(harness)
     harness.pm.register(recorder, name=f"{_Recorder.name}-{id(recorder)}")
     try:
         for index, (message, moment) in enumerate(zip(messages, times, strict=True), 1):
             boundary = message.get("role") in _BOUNDARY_ROLES
+            now = moment + shift if clock is not None and moment is not None else None
             if boundary:
                 # The previous agent call ends (and flushes) at its own last message and
-                # moment; a new day then starts with the "overnight" consolidation.
+                # moment, and so does the day, when this message starts another; the new
+                # day then starts with the "overnight" consolidation.
                 recorder.index = index - 1
                 loop.end_call()
-            if clock is not None and moment is not None:
-                clock.set(moment + shift)
+                if now is not None:
+                    loop.end_day(now)
+            if clock is not None and now is not None:
+                clock.set(now)
             if boundary:
                 loop.day_boundary()
             recorder.index = index
@@ -402,9 +523,8 @@ def replay(
                 progress(index)
         recorder.index = len(messages)
         loop.end_call()
-        loop.session.close(loop.context)  # the conversation ended: what was held is flushed
-        if consolidate:
-            loop.consolidate("end")
+        loop.close()  # the conversation ended: what was held is flushed
+        loop.consolidate("end")
         report.final_context_messages = len(loop.context)
         report.final_context_tokens = counter.count_messages(loop.context)
     finally:
@@ -456,15 +576,22 @@ class _Loop:
         recorder: _Recorder,
         counter: Any,
         report: ReplayReport,
+        *,
+        consolidate: bool,
+        listening: bool,
     ) -> None:
         self.harness = harness
         self.session = harness.session(session_id)
         self.recorder = recorder
         self.counter = counter
         self.report = report
+        self.consolidating = consolidate
+        #: No assistant message anywhere: the agent reads along, one model call a call.
+        self.listening = listening
         self.context: list[Message] = []
         self.calls: dict[str, Message] = {}
         self.in_call = False
+        self.called_model = False
         self.day: str | None = None
 
     def handle(self, message: Message) -> None:
@@ -474,12 +601,7 @@ class _Loop:
             self.context.append(message)
             self.in_call = self.in_call or role == "user"
         elif role == "assistant":
-            self.recorder.phase = "before_reasoning"
-            self.context = self.session.before_reasoning(self.context)
-            self.report.model_calls += 1
-            tokens = self.counter.count_messages(self.context)
-            self.report.peak_context_tokens = max(self.report.peak_context_tokens, tokens)
-            self.report.sent_tokens += tokens
+            self.model_call()
             for call in message.get("tool_calls") or []:
                 if isinstance(call, Mapping) and isinstance(call.get("id"), str):
                     self.calls[call["id"]] = dict(call)
@@ -499,30 +621,58 @@ class _Loop:
         else:  # validated earlier: function messages of old transcripts
             self.context.append(message)
 
+    def model_call(self) -> None:
+        """The agent is about to call its model: ``before_reasoning`` (evict, compact)."""
+        self.recorder.phase = "before_reasoning"
+        self.context = self.session.before_reasoning(self.context)
+        self.report.model_calls += 1
+        self.called_model = True
+        tokens = self.counter.count_messages(self.context)
+        self.report.peak_context_tokens = max(self.report.peak_context_tokens, tokens)
+        self.report.sent_tokens += tokens
+
     def end_call(self) -> None:
         """The end of an agent call: ``after_call`` (the flush)."""
         if not self.in_call:
             return
-        self.in_call = False
+        if self.listening and not self.called_model:
+            self.model_call()  # the agent reads what was said
+        self.in_call = self.called_model = False
         self.recorder.phase = "after_call"
-        ctx = self.session.after_call(self.context)
+        self._note(self.session.after_call(self.context))
         self.report.agent_calls += 1
+
+    def close(self, phase: str = "after_call") -> None:
+        """The conversation (or its day) ended: ``Session.close`` flushes what was held."""
+        self.recorder.phase = phase
+        self._note(self.session.close(self.context))
+
+    def _note(self, ctx: Any) -> None:
         result = ctx.outcomes.get("flush")
         if result is not None and getattr(result, "status", "") == "failed":
             self.report.flush_failures.append(str(getattr(result, "error", "") or "failed"))
 
-    def day_boundary(self) -> None:
-        """Consolidate when the day changed since the last boundary (as overnight upkeep)."""
+    def _date(self, moment: float) -> str:
         from harnessmem.memory.files import local_date
 
-        day = local_date(self.harness.clock(), self.harness.settings.workspace.timezone)
+        return local_date(moment, self.harness.settings.workspace.timezone)
+
+    def end_day(self, next_moment: float) -> None:
+        """Before the clock moves to ``next_moment``: when that is another day, close the
+        conversation, so that the facts batching held land in the old day's log."""
+        if self.day is not None and self._date(next_moment) != self.day:
+            self.close("day end")
+
+    def day_boundary(self) -> None:
+        """Consolidate when the day changed since the last boundary (as overnight upkeep)."""
+        day = self._date(self.harness.clock())
         if self.day is not None and day != self.day:
             self.end_call()
             self.consolidate("day end")
         self.day = day
 
     def consolidate(self, phase: str) -> None:
-        if not self.harness.settings.consolidation.enabled:
+        if not self.consolidating or not self.harness.settings.consolidation.enabled:
             return
         result = self.harness.consolidate()
         if result.status in ("nothing_new", "disabled"):

@@ -30,7 +30,7 @@ from harnessmem.cli._common import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from harnessmem.replay import ReplayEvent, ReplayReport
+    from harnessmem.replay import ReplayEvent, ReplayReport, Transcript
     from harnessmem.settings import HarnessSettings
 
 #: Files with at least this many messages get a progress bar (on a terminal).
@@ -51,7 +51,19 @@ _FACT_CHARS = 160
     is_flag=True,
     help="Replay the example that ships with harnessmem (three days of a coding agent).",
 )
-@click.option("--session", "session_id", default=None, help="Session id; default: the file name.")
+@click.option(
+    "--session",
+    "session_id",
+    default=None,
+    help="Session id; default: the file name (a LoCoMo conversation's sample_id).",
+)
+@click.option(
+    "--sample",
+    default=None,
+    metavar="ID|INDEX",
+    help="The conversation of a LoCoMo file to replay, by sample_id or 0-based index; "
+    "default: the first.",
+)
 @click.option(
     "--report",
     type=click.Choice(["text", "json"]),
@@ -87,6 +99,7 @@ def replay_command(
     workspace: str | None,
     example: bool,
     session_id: str | None,
+    sample: str | None,
     report: str,
     facts: int,
     keep_dates: bool,
@@ -96,16 +109,17 @@ def replay_command(
     """Feed TRANSCRIPT through a session, turn by turn, as an agent loop would.
 
     TRANSCRIPT is a JSON list of OpenAI chat messages, JSON Lines (one message a line),
-    Anthropic messages, a SWE-agent trajectory or tau-bench runs. Before each assistant
+    Anthropic messages, a SWE-agent trajectory, tau-bench runs or a LoCoMo conversation
+    (each speaker a user with a name, each session on its date). Before each assistant
     message the session may evict and compact; each tool result may be evicted; each agent
     call ends with a flush into the daily log; MEMORY.md is consolidated when the day
     changes and at the end. Prints a timeline of what happened.
     """
-    from harnessmem.replay import ReplayClock, load_transcript, replay
+    from harnessmem.replay import ReplayClock, read_transcript, replay
 
     path = _transcript_path(transcript, example)
     try:
-        messages = load_transcript(path)
+        loaded = read_transcript(path, sample=sample)
     except FileNotFoundError:
         raise CommandError(
             f"transcript {path} not found",
@@ -114,8 +128,9 @@ def replay_command(
         ) from None
     except IsADirectoryError:
         raise CommandError(f"{path} is a folder, not a transcript file", code=EXIT_INPUT) from None
+    messages = loaded.messages
     settings, _ = load_settings(config, workspace)
-    session = session_id or path.name.split(".", 1)[0] or "replay"
+    session = session_id or loaded.conversation or path.name.split(".", 1)[0] or "replay"
     clock = ReplayClock()
     show = progress if progress is not None else _on_terminal() and len(messages) >= PROGRESS_FROM
     started = time.monotonic()
@@ -134,9 +149,17 @@ def replay_command(
         )
     seconds = time.monotonic() - started
     if report == "json":
-        echo_json({"transcript": str(path), "seconds": round(seconds, 3), **result.as_dict()})
+        extra = {"conversation": loaded.conversation, "conversations": loaded.conversations}
+        echo_json(
+            {
+                "transcript": str(path),
+                **(extra if loaded.conversation is not None else {}),
+                "seconds": round(seconds, 3),
+                **result.as_dict(),
+            }
+        )
         return
-    _print_timeline(result, settings, path, facts)
+    _print_timeline(result, settings, path, facts, loaded)
     _print_summary(result, seconds, workspace, example)
 
 
@@ -182,7 +205,11 @@ def _progress_bar(show: bool, total: int, name: str) -> Iterator[Callable[[int],
 
 
 def _print_timeline(
-    report: ReplayReport, settings: HarnessSettings, path: Path, facts: int
+    report: ReplayReport,
+    settings: HarnessSettings,
+    path: Path,
+    facts: int,
+    transcript: Transcript,
 ) -> None:
     compaction, eviction = settings.compaction, settings.eviction
     days = ""
@@ -193,6 +220,8 @@ def _print_timeline(
         f"Replaying {path.name}: {plural(report.messages, 'message')}, "
         f"{report.transcript_tokens:,} tokens{days}"
     )
+    if transcript.conversation is not None:
+        click.echo("  " + _which_conversation(transcript))
     click.echo(f"  into workspace {shown_url(report.workspace)} as session {report.session_id!r}")
     model = settings.model.name or "extractive (offline, no key)"
     triggers = [f"{compaction.trigger_messages} messages"] if compaction.trigger_messages else []
@@ -229,6 +258,22 @@ def _print_timeline(
         click.echo(f"  {when}{where:<7}  {head}")
         for line in details:
             click.echo(" " * (_INDENT - 7 + len(when)) + line)
+
+
+def _which_conversation(transcript: Transcript) -> str:
+    """``conversation conv-26 (1 of 5 in the file; --sample picks another): Caroline and
+    Melanie, each a user with a name``."""
+    names = transcript.conversations
+    where = ""
+    if len(names) > 1:
+        number = names.index(str(transcript.conversation)) + 1
+        where = f" ({number} of {len(names)} in the file; --sample picks another)"
+    speakers = list(transcript.speakers)
+    who = ""
+    if speakers:
+        listed = ", ".join(speakers[:-1]) + " and " if len(speakers) > 1 else ""
+        who = f": {listed}{speakers[-1]}, each a user with a name"
+    return f"conversation {transcript.conversation}{where}{who}"
 
 
 def _day(moment: float, settings: HarnessSettings) -> str:

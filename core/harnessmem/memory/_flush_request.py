@@ -3,7 +3,8 @@
 The flush pays for every character it sends, on every flush of every conversation, so
 both parts are kept to what fact extraction needs:
 
-- :func:`render_transcript` writes the new messages as ``[ROLE]: text`` lines. In its
+- :func:`render_transcript` writes the new messages as ``[ROLE]: text`` lines (``[USER
+  Caroline]: text`` when the message names its speaker, as in a chat among people). In its
   *lean* form (``flush.transcript = "lean"``, the default) JSON in tool results and
   tool-call arguments is compacted and long tool results are cut to their head and tail
   (their full text is in the session log or an eviction file already); user messages are
@@ -70,7 +71,8 @@ def _is_internal(message: Mapping[str, Any]) -> bool:
 
 
 def render_transcript(messages: Sequence[Mapping[str, Any]], *, lean: bool = False) -> str:
-    """The messages as the flush model reads them: ``[ROLE]: text`` lines.
+    """The messages as the flush model reads them: ``[ROLE]: text`` lines
+    (``[ROLE name]: text`` for a message with a ``name``).
 
     System messages and harness-internal ones (``name`` starting ``__``) are left out; tool
     calls show as ``[tool_call: name(args)]``, results as ``[tool_result: name] text``;
@@ -112,8 +114,17 @@ def render_transcript(messages: Sequence[Mapping[str, Any]], *, lean: bool = Fal
                 shown = f"({_cut(args, args_chars)})" if args and args != "{}" else ""
                 parts.append(f"[tool_call: {name}{shown}]")
         if parts:
-            lines.append(f"[{role}]: " + "\n".join(parts))
+            lines.append(f"{_label(role, message)}: " + "\n".join(parts))
     return "\n".join(lines)
+
+
+def _label(role: str, message: Mapping[str, Any]) -> str:
+    """``[USER]``, or ``[USER Caroline]`` for a message that names its speaker (people in a
+    group chat): the flush then knows whose fact it is. A tool message's name is the tool's."""
+    name = message.get("name")
+    if role == "TOOL" or not isinstance(name, str) or not name.strip():
+        return f"[{role}]"
+    return f"[{role} {' '.join(name.split())[:80]}]"
 
 
 def related_reference(text: str, transcript: str, limit: int) -> tuple[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -21,6 +22,7 @@ from harnessmem.messages._checks import (
     check_tool_call,
     value_nesting_problem,
 )
+from harnessmem.messages._formats import from_locomo, is_locomo, is_locomo_list, sample_name
 
 __all__ = [
     "MAX_DEPTH",
@@ -31,6 +33,7 @@ __all__ = [
     "check_tool_call",
     "fingerprint",
     "from_anthropic",
+    "from_locomo",
     "from_swe_agent",
     "normalize_messages",
     "pair_tool_calls",
@@ -49,6 +52,7 @@ _ANTHROPIC_BLOCKS: Final = frozenset(
 )
 _SWE_AGENT_KEYS: Final = frozenset({"tool_call_ids", "message_type", "agent", "thought", "action"})
 _MAX_PROBLEMS: Final = 20
+_INDEXED: Final = re.compile(r"message (\d+): (.*)", re.DOTALL)
 
 
 # ---------------------------------------------------------------- tool-call pairing
@@ -333,11 +337,44 @@ def validate_messages(
             for call_id in ids
         ]
     if problems:
-        headline = problems[0]
-        if len(problems) > 1:
-            shown = "; ".join(problems[1:_MAX_PROBLEMS])
-            headline += f" (and {len(problems) - 1} more: {shown})"
-        raise MessageFormatError(headline, problems=problems)
+        raise MessageFormatError(_headline(problems), problems=problems)
+
+
+def _headline(problems: Sequence[str]) -> str:
+    """The problems as one line, the messages that share a problem named together
+    (``messages 0-4: role None is ...``, not the same words five times)."""
+    shared: dict[str, list[int]] = {}
+    for problem in problems:
+        match = _INDEXED.fullmatch(problem)
+        text, index = (match[2], int(match[1])) if match else (problem, -1)
+        shared.setdefault(text, []).append(index)
+    parts = []
+    for text, indexes in shared.items():
+        named = [i for i in indexes if i >= 0]
+        if not named:
+            parts.append(text)
+        else:
+            label = "message" if len(named) == 1 else "messages"
+            parts.append(f"{label} {_index_ranges(named)}: {text}")
+    headline = parts[0]
+    if len(parts) > 1:
+        shown = "; ".join(parts[1:_MAX_PROBLEMS])
+        headline += f" (and {len(parts) - 1} more: {shown})"
+    return headline
+
+
+def _index_ranges(indexes: Sequence[int], limit: int = 6) -> str:
+    """``0-4, 7, 9`` (runs of consecutive indexes joined; at most ``limit`` runs shown)."""
+    runs: list[list[int]] = []
+    for index in indexes:
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    shown = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    if len(runs) > limit:
+        shown.append("...")
+    return ", ".join(shown)
 
 
 # ---------------------------------------------------------------- normalisers
@@ -543,7 +580,9 @@ def normalize_messages(data: Any) -> list[Message]:
     history (recognised by ``history`` or SWE-agent keys such as
     ``tool_call_ids``); a dict holding the list under ``messages`` (with an
     Anthropic ``system`` alongside, when present), ``history`` or ``traj``
-    (tau-bench runs). Raises ``MessageFormatError`` naming the problem.
+    (tau-bench runs); a LoCoMo sample or its ``conversation`` (``session_N`` lists of
+    turns, see :func:`from_locomo`). Raises ``MessageFormatError`` naming the problem; a
+    list of LoCoMo samples is one (each is its own conversation, with its own dates).
     """
     if isinstance(data, Mapping):
         if isinstance(data.get("history"), list):
@@ -554,6 +593,8 @@ def normalize_messages(data: Any) -> list[Message]:
                 if key == "messages" and "system" in data:
                     return from_anthropic(inner, system=data["system"])
                 return normalize_messages(inner)
+        if is_locomo(data):
+            return from_locomo(data)
         raise MessageFormatError(
             "cannot find messages in this object: expected a 'messages', 'history' or "
             f"'traj' list; its keys are {sorted(map(str, data))[:10]}"
@@ -562,6 +603,13 @@ def normalize_messages(data: Any) -> list[Message]:
         raise MessageFormatError(
             f"cannot read messages from {type(data).__name__}: expected a list of message "
             "objects or a dict holding one"
+        )
+    if is_locomo_list(data):
+        names = ", ".join(sample_name(item, i) for i, item in enumerate(data[:5]))
+        raise MessageFormatError(
+            f"{len(data)} LoCoMo conversations ({names}{', ...' if len(data) > 5 else ''}): "
+            "normalise one at a time",
+            hint="from_locomo(sample) for each, or load_transcript(path, sample=...)",
         )
     if _looks_swe_agent(data):
         return from_swe_agent(data)
