@@ -143,7 +143,7 @@ def read_transcript(path: str | Path, *, sample: str | int | None = None) -> Tra
 def _rejected(source: Path, data: Any, lines: bool, exc: MessageFormatError) -> MessageFormatError:
     """The one error for a file harnessmem cannot replay: the problem, what the file looks
     like, and the formats it reads."""
-    from harnessmem.messages._formats import FORMATS, describe
+    from harnessmem.messages import FORMATS, describe
 
     problem = exc.message
     if (
@@ -208,8 +208,7 @@ def _json_error(source: Path, exc: json.JSONDecodeError) -> MessageFormatError:
 
 
 def _normalise(data: Any, sample: str | int | None) -> Transcript:
-    from harnessmem.messages import normalize_messages
-    from harnessmem.messages._formats import is_locomo, is_locomo_list
+    from harnessmem.messages import is_locomo, is_locomo_list, normalize_messages
 
     if is_locomo_list(data) or is_locomo(data):
         return _locomo(data if isinstance(data, list) else [data], sample)
@@ -228,7 +227,7 @@ def _normalise(data: Any, sample: str | int | None) -> Transcript:
 
 def _locomo(samples: list[Any], sample: str | int | None) -> Transcript:
     """One conversation of a LoCoMo file: ``sample`` by id or 0-based index, else the first."""
-    from harnessmem.messages._formats import from_locomo, sample_name
+    from harnessmem.messages import from_locomo, sample_name
 
     names = tuple(sample_name(item, index) for index, item in enumerate(samples))
     if sample is None:

@@ -22,7 +22,18 @@ from harnessmem.messages._checks import (
     check_tool_call,
     value_nesting_problem,
 )
-from harnessmem.messages._formats import from_locomo, is_locomo, is_locomo_list, sample_name
+from harnessmem.messages._formats import (
+    FORMATS as FORMATS,
+)
+from harnessmem.messages._formats import (
+    describe as describe,
+)
+from harnessmem.messages._formats import (
+    from_locomo,
+    is_locomo,
+    is_locomo_list,
+    sample_name,
+)
 
 __all__ = [
     "MAX_DEPTH",
