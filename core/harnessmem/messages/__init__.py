@@ -30,9 +30,15 @@ from harnessmem.messages._formats import (
 )
 from harnessmem.messages._formats import (
     from_locomo,
-    is_locomo,
-    is_locomo_list,
-    sample_name,
+)
+from harnessmem.messages._formats import (
+    is_locomo as is_locomo,
+)
+from harnessmem.messages._formats import (
+    is_locomo_list as is_locomo_list,
+)
+from harnessmem.messages._formats import (
+    sample_name as sample_name,
 )
 
 __all__ = [
