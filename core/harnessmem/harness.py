@@ -320,7 +320,6 @@ class MemoryHarness:
         are skipped. The append is a compare-and-swap, as consolidation's rewrite is, so
         neither loses the other's write.
         """
-        self.check_open()
         from harnessmem.memory.consolidation import MemoryConsolidator
 
         return self.component(MemoryConsolidator).save(text)
@@ -343,7 +342,6 @@ class MemoryHarness:
         ``ask(reference)`` lets a caller that asks a model anyway supply the answer with
         the facts (compaction's one call); see :meth:`harnessmem.memory.flush.MemoryFlusher.flush`.
         """
-        self.check_open()
         from harnessmem.memory.flush import MemoryFlusher
 
         return self.component(MemoryFlusher).flush(
@@ -357,7 +355,6 @@ class MemoryHarness:
         :mod:`harnessmem.memory.consolidation`); a model failure raises. With ``backoff``
         (maintenance passes it), a model that failed lately is not asked: ``deferred``.
         """
-        self.check_open()
         from harnessmem.memory.consolidation import MemoryConsolidator
 
         return self.component(MemoryConsolidator).consolidate(backoff=backoff)

@@ -361,7 +361,6 @@ class ConversationCompactor:
         from harnessmem.memory.flush import MemoryFlusher
 
         try:
-            self.harness.check_open()
             result = self.harness.component(MemoryFlusher).flush(
                 plan.originals, session_id=self.session_id, backoff=backoff, ask=ask
             )
