@@ -6,6 +6,7 @@ import importlib.util
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 from harnessmem import hookspecs
 
@@ -93,3 +94,37 @@ def test_readme_commands_are_marked_for_ci() -> None:
     readme = (DOCS.parent / "README.md").read_text()
     for marker in ("setup", "main", "tests"):
         assert f"<!-- {marker} -->\n```bash\n" in readme, marker
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "_generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_getting_started_shows_what_the_commands_print_today() -> None:
+    """The page's console blocks are the output of running its commands, not typed."""
+    generator = _generator()
+    current = (DOCS / "getting-started.md").read_text()
+    names = generator.generated_blocks(current)
+    assert {"init", "replay", "search", "status", "missing-bucket", "typo"} <= set(names)
+    fresh = generator.render_getting_started(current)
+    assert generator.comparable(fresh) == generator.comparable(current), (
+        "docs/getting-started.md is out of step with the commands: run python docs/_generate.py"
+    )
+    # the output is the commands' own: the replay's timeline and the search hit are there
+    assert "consolidated MEMORY.md" in fresh
+    assert "Our staging database is PostgreSQL 16" in fresh
+    assert "/tmp" not in fresh
+
+
+def test_a_stale_getting_started_block_is_caught() -> None:
+    generator = _generator()
+    current = (DOCS / "getting-started.md").read_text()
+    outputs = dict.fromkeys(generator.SCENES, "$ harnessmem status\nsomething else")
+    stale = generator.render_getting_started(current, outputs)
+    assert generator.comparable(stale) != generator.comparable(current)
+    assert generator.comparable("Done in 1.8 s: 3") == generator.comparable("Done in 0.6 s: 3")
