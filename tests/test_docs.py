@@ -35,12 +35,17 @@ def test_hooks_doc_names_no_hook_that_does_not_exist() -> None:
     assert documented == set(_hooks())
 
 
-def test_configuration_reference_is_generated_from_the_code() -> None:
+def _generator() -> Any:
     spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "_generate.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_configuration_reference_is_generated_from_the_code() -> None:
+    module = _generator()
     current = (DOCS / "configuration.md").read_text()
     assert module.render(current) == current, "run: python docs/_generate.py"
     assert "`compaction.trigger_messages` | `50` | `HARNESSMEM_COMPACTION__TRIGGER_MESSAGES`" in (
@@ -94,15 +99,6 @@ def test_readme_commands_are_marked_for_ci() -> None:
     readme = (DOCS.parent / "README.md").read_text()
     for marker in ("setup", "main", "tests"):
         assert f"<!-- {marker} -->\n```bash\n" in readme, marker
-
-
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "_generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_getting_started_shows_what_the_commands_print_today() -> None:
