@@ -53,7 +53,7 @@ def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
 COMMANDS = _commands(main)
 DATA_COMMANDS = {
     "search", "get", "save", "status", "consolidate", "maintain", "usage", "plugins", "init",
-    "index rebuild", "index status", "config show", "config validate",
+    "index rebuild", "index status", "config show", "config validate", "export", "import",
 }  # fmt: skip
 
 

@@ -169,6 +169,8 @@ _JSON_RUNS = {
     "index status": ["index", "status"],
     "config show": ["config", "show"],
     "config validate": ["config", "validate"],
+    "export": ["export", "{tmp}/ws.tar.gz"],
+    "import": ["import", "{tmp}/ws.tar.gz"],  # after the export: every file is already there
 }
 
 
@@ -188,7 +190,10 @@ def test_the_json_runs_cover_every_command_that_takes_json() -> None:
 @pytest.mark.parametrize("name", sorted(_JSON_RUNS))
 def test_json_output_is_one_valid_document(tmp_path: Path, name: str) -> None:
     ws = _ws(tmp_path)
-    result = CliRunner().invoke(main, [*_JSON_RUNS[name], "-w", ws, "--json"])
+    if name == "import":
+        CliRunner().invoke(main, ["export", f"{tmp_path}/ws.tar.gz", "-w", ws])
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in _JSON_RUNS[name]]
+    result = CliRunner().invoke(main, [*args, "-w", ws, "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert isinstance(data, dict | list)

@@ -7,6 +7,7 @@ following line says how (``hint``). Causes are chained with ``raise ... from``.
 from __future__ import annotations
 
 __all__ = [
+    "ArchiveError",
     "BackendNotFound",
     "ConfigError",
     "ContextOverflowError",
@@ -41,6 +42,10 @@ class ConfigError(HarnessMemError, ValueError):
     ) -> None:
         self.problems = list(problems or [])
         super().__init__(message, hint=hint)
+
+
+class ArchiveError(HarnessMemError, ValueError):
+    """An export or import that cannot go ahead: a bad archive, a conflict, a missing source."""
 
 
 class MessageFormatError(HarnessMemError, ValueError):

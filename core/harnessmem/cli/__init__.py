@@ -42,6 +42,7 @@ from harnessmem.cli._common import HarnessmemGroup, debug_option, enable_logging
 from harnessmem.cli._init import init_command
 from harnessmem.cli._replay import replay_command
 from harnessmem.cli._status import status_command
+from harnessmem.cli._transfer import export_command, import_command
 
 __all__ = ["main"]
 
@@ -79,6 +80,8 @@ for _command in (
     config_group,
     plugins_command,
     usage_command,
+    export_command,
+    import_command,
     chat_command,
 ):
     main.add_command(_command)

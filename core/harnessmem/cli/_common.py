@@ -60,6 +60,7 @@ def _print_error(message: str, hint: str | None) -> None:
 def exit_code_of(exc: BaseException) -> int:
     """The documented exit status for an exception a command let through."""
     from harnessmem.errors import (
+        ArchiveError,
         ConfigError,
         HarnessMemError,
         MessageFormatError,
@@ -72,7 +73,7 @@ def exit_code_of(exc: BaseException) -> int:
 
     if isinstance(exc, ConfigError | PluginError):
         return EXIT_CONFIG
-    if isinstance(exc, MessageFormatError | PathNotAllowed | WorkspaceFileNotFound):
+    if isinstance(exc, ArchiveError | MessageFormatError | PathNotAllowed | WorkspaceFileNotFound):
         return EXIT_INPUT
     if isinstance(exc, WorkspaceError | OSError):
         return EXIT_WORKSPACE

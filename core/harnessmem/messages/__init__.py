@@ -29,7 +29,11 @@ from harnessmem.messages._formats import (
     describe as describe,
 )
 from harnessmem.messages._formats import (
+    from_java_session_log,
     from_locomo,
+)
+from harnessmem.messages._formats import (
+    is_java_session_log as is_java_session_log,
 )
 from harnessmem.messages._formats import (
     is_locomo as is_locomo,
@@ -50,6 +54,7 @@ __all__ = [
     "check_tool_call",
     "fingerprint",
     "from_anthropic",
+    "from_java_session_log",
     "from_locomo",
     "from_swe_agent",
     "normalize_messages",
@@ -598,7 +603,8 @@ def normalize_messages(data: Any) -> list[Message]:
     ``tool_call_ids``); a dict holding the list under ``messages`` (with an
     Anthropic ``system`` alongside, when present), ``history`` or ``traj``
     (tau-bench runs); a LoCoMo sample or its ``conversation`` (``session_N`` lists of
-    turns, see :func:`from_locomo`). Raises ``MessageFormatError`` naming the problem; a
+    turns, see :func:`from_locomo`); the Java harness's session log records
+    (:func:`from_java_session_log`). Raises ``MessageFormatError`` naming the problem; a
     list of LoCoMo samples is one (each is its own conversation, with its own dates).
     """
     if isinstance(data, Mapping):
@@ -628,6 +634,8 @@ def normalize_messages(data: Any) -> list[Message]:
             "normalise one at a time",
             hint="from_locomo(sample) for each, or load_transcript(path, sample=...)",
         )
+    if is_java_session_log(data):
+        return from_java_session_log(data)
     if _looks_swe_agent(data):
         return from_swe_agent(data)
     if _looks_anthropic(data):

@@ -20,6 +20,17 @@ sample (or its ``conversation`` object) into OpenAI messages:
 - sessions come in their numbers' order; sessions without turns are skipped; the other
   keys of a sample (``qa``, ``observation``, ``event_summary``, ...) are not messages.
 
+**The Java harness's session logs** (AgentScope Java, ``agents/<agent>/sessions/<id>.log.jsonl``)
+hold one ``SessionEntry`` a line: ``{"type": "message", "role": "USER", "content": ...}``,
+``{"type": "tool_use", "toolCallId", "name", "input"}`` after the assistant message that made
+the call, ``{"type": "tool_result", "toolCallId", "name", "output"}``, and ``compaction`` /
+``summary`` records its writer defines but never writes. :func:`from_java_session_log`
+turns them into OpenAI messages: roles lower-cased, each ``tool_use`` a tool call of the
+assistant message before it (an assistant message is made when there is none), each
+``tool_result`` a ``tool`` message; ``timestamp`` (epoch seconds, or ISO text) kept as an
+ISO instant in UTC; placeholders for content the writer could not store (``blockTypes``
+such as ``["image"]``) become a bracketed note; records of other types are skipped.
+
 :func:`describe` says what a file that is no known transcript looks like, and
 :data:`FORMATS` lists the known ones, for the error that rejects it.
 """
@@ -33,7 +44,16 @@ from typing import Any, Final
 
 from harnessmem.errors import MessageFormatError
 
-__all__ = ["FORMATS", "describe", "from_locomo", "is_locomo", "is_locomo_list", "sample_name"]
+__all__ = [
+    "FORMATS",
+    "describe",
+    "from_java_session_log",
+    "from_locomo",
+    "is_java_session_log",
+    "is_locomo",
+    "is_locomo_list",
+    "sample_name",
+]
 
 Message = dict[str, Any]
 
@@ -45,6 +65,8 @@ FORMATS: Final = (
     'runs such as tau-bench\'s ([{"traj": [...]}, ...])',
     'LoCoMo conversations ([{"sample_id", "conversation": {"speaker_a", "speaker_b", '
     '"session_N": [{"speaker", "text"}], "session_N_date_time"}}, ...])',
+    'session logs of the Java harness (JSON Lines of {"type": "message" | "tool_use" | '
+    '"tool_result", ...})',
 )
 
 _SESSION: Final = re.compile(r"session_(\d+)")
@@ -166,6 +188,97 @@ def from_locomo(sample: Mapping[str, Any]) -> list[Message]:
         stamp = _session_time(talk[stamp_key], stamp_key) if stamp_key in talk else None
         for position, turn in enumerate(turns):
             messages.append(_turn_message(turn, f"{key} turn {position}", stamp))
+    return messages
+
+
+# ------------------------------------------------------------------------------ Java session logs
+
+_JAVA_TYPES: Final = frozenset({"message", "tool_use", "tool_result", "compaction", "summary"})
+_JAVA_ROLES: Final = {"USER": "user", "ASSISTANT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
+
+
+def is_java_session_log(data: Any) -> bool:
+    """Whether ``data`` is a list of the Java harness's ``SessionEntry`` records."""
+    return (
+        isinstance(data, Sequence)
+        and not isinstance(data, str | bytes)
+        and bool(data)
+        and all(isinstance(r, Mapping) and r.get("type") in _JAVA_TYPES for r in data)
+        and any(r.get("type") == "message" and r.get("role") in _JAVA_ROLES for r in data)
+    )
+
+
+def _java_time(value: Any) -> str | None:
+    """A ``timestamp`` (epoch seconds, possibly with nanoseconds, or ISO text) as ISO UTC."""
+    from datetime import UTC
+
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _java_arguments(value: Any) -> str:
+    import json
+
+    if isinstance(value, Mapping) and value.get("_truncated") and "_preview" in value:
+        return str(value["_preview"])  # the writer kept only the start of the JSON
+    if isinstance(value, str):
+        return value
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
+
+
+def from_java_session_log(records: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """OpenAI messages of a Java harness session log; see the module doc.
+
+    Raises ``MessageFormatError`` naming the line of a record without a usable role,
+    tool call id or text.
+    """
+    messages: list[Message] = []
+    for number, record in enumerate(records, start=1):
+        where = f"record {number}"
+        kind = record.get("type")
+        stamp = _java_time(record.get("timestamp"))
+        timed: Message = {"timestamp": stamp} if stamp else {}
+        if kind == "message":
+            role = _JAVA_ROLES.get(str(record.get("role")).upper())
+            if role is None:
+                raise MessageFormatError(f"{where}: role {record.get('role')!r} is not a Java role")
+            content = record.get("content")
+            if not isinstance(content, str):
+                raise MessageFormatError(f"{where}: content is not text")
+            blocks = record.get("blockTypes")
+            if not content and isinstance(blocks, list) and blocks:
+                content = "[" + ", ".join(map(str, blocks)) + "]"
+            messages.append({"role": role, "content": content, **timed})
+        elif kind == "tool_use":
+            call_id, name = record.get("toolCallId"), record.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise MessageFormatError(f"{where}: a tool_use needs toolCallId and name")
+            if not messages or messages[-1]["role"] != "assistant":
+                messages.append({"role": "assistant", "content": "", **timed})
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": _java_arguments(record.get("input"))},
+            }
+            messages[-1].setdefault("tool_calls", []).append(call)
+        elif kind == "tool_result":
+            call_id, output = record.get("toolCallId"), record.get("output")
+            if not isinstance(call_id, str):
+                raise MessageFormatError(f"{where}: a tool_result needs a toolCallId")
+            message: Message = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": output if isinstance(output, str) else "",
+                **timed,
+            }
+            if isinstance(record.get("name"), str):
+                message["name"] = record["name"]
+            messages.append(message)
     return messages
 
 
