@@ -58,7 +58,7 @@ DATA_COMMANDS = {
 
 
 def test_the_issue_s_commands_exist() -> None:
-    assert set(COMMANDS) == {*DATA_COMMANDS, "replay", "chat"}
+    assert set(COMMANDS) == {*DATA_COMMANDS, "replay", "chat", "inspect"}
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -1,0 +1,37 @@
+"""``harnessmem inspect``: the local web page over a workspace."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from harnessmem.cli._common import command_harness, common_options
+
+
+@click.command("inspect")
+@common_options(as_json=False)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--token",
+    default=None,
+    help="Required of every request; needed on an address other than loopback "
+    "(default: $HARNESSMEM_INSPECT_TOKEN).",
+)
+def inspect_command(
+    config: str | None, workspace: str | None, host: str, port: int, token: str | None
+) -> None:
+    """Serve a web page that shows the workspace: MEMORY.md and its history, daily logs,
+    search, sessions with their compactions, and model usage.
+
+    Listens on 127.0.0.1 unless --host says otherwise; another address needs a token
+    (open the page once with ?token=TOKEN). Ctrl-C stops it. Needs the 'inspect' extra.
+    """
+    from harnessmem.inspector import check_exposure, serve
+
+    token = token or os.environ.get("HARNESSMEM_INSPECT_TOKEN") or None
+    check_exposure(host, token)  # before the workspace is opened
+    with command_harness(config, workspace, existing=True) as harness:
+        click.echo(f"harnessmem inspect: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
+        serve(harness, host=host, port=port, token=token)

@@ -1,0 +1,155 @@
+"""The web inspector: its pages, escaping of untrusted memory, confinement and the token."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("starlette", reason="the inspector needs the 'inspect' extra")
+pytest.importorskip("markdown_it", reason="the inspector needs the 'inspect' extra")
+
+from starlette.testclient import TestClient
+
+from harnessmem import MemoryHarness
+from harnessmem.cli import main
+from harnessmem.errors import ConfigError
+from harnessmem.inspector import check_exposure, create_app, is_loopback
+from harnessmem.settings import HarnessSettings
+
+HOSTILE = (
+    "- <script>alert('memory')</script> was said in a chat\n"
+    "- [a link](javascript:alert(1)) and <img src=x onerror=alert(2)>\n"
+)
+
+
+def harness_on(root: Path) -> MemoryHarness:
+    settings = HarnessSettings.load(workspace={"url": str(root)}, maintenance={"enabled": False})
+    return MemoryHarness(settings)
+
+
+@pytest.fixture(scope="module")
+def example_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("inspect") / "workspace"
+    result = CliRunner().invoke(main, ["replay", "--example", "-w", str(root)])
+    assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.fixture
+def client(example_root: Path) -> Iterator[TestClient]:
+    with harness_on(example_root) as harness, TestClient(create_app(harness)) as test_client:
+        yield test_client
+
+
+def test_every_page_answers_with_the_workspace_s_memory(client: TestClient) -> None:
+    pages = {
+        "/": "MEMORY.md",
+        "/memory": "staging database",
+        "/memory/diff": "MEMORY.md:",
+        "/daily": "2026-",
+        "/search?q=staging+database": "<mark>staging</mark>",
+        "/search/results?q=Brest": "<mark>Brest</mark>",
+        "/search?q=Brest&source=sessions": "sessions/tidewater-week.log.jsonl",
+        "/sessions": "tidewater-week",
+        "/sessions/tidewater-week": "Compactions",
+        "/usage": "flush",
+        "/file?path=MEMORY.md": "MEMORY.md",
+    }
+    for url, phrase in pages.items():
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert phrase in response.text, url
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+    day = client.get("/daily").text.split('href="/daily/')[1].split('"')[0]
+    assert client.get(f"/daily/{day}").status_code == 200
+
+
+def test_a_session_page_shows_each_compaction_and_the_evicted_results(client: TestClient) -> None:
+    page = client.get("/sessions/tidewater-week").text
+    assert page.count("<rect ") == 3  # the example compacts three times
+    assert "large_tool_results/tidewater-week/call_003-" in page
+
+
+def test_the_diff_shows_what_a_consolidation_changed(client: TestClient) -> None:
+    page = client.get("/memory").text
+    older = page.split("/memory/diff?from=")[1].split("&")[0]
+    diff = client.get(f"/memory/diff?from={older}&to=current").text
+    assert '<span class="add">+' in diff
+    assert client.get("/memory/diff?from=nonsense").status_code == 404
+
+
+def test_memory_text_is_shown_never_run(tmp_path: Path) -> None:
+    with harness_on(tmp_path / "ws") as harness:
+        harness.workspace.write_text("MEMORY.md", HOSTILE)
+        harness.workspace.write_text("memory/2026-11-30.md", HOSTILE)
+        with TestClient(create_app(harness)) as client:
+            for url in ("/memory", "/daily/2026-11-30", "/search?q=script+alert"):
+                text = client.get(url).text
+                assert "<script>alert" not in text, url
+                assert "<img src=x" not in text, url
+                assert 'href="javascript:' not in text, url
+                shown = text.replace("<mark>", "").replace("</mark>", "")
+                assert "&lt;script&gt;alert(" in shown, url  # there, as text
+            # a query is escaped too, and marking its words never breaks the escaping
+            text = client.get("/search?q=<b>script</b>").text
+            assert "<b>script</b>" not in text
+
+
+@pytest.mark.parametrize(
+    "path", ["../../etc/passwd", "/etc/passwd", ".locks/x", "s3://bucket/x", "memory/../../x"]
+)
+def test_files_outside_memory_are_refused(client: TestClient, path: str) -> None:
+    response = client.get("/file", params={"path": path})
+    assert response.status_code == 403
+    assert "root:" not in response.text
+
+
+def test_unknown_daily_logs_and_sessions_are_404(client: TestClient) -> None:
+    assert client.get("/daily/1999-01-01").status_code == 404
+    assert client.get("/daily/..%2F..%2Fetc").status_code == 404
+    assert client.get("/sessions/no-such").status_code == 404
+
+
+def test_a_token_guards_every_request(example_root: Path) -> None:
+    with harness_on(example_root) as harness:
+        app = create_app(harness, token="s3cret-token", loopback=False)
+        with TestClient(app) as client:
+            assert client.get("/").status_code == 401
+            assert client.get("/static/htmx.min.js").status_code == 401
+            assert client.get("/?token=wrong").status_code == 401
+            wrong = client.get("/memory", headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+            assert "staging" not in wrong.text
+            bearer = client.get("/memory", headers={"Authorization": "Bearer s3cret-token"})
+            assert bearer.status_code == 200
+            first = client.get("/memory?token=s3cret-token", follow_redirects=False)
+            assert first.status_code == 303
+            assert "token" not in first.headers["location"]
+            assert "HttpOnly" in first.headers["set-cookie"]
+            assert client.get("/memory").status_code == 200  # the cookie from now on
+
+
+def test_on_loopback_other_host_names_are_refused(client: TestClient) -> None:
+    # a page on another site that resolves its name to 127.0.0.1 (DNS rebinding) gets nothing
+    assert client.get("/", headers={"host": "attacker.example"}).status_code == 400
+
+
+def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
+    assert all(map(is_loopback, ["127.0.0.1", "::1", "localhost", "[::1]"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "192.168.1.4", "example.com"]))
+    with pytest.raises(ConfigError, match="without a token"):
+        check_exposure("0.0.0.0", None)
+    check_exposure("0.0.0.0", "t")
+    result = CliRunner().invoke(main, ["inspect", "--host", "0.0.0.0", "-w", str(tmp_path / "w")])
+    assert result.exit_code == 3
+    assert "without a token" in result.output
+    assert not (tmp_path / "w").exists()
+
+
+def test_inspect_of_a_folder_that_is_no_workspace_creates_nothing(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["inspect", "-w", str(tmp_path / "nothing")])
+    assert result.exit_code == 5
+    assert not (tmp_path / "nothing").exists()
