@@ -130,7 +130,7 @@ def test_a_bad_setting(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("url", "phrase"),
-    [("s3://", "names no bucket"), ("nosuch://bucket/ws", "Protocol not known: nosuch")],
+    [("s3://", "names no bucket"), ("nosuch://bucket/ws", "no store for protocol 'nosuch'")],
 )
 def test_a_bad_url(tmp_path: Path, url: str, phrase: str) -> None:
     result = invoke("status", "-w", url)

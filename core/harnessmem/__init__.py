@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from harnessmem.memory.flush import FlushResult
     from harnessmem.plugins import hookimpl
     from harnessmem.settings import HarnessSettings
+    from harnessmem.workspace.store import WorkspaceStore
 
 _EXPORTS = {
     "Completion": "harnessmem.backends.base",
@@ -62,6 +63,7 @@ _EXPORTS = {
     "Session": "harnessmem.harness",
     "hookimpl": "harnessmem.plugins",
     "HarnessSettings": "harnessmem.settings",
+    "WorkspaceStore": "harnessmem.workspace.store",
 }
 
 __all__ = [
@@ -90,6 +92,7 @@ __all__ = [
     "TurnContext",
     "WorkspaceError",
     "WorkspaceFileNotFound",
+    "WorkspaceStore",
     "__version__",
     "hookimpl",
 ]

@@ -1,6 +1,6 @@
 """Plugin manager factory, entry-point discovery, backend registries, and the hook facade.
 
-Three entry-point groups:
+Four entry-point groups:
 
 - ``harnessmem.plugins``: hook plugins (a module, a class instantiated with no
   arguments, or an object); all load unless blocked by ``plugins.disable``,
@@ -8,6 +8,8 @@ Three entry-point groups:
   plugins of the harnessmem distribution itself).
 - ``harnessmem.index`` and ``harnessmem.model``: backend classes, imported only
   when the configuration picks their name.
+- ``harnessmem.storage``: workspace stores by protocol, imported only when a workspace
+  URL has that protocol (see :mod:`harnessmem.workspace.store`).
 
 Nothing here is global but a cache of the installed entry points (kept until a folder on
 ``sys.path`` changes): each harness builds its own manager and registries.
@@ -69,6 +71,7 @@ logger = logging.getLogger("harnessmem.plugins")
 PLUGIN_GROUP = "harnessmem.plugins"
 INDEX_GROUP = "harnessmem.index"
 MODEL_GROUP = "harnessmem.model"
+STORAGE_GROUP = "harnessmem.storage"
 CORE_DISTRIBUTION = "harnessmem"
 
 hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
@@ -81,7 +84,7 @@ M = TypeVar("M", bound="BaseModel")
 class PluginInfo:
     """An installed plugin or backend, as ``harnessmem plugins`` lists it."""
 
-    kind: str  # "plugin", "index" or "model"
+    kind: str  # "plugin", "index", "model" or "storage"
     name: str
     value: str
     distribution: str
@@ -260,7 +263,7 @@ def installed_plugins(settings: PluginSettings) -> list[PluginInfo]:
         rows.append(
             PluginInfo("plugin", entry_point.name, entry_point.value, dist_name, version, status)
         )
-    for kind, group in (("index", INDEX_GROUP), ("model", MODEL_GROUP)):
+    for kind, group in (("index", INDEX_GROUP), ("model", MODEL_GROUP), ("storage", STORAGE_GROUP)):
         for entry_point in _entry_points(group):
             dist_name, version = _dist_of(entry_point)
             rows.append(PluginInfo(kind, entry_point.name, entry_point.value, dist_name, version))
@@ -291,15 +294,35 @@ class BackendRegistry(Generic[B]):
             found.setdefault(entry_point.name, f"{dist_name} {version}")
         return found
 
+    def sources(self) -> dict[str, str]:
+        """Installed names with what each loads and from where (nothing is imported)."""
+        found = {
+            name: f"{cls.__module__}:{cls.__qualname__}, registered in-process"
+            for name, cls in self._local.items()
+        }
+        for entry_point in _entry_points(self.group):
+            dist_name, version = _dist_of(entry_point)
+            found.setdefault(entry_point.name, f"{entry_point.value}, {dist_name} {version}")
+        return found
+
     def load(self, name: str, *, setting: str | None = None) -> type[B]:
         """The class registered as ``name``; ``setting`` (default ``<kind>.backend``) is the
         dotted setting that named it, for the hint of a ``BackendNotFound``."""
+        setting = setting or f"{self.kind}.backend"
+        cls = self.find(name, setting=setting)
+        if cls is None:
+            raise self._not_found(name, setting)
+        return cls
+
+    def find(self, name: str, *, setting: str | None = None) -> type[B] | None:
+        """:meth:`load`, but None when nothing is registered as ``name``; a registered
+        class that fails to import, or is no subclass of the base, still raises."""
         if name in self._local:
             return self._local[name]
         setting = setting or f"{self.kind}.backend"
         matches = [ep for ep in _entry_points(self.group) if ep.name == name]
         if not matches:
-            raise self._not_found(name, setting)
+            return None
         entry_point = matches[0]
         try:
             cls = entry_point.load()

@@ -1,5 +1,8 @@
 """Conformance suite for :class:`harnessmem.workspace.Workspace` on any store.
 
+The contract of a :class:`harnessmem.workspace.WorkspaceStore`: a store passes when a
+workspace on it does (its primitives are only ever used through a workspace).
+
 Subclass :class:`WorkspaceSuite` in a test module (its name must start with ``Test``)
 and override one fixture, ``workspace``, which receives the suite's ``clock`` and must
 return an empty workspace opened with ``clock=clock``::
@@ -25,6 +28,7 @@ from hypothesis import strategies as st
 from harnessmem.errors import LeaseError, PathNotAllowed
 from harnessmem.testing._suite import ConformanceSuite
 from harnessmem.workspace import ORIGINALS_DIR, Workspace, safe_id
+from harnessmem.workspace.store import store_class
 
 __all__ = ["FakeClock", "WorkspaceSuite"]
 
@@ -305,6 +309,31 @@ class WorkspaceSuite(ConformanceSuite):
             assert (found.size, found.etag_or_hash) == (info.size, info.etag_or_hash)
         assert [f.path for f in workspace.scan("memory", recursive=False)] == ["memory/a.md"]
         assert workspace.scan("nothing/here") == []
+
+    def test_versions_are_the_change_tokens_the_store_claims(self, workspace: Workspace) -> None:
+        """A store with ``versions_are_tokens`` gives, with each read or written version,
+        the change token info() reports, so an index following a write needs no request.
+
+        If this fails: read_versioned or put_if returns versions that are not info()'s
+        tokens (set ``versions_are_tokens = False``, or return the storage's own ETag).
+        """
+        if not type(workspace.store).versions_are_tokens:
+            pytest.skip("the store does not declare versions_are_tokens")
+        workspace.write_text("v.md", "one")
+        read = workspace.read_snapshot("v.md")
+        assert read.token == workspace.info("v.md").etag_or_hash
+        written = workspace.update_text("v.md", lambda text: text + " two", current=read)
+        assert written is not None
+        assert written.token == workspace.info("v.md").etag_or_hash != read.token
+
+    def test_the_url_finds_the_same_store_again(self, workspace: Workspace) -> None:
+        """Opening ``workspace.url`` again (as another process or replica does) gets the
+        same store class, one that claims the URL's protocol.
+
+        If this fails: the store's ``url`` names a protocol that none of its entry points
+        in ``harnessmem.storage`` registers, or its ``protocols`` leaves that one out.
+        """
+        assert store_class(workspace.url) is type(workspace.store)
 
     def test_missing_file_raises_file_not_found(self, workspace: Workspace) -> None:
         """Reading, inspecting or moving a missing file raises FileNotFoundError naming it.

@@ -16,7 +16,11 @@ stores one PUT. Appends are serialised across threads, processes and replicas:
   is in-process too).
 - other fsspec stores: under a workspace lease (see below). Their compare-and-swap is a
   check-then-write, so exclusion across processes is only as good as the store's
-  exclusive create (``pipe_file(mode="create")``).
+  exclusive create (``pipe_file(mode="create")``): safe within one process only.
+
+Each of these is a :class:`WorkspaceStore` (:mod:`harnessmem.workspace.store`), found by the
+URL's protocol in the entry-point group ``harnessmem.storage``, where a plugin can add one
+(a GCS or Azure store with their generation or ETag preconditions).
 
 :meth:`Workspace.update_text` is the general form of an append: read, change, write back
 only if nobody wrote in between, else read again and change again.
@@ -45,11 +49,34 @@ from typing import Any
 
 from harnessmem import _text
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
+from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
 from harnessmem.workspace._s3store import S3Store
-from harnessmem.workspace._stores import LOCKS, LocalStore, Store, hint, inside, protocols
+from harnessmem.workspace._stores import LocalStore, inside
+from harnessmem.workspace.store import (
+    LOCKS,
+    FsspecStore,
+    MemoryStore,
+    WorkspaceStore,
+    installed_stores,
+    store_class,
+    url_protocol,
+)
 
-__all__ = ["ORIGINALS_DIR", "FileInfo", "Lease", "Snapshot", "Workspace", "safe_id"]
+__all__ = [
+    "ORIGINALS_DIR",
+    "FileInfo",
+    "FsspecStore",
+    "Lease",
+    "LocalStore",
+    "MemoryStore",
+    "S3Store",
+    "Snapshot",
+    "Workspace",
+    "WorkspaceStore",
+    "installed_stores",
+    "safe_id",
+]
 
 logger = logging.getLogger("harnessmem.workspace")
 
@@ -122,23 +149,25 @@ class Workspace:
 
     Attributes: ``url`` (normalised, no trailing slash), ``protocol``, ``is_local``,
     ``fs`` (the fsspec filesystem), ``root`` (the root path inside ``fs``),
-    ``local_root`` (a Path for local workspaces, else None), ``storage_options``.
+    ``local_root`` (a Path for local workspaces, else None), ``storage_options``,
+    ``store`` (the :class:`WorkspaceStore` serving it).
     """
 
     def __init__(
         self,
-        store: Store,
+        store: WorkspaceStore,
         *,
         protocol: str,
         storage_options: dict[str, Any],
         clock: Callable[[], float],
     ) -> None:
         self._store = store
+        self.store = store
         self.fs = store.fs
         self.root = store.root
         self.url = store.url
         self.protocol = protocol
-        self.is_local = isinstance(store, LocalStore)
+        self.is_local = store.is_local
         self.local_root = Path(store.root) if self.is_local else None
         self.storage_options = storage_options
         self.clock = clock
@@ -167,43 +196,13 @@ class Workspace:
         ``storage_options`` go to the fsspec filesystem (for S3: ``endpoint_url``, ``key``,
         ``secret``, ...). ``clock`` (default ``time.time``) judges lease expiry only.
         ``create=False`` leaves a missing local directory missing (to look before writing).
+        The URL's protocol picks the store (:func:`harnessmem.workspace.store.store_class`);
+        one that neither a store nor fsspec knows raises a WorkspaceError listing the stores.
         """
-        import fsspec
-        from fsspec.implementations.local import LocalFileSystem
-
         text = os.fspath(url)
         options = dict(storage_options or {})
-        has_scheme = "://" in text or "::" in text
-        s3 = has_scheme and text.split("://", 1)[0].rsplit("::", 1)[-1] in {"s3", "s3a"}
-        if s3:
-            # Several processes share a workspace: a cached listing would hide their writes.
-            options.setdefault("use_listings_cache", False)
-            # harnessmem retries each request itself (it knows which writes are
-            # conditional); botocore's retries would multiply its attempts, unless the
-            # user asked for them.
-            config = dict(options.get("config_kwargs") or {})
-            config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
-            options["config_kwargs"] = config
         try:
-            if has_scheme:
-                fs, path = fsspec.core.url_to_fs(text, **options)
-            else:
-                fs, path = LocalFileSystem(), os.path.abspath(os.path.expanduser(text))
-            if isinstance(fs, LocalFileSystem):
-                if create:
-                    Path(path).mkdir(parents=True, exist_ok=True)
-                root = os.path.realpath(path)
-                store: Store = LocalStore(fs, root, Path(root).as_uri())
-            else:
-                root = str(path).rstrip("/")
-                if not root.strip("/"):
-                    raise ValueError("the URL names no bucket or folder")
-                if hasattr(fs, "call_s3"):
-                    # s3fs's own retry loop too (sleeping even after its last attempt).
-                    fs.retries = 1
-                    store = S3Store(fs, root, fs.unstrip_protocol(root).rstrip("/"))
-                else:
-                    store = Store(fs, root, fs.unstrip_protocol(root).rstrip("/"))
+            store = store_class(text).open(text, options, create=create)
         except HarnessMemError:
             raise
         except Exception as exc:
@@ -215,8 +214,8 @@ class Workspace:
             ) from exc
         return cls(
             store,
-            protocol=protocols(fs)[0],
-            storage_options=options,
+            protocol=url_protocol(store.url),
+            storage_options=store.storage_options,
             clock=clock or time.time,
         )
 
@@ -403,7 +402,7 @@ class Workspace:
 
     def _token(self, version: str) -> str | None:
         # On S3 the version is the ETag, which is also the change token listings give.
-        return version if isinstance(self._store, S3Store) else None
+        return version if self._store.versions_are_tokens else None
 
     def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
         """Replace ``path`` with ``data`` atomically: readers see the old or the new content."""
@@ -436,7 +435,7 @@ class Workspace:
         full, data = self._full(rel), _text.encode(text)
         store = self._store
         self._forget(rel)
-        if isinstance(store, LocalStore):
+        if store.native_append:
             store.append(full, data)
             return
         self._update(rel, lambda current: current + data, None, "append", append=True)
@@ -661,18 +660,9 @@ class Workspace:
         fsspec opens a remote filesystem without a request, and a missing bucket reads like an
         empty workspace; a command would then report "nothing found" instead of the problem.
         """
-        if self.is_local or self.protocol == "memory":
-            return
-        from harnessmem.errors import WorkspaceError
-        from harnessmem.workspace._stores import hint
-
         bucket = self.root.split("/", 1)[0]
-        fs: Any = self.fs
         try:
-            if hasattr(fs, "call_s3"):
-                fs.call_s3("head_bucket", Bucket=bucket)
-            else:
-                fs.ls(bucket, detail=False)
+            self._store.check_reachable()
         except FileNotFoundError as exc:
             raise WorkspaceError(
                 f"workspace {self.url}: bucket {bucket!r} does not exist",

@@ -26,12 +26,10 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Self, TypeVar
 
-from harnessmem.workspace._stores import Store, error_code, is_transient
-
-if TYPE_CHECKING:
-    from fsspec import AbstractFileSystem
+from harnessmem.workspace._faults import error_code, is_transient
+from harnessmem.workspace.store import WorkspaceStore
 
 __all__ = ["ATTEMPTS", "RetriesExhausted", "S3Store"]
 
@@ -88,12 +86,37 @@ def _with_retries(call: Callable[[], T]) -> T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class S3Store(Store):
-    """S3 through s3fs's client: one request per primitive, conditional writes, retries."""
+class S3Store(WorkspaceStore):
+    """S3 through s3fs's client: one request per primitive, conditional writes, retries.
 
-    def __init__(self, fs: AbstractFileSystem, root: str, url: str) -> None:
-        super().__init__(fs, root, url)
-        self.conditional = True
+    Serves ``s3://`` and ``s3a://`` URLs (``pip install 'harnessmem[s3]'``), on AWS and on
+    S3-compatible stores with conditional writes (``endpoint_url`` in storage_options).
+    """
+
+    protocols = ("s3", "s3a")
+    conditional = True
+    cross_process = True
+    versions_are_tokens = True
+
+    @classmethod
+    def open(cls, url: str, storage_options: dict[str, Any], *, create: bool = True) -> Self:
+        """The s3fs filesystem of ``url``, with two defaults unless the options set them:
+        no listings cache (other replicas' files must show), and botocore's retries off,
+        because each request is retried here, knowing which writes are conditional."""
+        options = dict(storage_options)
+        options.setdefault("use_listings_cache", False)
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
+        options["config_kwargs"] = config
+        store = super().open(url, options, create=create)
+        # s3fs's own retry loop too (sleeping even after its last attempt).
+        store.fs.retries = 1
+        return store
+
+    def check_reachable(self) -> None:
+        # One attempt, without this store's retries: a command fails fast when it cannot work.
+        fs: Any = self.fs
+        fs.call_s3("head_bucket", Bucket=self.root.split("/", 1)[0])
 
     # requests ------------------------------------------------------------------------------
 

@@ -1,299 +1,29 @@
-"""Storage primitives behind :class:`harnessmem.workspace.Workspace` (private).
+"""The local store: a workspace folder on this machine's disk (private; see
+:class:`harnessmem.workspace.LocalStore`).
 
-One class per kind of store: :class:`Store` (any fsspec filesystem), :class:`LocalStore`
-(``os`` calls, filelocks) and, in :mod:`harnessmem.workspace._s3store`, ``S3Store`` (one request per
-primitive, conditional PUT/DELETE, retries).
-Full paths are paths inside the fsspec filesystem; storage errors become WorkspaceError
-naming the operation and the workspace-relative path, a missing file stays
-FileNotFoundError. ``put_if``/``delete_if`` are the compare-and-swap that appends and
-leases are built on.
+Plain ``os`` calls: a write is a temp file, fsync and rename; an append an ``O_APPEND`` +
+fsync under a file lock; a compare-and-swap a read and a write under the same lock. The
+lock files (:data:`LOCK_STRIPES` of them) live in ``<root>/.locks/files/``.
 """
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import os
 import stat
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
-from harnessmem.errors import HarnessMemError, WorkspaceError
+from harnessmem.workspace.store import LOCKS, WorkspaceStore, content_hash
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
-LOCKS = ".locks"
+__all__ = ["LOCK_STRIPES", "LocalStore", "inside", "lock_stripe"]
+
 _TMP_SUFFIX = ".harnessmem-tmp"
-# memory:// lives in this process, so one process-wide lock makes its compare-and-swap atomic.
-_PROCESS_LOCK = threading.Lock()
-
-
-def _content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def error_code(exc: BaseException) -> str:
-    """The S3 error code (or HTTP status) behind an exception s3fs translated."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        response = getattr(seen, "response", None)
-        if isinstance(response, dict):
-            error = response.get("Error", {})
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
-            return str(error.get("Code") or status)
-        seen = seen.__cause__ or seen.__context__
-    return ""
-
-
-_TRANSIENT_CODES = frozenset(
-    {
-        "SlowDown",
-        "503",
-        "ServiceUnavailable",
-        "500",
-        "InternalError",
-        "502",
-        "BadGateway",
-        "504",
-        "GatewayTimeout",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "429",
-    }
-)
-_BOTOCORE_TRANSIENT = frozenset(
-    {"HTTPClientError", "ResponseStreamingError", "IncompleteReadError", "ProxyConnectionError"}
-)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a failed S3 request is worth repeating: throttling, 5xx, transport errors."""
-    if error_code(exc) in _TRANSIENT_CODES:
-        return True
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, TimeoutError | ConnectionError):
-            return True
-        module = type(seen).__module__
-        name = type(seen).__name__
-        # botocore's HTTPClientError/ConnectionError family (timeouts, closed connections,
-        # streaming errors), aiohttp's client errors and http.client's IncompleteRead:
-        # checked by name so that none of these libraries is imported here.
-        if module.startswith(("botocore", "aiobotocore")) and (
-            "Connection" in name or "Timeout" in name or name in _BOTOCORE_TRANSIENT
-        ):
-            return True
-        if module.startswith("aiohttp") and name != "ClientResponseError":
-            return True
-        if name in ("IncompleteRead", "FSTimeoutError", "RemoteProtocolError"):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def hint(exc: BaseException) -> str | None:
-    """How to fix a storage failure, when its cause is a common one."""
-    text = f"{type(exc).__name__} {exc} {error_code(exc)}"
-    if isinstance(exc, PermissionError) or "AccessDenied" in text or "Credentials" in text:
-        return "check the credentials in storage_options (key/secret) and the permissions"
-    if "NoSuchBucket" in text:
-        return "create the bucket first, or fix the bucket name in the workspace URL"
-    if "EndpointConnectionError" in text or "Could not connect" in text:
-        return "check that the store is reachable (endpoint_url in storage_options)"
-    if is_transient(exc):
-        return (
-            "the store kept failing (throttling, 5xx answers, dropped connections or "
-            "timeouts) through every retry; nothing was half-written: try again later"
-        )
-    return None
-
-
-class Store:
-    """Storage primitives over fsspec, for stores without a more specific class.
-
-    Full paths are paths inside ``fs``. Errors become WorkspaceError naming the
-    operation and the workspace-relative path; a missing file stays FileNotFoundError.
-    """
-
-    def __init__(self, fs: AbstractFileSystem, root: str, url: str) -> None:
-        self.fs = fs
-        self.root = root
-        self.url = url
-        #: Whether put_if/delete_if are atomic against every other writer.
-        self.conditional = "memory" in protocols(fs)
-        self._thread_locks: dict[str, threading.Lock] = {}
-        self._thread_locks_guard = threading.Lock()
-
-    def thread_lock(self, full: str) -> threading.Lock:
-        """A lock for ``full`` shared by the threads using this store (one per path)."""
-        with self._thread_locks_guard:
-            return self._thread_locks.setdefault(full, threading.Lock())
-
-    def join(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
-
-    def rel(self, full: str) -> str:
-        if full == self.root:
-            return "."
-        return full[len(self.root) + 1 :] if full.startswith(self.root + "/") else full
-
-    @contextmanager
-    def op(self, op: str, full: str) -> Iterator[None]:
-        """Translate storage errors of operation ``op`` on ``full`` (see the class doc)."""
-        try:
-            yield
-        except HarnessMemError:
-            raise
-        except Exception as exc:
-            # s3fs reports a missing bucket as FileNotFoundError too; that one is no
-            # missing file but a workspace that cannot work.
-            if isinstance(exc, FileNotFoundError) and error_code(exc) != "NoSuchBucket":
-                raise FileNotFoundError(
-                    errno.ENOENT, f"no such file in workspace {self.url}", self.rel(full)
-                ) from exc
-            raise WorkspaceError(
-                f"{op} {self.rel(full)!r} in {self.url} failed: {type(exc).__name__}: {exc}",
-                hint=hint(exc),
-            ) from exc
-
-    # Plain operations.
-    def read(self, full: str) -> bytes:
-        with self.op("read", full):
-            return bytes(self.fs.cat_file(full))
-
-    def read_range(self, full: str, start: int, end: int) -> bytes:
-        """Bytes ``start`` to ``end`` (exclusive) of ``full``; fewer at the end of the file."""
-        with self.op("read", full):
-            return bytes(self.fs.cat_file(full, start=start, end=end))
-
-    def write(self, full: str, data: bytes) -> None:
-        with self.op("write", full):
-            self.fs.pipe_file(full, data)
-            self.fs.invalidate_cache(full)
-
-    def exists(self, full: str) -> bool:
-        with self.op("exists", full):
-            self.fs.invalidate_cache(full)
-            return bool(self.fs.isfile(full))
-
-    def info(self, full: str) -> tuple[int, float | None, str]:
-        with self.op("info", full):
-            self.fs.invalidate_cache(full)
-            meta = self.fs.info(full)
-            if meta.get("type") != "file":
-                raise FileNotFoundError(full)
-            try:
-                modified: float | None = self.fs.modified(full).timestamp()
-            except (NotImplementedError, AttributeError, OSError):
-                modified = None
-            tag = next((meta[k] for k in ("ETag", "etag", "md5", "checksum") if k in meta), None)
-            tag = str(tag).strip('"') if tag else _content_hash(bytes(self.fs.cat_file(full)))
-            return int(meta["size"]), modified, tag
-
-    def delete(self, full: str, *, missing_ok: bool = False) -> None:
-        with self.op("delete", full):
-            if not self.fs.isfile(full):
-                if missing_ok:
-                    return
-                raise FileNotFoundError(full)
-            self.fs.rm_file(full)
-            self.fs.invalidate_cache(full)
-
-    def move(self, src: str, dst: str) -> None:
-        with self.op("move", src):
-            if not self.fs.isfile(src):
-                raise FileNotFoundError(src)
-            self.fs.copy(src, dst)
-            self.fs.rm_file(src)
-            self.fs.invalidate_cache(src)
-            self.fs.invalidate_cache(dst)
-
-    def make_folder(self, full: str) -> None:
-        """An empty folder at ``full`` that a listing of its parent shows (kept if there)."""
-        with self.op("create folder", full):
-            self.fs.makedirs(full, exist_ok=True)
-            self.fs.invalidate_cache(full)
-
-    def find(self, directory: str, recursive: bool) -> list[str]:
-        return [path for path, *_ in self.scan(directory, recursive)]
-
-    def scan(self, directory: str, recursive: bool) -> Iterator[tuple[str, int, float | None, str]]:
-        """``(rel path, size, modified, change token)`` of the files under ``directory``.
-
-        From one listing with details where the store gives a checksum or ETag in it;
-        otherwise the token is a content hash (one read per file).
-        """
-        with self.op("list", directory):
-            self.fs.invalidate_cache(directory)
-            found = self.fs.find(directory, maxdepth=None if recursive else 1, detail=True)
-        for name, meta in sorted(found.items()):
-            # Directory marker objects ("a/") and look-alike siblings ("memory2/") are not
-            # files under the directory.
-            if (
-                meta.get("type") != "file"
-                or name.endswith("/")
-                or not name.startswith(directory.rstrip("/") + "/")
-            ):
-                continue
-            tag = next((meta[k] for k in ("ETag", "etag", "md5", "checksum") if meta.get(k)), None)
-            if tag is None:
-                try:
-                    tag = _content_hash(self.read(name))
-                except FileNotFoundError:
-                    continue  # deleted since the listing
-            modified = meta.get("mtime") or meta.get("LastModified") or meta.get("created")
-            yield (
-                self.rel(name),
-                int(meta.get("size") or 0),
-                _timestamp(modified),
-                str(tag).strip('"'),
-            )
-
-    # Compare-and-swap, for appends and leases. A version is a content hash here.
-    def read_versioned(self, full: str) -> tuple[bytes, str] | None:
-        try:
-            data = self.read(full)
-        except FileNotFoundError:
-            return None
-        return data, _content_hash(data)
-
-    def put_if(
-        self, full: str, data: bytes, version: str | None, *, append: bool = False
-    ) -> str | None:
-        """Write ``data`` if the current version is ``version`` (None: the file is absent).
-
-        Returns the new version, or None when the condition did not hold. ``append`` says
-        that ``data`` extends the current content: a store that can append in place may.
-        """
-        with self.op("conditional write", full), _PROCESS_LOCK:
-            if version is None:
-                try:
-                    self.fs.pipe_file(full, data, mode="create")
-                except FileExistsError:
-                    return None
-                return _content_hash(data)
-            current = self.read_versioned(full)
-            if current is None or current[1] != version:
-                return None
-            self.fs.pipe_file(full, data)
-            return _content_hash(data)
-
-    def delete_if(self, full: str, version: str) -> bool:
-        with self.op("conditional delete", full), _PROCESS_LOCK:
-            current = self.read_versioned(full)
-            if current is None or current[1] != version:
-                return False
-            self.fs.rm_file(full)
-            return True
 
 
 #: Lock files of a local workspace's appends and compare-and-swaps (see LocalStore.file_lock).
@@ -302,16 +32,56 @@ LOCK_STRIPES = 256
 
 def lock_stripe(rel: str) -> int:
     """The lock file (0 to LOCK_STRIPES - 1) that serialises writes to workspace path ``rel``."""
-    return int(_content_hash(rel.encode())[:8], 16) % LOCK_STRIPES
+    return int(content_hash(rel.encode())[:8], 16) % LOCK_STRIPES
 
 
-class LocalStore(Store):
-    """The local filesystem through ``os``: temp + fsync + rename, filelocks, real renames."""
+class LocalStore(WorkspaceStore):
+    """The local filesystem through ``os``: temp + fsync + rename, filelocks, real renames.
 
-    def __init__(self, fs: AbstractFileSystem, root: str, url: str) -> None:
-        super().__init__(fs, root, url)
-        self.conditional = True
+    Serves plain paths and ``file://`` / ``local://`` URLs. Appends and compare-and-swaps
+    take one of :data:`LOCK_STRIPES` file locks, so they are atomic across the threads and
+    processes of this machine (and of others sharing the folder, where the filesystem's
+    locks work: not on every network filesystem).
+    """
+
+    protocols = ("file", "local")
+    conditional = True
+    cross_process = True
+    is_local = True
+    native_append = True
+
+    def __init__(
+        self,
+        fs: AbstractFileSystem,
+        root: str,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(fs, root, url, storage_options)
         self._prefix = root.rstrip(os.sep) + os.sep  # "/" itself as a root stays "/"
+
+    @classmethod
+    def open(cls, url: str, storage_options: dict[str, Any], *, create: bool = True) -> Self:
+        """A plain path (``~`` expanded, made absolute) or a ``file://`` URL; the root is
+        the real path of the folder, made when missing unless ``create`` is False."""
+        from fsspec.implementations.local import LocalFileSystem
+
+        fs: AbstractFileSystem
+        if "://" in url or "::" in url:
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(url, **storage_options)
+            if not isinstance(fs, LocalFileSystem):
+                raise ValueError(f"{url!r} is not on the local filesystem")
+        else:
+            fs, path = LocalFileSystem(), os.path.abspath(os.path.expanduser(url))
+        if create:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        root = os.path.realpath(path)
+        return cls(fs, root, Path(root).as_uri(), storage_options)
+
+    def check_reachable(self) -> None:
+        return None
 
     @contextmanager
     def file_lock(self, full: str) -> Iterator[None]:
@@ -488,7 +258,7 @@ class LocalStore(Store):
                     os.fsync(f.fileno())
             else:
                 self._replace(full, data)
-            return _content_hash(data)
+            return content_hash(data)
 
     def delete_if(self, full: str, version: str) -> bool:
         with self.op("conditional delete", full), self.file_lock(full):
@@ -509,26 +279,5 @@ def _fsync_dir(directory: str) -> None:
             os.close(fd)
 
 
-def _timestamp(value: Any) -> float | None:
-    """A listing's modification time (datetime, epoch seconds or ISO text) as epoch seconds."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if hasattr(value, "timestamp"):
-        return float(value.timestamp())
-    try:
-        from datetime import datetime
-
-        return datetime.fromisoformat(str(value)).timestamp()
-    except ValueError:
-        return None
-
-
 def inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
-    protocol = fs.protocol
-    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
