@@ -305,7 +305,7 @@ def test_transform_memory_text_refuses_non_strings() -> None:
         facade.transform_memory_text("x", "save")
 
 
-def test_every_hook_spec_has_a_docstring_contract() -> None:
+def test_the_hook_specs_are_the_expected_ones() -> None:
     names = [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "harnessmem_spec")]
     expected = {
         "harnessmem_configure",
@@ -324,11 +324,7 @@ def test_every_hook_spec_has_a_docstring_contract() -> None:
         "on_maintenance",
         "transform_memory_text",
     }
-    assert set(names) == expected
-    for name in names:
-        doc = getattr(hookspecs, name).__doc__ or ""
-        assert len(doc.split()) >= 8, name
-        assert "awaitable" in doc or "Observer" in doc or "return ignored" in doc.lower(), name
+    assert set(names) == expected  # their docstrings: tests/test_docs.py checks the template
 
 
 def test_overflow_is_first_result() -> None:

@@ -359,7 +359,7 @@ def model_registry() -> BackendRegistry[ModelBackend]:
     return BackendRegistry[ModelBackend]("model", MODEL_GROUP, ModelBackend)
 
 
-#: The overflow hook under its deprecated name first, then its name since 0.2.
+#: The overflow hook under its deprecated name first, then its name since 0.1.
 _OVERFLOW_HOOKS = ("on_context_overflow", "overflow")
 
 
