@@ -1,14 +1,19 @@
 """Regenerate the generated parts of docs/: ``python docs/_generate.py``.
 
 docs/configuration.md holds a table per settings section between markers;
-docs/getting-started.md holds the output of the commands it shows, produced by running
-them (in a temporary folder, with the clock stopped at :data:`GETTING_STARTED_NOW`, so the
-dates the replay moves to are the same on every run). tests/test_docs.py fails when either
-file is out of step with the code.
+docs/hooks.md a section per hook, rendered from the docstrings of
+``harnessmem.hookspecs`` (which follow the template its module docstring states;
+:func:`hook_docs` parses them and says where one strays); docs/getting-started.md
+the output of the commands it shows, produced by running them (in a temporary
+folder, with the clock stopped at :data:`GETTING_STARTED_NOW`, so the dates the
+replay moves to are the same on every run). tests/test_docs.py fails when any of
+them is out of step with the code.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
 import re
@@ -16,6 +21,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,8 +31,21 @@ from pydantic import BaseModel
 from harnessmem.settings import ENV_DELIMITER, ENV_PREFIX, HarnessSettings
 
 CONFIG_DOC = Path(__file__).with_name("configuration.md")
+HOOKS_DOC = Path(__file__).with_name("hooks.md")
 BEGIN = "<!-- BEGIN GENERATED SETTINGS -->"
 END = "<!-- END GENERATED SETTINGS -->"
+#: docs/hooks.md: ``<!-- BEGIN GENERATED HOOKS a b c -->`` ... ``<!-- END GENERATED HOOKS -->``
+#: holds the sections of hooks a, b and c, in that order.
+HOOKS_REGION = re.compile(
+    r"(<!-- BEGIN GENERATED HOOKS ([\w ]+?) -->\n).*?(<!-- END GENERATED HOOKS -->)", re.DOTALL
+)
+
+#: The sections of a hook docstring, in order; "Event" only for observers, "Deprecated"
+#: optional (see harnessmem.hookspecs).
+SECTIONS = ("When", "Arguments", "Event", "Result", "Awaitable", "Since", "Deprecated")
+_ITEM_SECTIONS = ("Arguments", "Event")
+_HEADER = re.compile(r"^([A-Z][a-z]+):$")
+_ITEM = re.compile(r"^(\w+): (.+)$")
 
 
 def _section_model(annotation: Any) -> type[BaseModel] | None:
@@ -213,6 +232,168 @@ def comparable(text: str) -> str:
     return text
 
 
+# -- hooks ------------------------------------------------------------------------------------
+
+
+class HookDocError(ValueError):
+    """A hook docstring that does not follow the template; the message says where."""
+
+
+@dataclass(frozen=True)
+class HookDoc:
+    """A hook spec's docstring, parsed: the prose, and each section's text or items."""
+
+    name: str
+    signature: str
+    summary: str
+    prose: tuple[str, ...]
+    sections: dict[str, str]
+    items: dict[str, dict[str, str]]
+    event: type | None
+
+
+def hook_specs() -> dict[str, Any]:
+    """The hook specs of ``harnessmem.hookspecs`` by name, in the order they are defined."""
+    from harnessmem import hookspecs
+
+    return {
+        name: func
+        for name, func in vars(hookspecs).items()
+        if callable(func) and hasattr(func, "harnessmem_spec")
+    }
+
+
+def _signature(func: Any) -> str:
+    return f"def {func.__name__}{inspect.signature(func)}".replace("'", "")
+
+
+def _event_class(func: Any) -> type | None:
+    """The event dataclass of an observer (its one parameter ``event``), else None."""
+    from harnessmem import events
+
+    parameters = inspect.signature(func).parameters
+    if list(parameters) != ["event"]:
+        return None
+    found = getattr(events, str(parameters["event"].annotation), None)
+    return found if isinstance(found, type) else None
+
+
+def _join(lines: list[str]) -> str:
+    return " ".join(line.strip() for line in lines if line.strip())
+
+
+def _items(name: str, section: str, lines: list[str]) -> dict[str, str]:
+    """``name: text`` items; a continuation line is indented deeper than its item."""
+    items: dict[str, list[str]] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            match = _ITEM.match(line)
+            if match is None:
+                raise HookDocError(f"{name}: {section}: {line!r} is not 'name: meaning'")
+            items[match.group(1)] = [match.group(2)]
+        elif items:
+            items[list(items)[-1]].append(line)
+        else:
+            raise HookDocError(f"{name}: {section}: starts with an indented line")
+    return {key: _join(text) for key, text in items.items()}
+
+
+def parse_hook_doc(name: str, func: Any) -> HookDoc:
+    """Parse one spec's docstring; :class:`HookDocError` says how it strays from the
+    template (a section missing, out of order or unknown; an item that is not one)."""
+    doc = inspect.cleandoc(func.__doc__ or "")
+    lines = doc.splitlines()
+    headers = {i: m.group(1) for i, line in enumerate(lines) if (m := _HEADER.match(line))}
+    starts = list(headers)
+    if not lines or not starts:
+        raise HookDocError(f"{name}: the docstring has no sections")
+    prose = "\n".join(lines[: starts[0]]).strip().split("\n\n")
+    found: dict[str, list[str]] = {}
+    for at, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        header = headers[at]
+        if header not in SECTIONS:
+            raise HookDocError(f"{name}: unknown section {header!r}; known: {SECTIONS}")
+        body = lines[at + 1 : end]
+        if not any(line.strip() for line in body):
+            raise HookDocError(f"{name}: the {header} section is empty")
+        if any(line and not line.startswith("    ") for line in body):
+            raise HookDocError(f"{name}: {header}: the body must be indented by four spaces")
+        found[header] = [line[4:] for line in body]
+    event = _event_class(func)
+    required = [s for s in SECTIONS if s != "Deprecated" and (s != "Event" or event)]
+    missing = [s for s in required if s not in found]
+    if missing:
+        raise HookDocError(f"{name}: missing sections {missing}")
+    if "Event" in found and event is None:
+        raise HookDocError(f"{name}: an Event section, but {name} receives no event")
+    if list(found) != [s for s in SECTIONS if s in found]:
+        raise HookDocError(f"{name}: sections {list(found)} are not in the order {SECTIONS}")
+    items = {s: _items(name, s, found[s]) for s in _ITEM_SECTIONS if s in found}
+    sections = {s: _join(text) for s, text in found.items() if s not in _ITEM_SECTIONS}
+    return HookDoc(
+        name,
+        _signature(func),
+        prose[0].replace("\n", " "),
+        tuple(p.replace("\n", " ") for p in prose[1:] if p.strip()),
+        sections,
+        items,
+        event,
+    )
+
+
+def hook_docs() -> dict[str, HookDoc]:
+    return {name: parse_hook_doc(name, func) for name, func in hook_specs().items()}
+
+
+def _markdown(text: str) -> str:
+    """reST inline markup of the docstrings as Markdown."""
+    text = re.sub(r":\w+:`~?(?:[\w.]+\.)?(\w+)`", r"`\1`", text)
+    text = text.replace("``", "`")
+    return re.sub(r"\bdocs/([\w-]+\.md)\b", r"[\1](\1)", text)
+
+
+def hook_section(doc: HookDoc) -> str:
+    """The docs/hooks.md section of one hook."""
+    parts = [f"### `{doc.name}`", "", "```python", doc.signature, "```", ""]
+    parts += [_markdown(doc.summary), ""]
+    parts += [*(item for p in doc.prose for item in (_markdown(p), ""))]
+    parts += [f"**When.** {_markdown(doc.sections['When'])}", "", "**Arguments.**", ""]
+    parts += [f"- `{k}`: {_markdown(v)}" for k, v in doc.items["Arguments"].items()]
+    parts.append("")
+    if doc.event is not None:
+        types = {f.name: str(f.type) for f in dataclasses.fields(doc.event)}
+        parts += [f"**Event** (`harnessmem.events.{doc.event.__name__}`, frozen):", ""]
+        parts += ["| field | type | meaning |", "| --- | --- | --- |"]
+        for key, meaning in doc.items["Event"].items():
+            kind = types[key].replace("|", "\\|")
+            text = _markdown(meaning).replace("|", "\\|")
+            parts.append(f"| `{key}` | `{kind}` | {text} |")
+        parts.append("")
+    parts += [f"**Result.** {_markdown(doc.sections['Result'])}", ""]
+    parts += [f"**Awaitable.** {_markdown(doc.sections['Awaitable'])}", ""]
+    parts += [f"**Since** {doc.sections['Since']}.", ""]
+    if "Deprecated" in doc.sections:
+        parts += [f"**Deprecated.** {_markdown(doc.sections['Deprecated'])}", ""]
+    return "\n".join(parts)
+
+
+def render_hooks(current: str) -> str:
+    """docs/hooks.md with every generated region rendered from the hook docstrings."""
+    docs = hook_docs()
+
+    def region(match: re.Match[str]) -> str:
+        names = match.group(2).split()
+        unknown = [n for n in names if n not in docs]
+        if unknown:
+            raise HookDocError(f"docs/hooks.md names hooks that do not exist: {unknown}")
+        body = "\n".join(hook_section(docs[n]) for n in names)
+        return f"{match.group(1)}\n{body}{match.group(3)}"
+
+    return HOOKS_REGION.sub(region, current)
+
+
 def main() -> int:
     current = CONFIG_DOC.read_text()
     if BEGIN not in current or END not in current:
@@ -220,6 +401,12 @@ def main() -> int:
         return 1
     CONFIG_DOC.write_text(render(current))
     print(f"updated {CONFIG_DOC}")
+    hooks = HOOKS_DOC.read_text()
+    if not HOOKS_REGION.search(hooks):
+        print(f"{HOOKS_DOC} lacks the generated-hooks markers", file=sys.stderr)
+        return 1
+    HOOKS_DOC.write_text(render_hooks(hooks))
+    print(f"updated {HOOKS_DOC}")
     GETTING_STARTED.write_text(render_getting_started(GETTING_STARTED.read_text()))
     print(f"updated {GETTING_STARTED}")
     return 0

@@ -74,6 +74,28 @@ def fake_distributions(
     importlib.invalidate_caches()
 
 
+@pytest.fixture
+def uninstalled(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """``uninstalled("harnessmem-postgres")``: for this test, entry-point discovery does not
+    see that distribution, as if it were not installed."""
+    from importlib import metadata
+
+    from harnessmem import plugins
+
+    hidden: set[str] = set()
+    real = metadata.entry_points
+
+    def entry_points(**kwargs: Any) -> metadata.EntryPoints:
+        found = real(**kwargs)
+        return metadata.EntryPoints(
+            ep for ep in found if ep.dist is None or ep.dist.name not in hidden
+        )
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    monkeypatch.setattr(plugins, "_ENTRY_POINTS", {})
+    return hidden.add
+
+
 #: The shared data (real transcripts, benchmarks) beside the checkout, or SHARED_DATA_DIR.
 SHARED_DATA = Path(
     os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -625,22 +625,6 @@ def test_flush_before_compact_gets_the_dropped_messages(
     assert events.compactions[-1].flush == result.flush
 
 
-def test_flush_not_available_is_recorded_and_compaction_goes_on(
-    open_harness: Callable[..., MemoryHarness], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    harness = open_harness(trigger_messages=10, keep_messages=4, trigger_tokens=0)
-
-    def not_landed(*args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("harness.flush is not available yet")
-
-    monkeypatch.setattr(harness.component(MemoryFlusher), "flush", not_landed)
-    sent = harness.session("f").before_reasoning(chat(6))
-    result = result_of(harness, "f")
-    assert result.flush == "unavailable"
-    assert result.compacted
-    assert parse_anchor(sent[1]) is not None
-
-
 def test_a_failed_flush_postpones_until_twice_the_trigger(
     open_harness: Callable[..., MemoryHarness],
     events: EventLog,

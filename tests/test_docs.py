@@ -5,12 +5,33 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
+import sys
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+import pytest
 
 from harnessmem import hookspecs
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.fixture(scope="module")
+def generate() -> Iterator[ModuleType]:
+    """docs/_generate.py, imported (in sys.modules while the tests use it: it has dataclasses)."""
+    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "_generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
 
 
 def _hooks() -> dict[str, object]:
@@ -35,22 +56,146 @@ def test_hooks_doc_names_no_hook_that_does_not_exist() -> None:
     assert documented == set(_hooks())
 
 
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "_generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_configuration_reference_is_generated_from_the_code() -> None:
-    module = _generator()
+def test_configuration_reference_is_generated_from_the_code(generate: ModuleType) -> None:
     current = (DOCS / "configuration.md").read_text()
-    assert module.render(current) == current, "run: python docs/_generate.py"
+    assert generate.render(current) == current, "run: python docs/_generate.py"
     assert "`compaction.trigger_messages` | `50` | `HARNESSMEM_COMPACTION__TRIGGER_MESSAGES`" in (
         current
     )
+
+
+def test_hooks_reference_is_generated_from_the_docstrings(generate: ModuleType) -> None:
+    """Every hook's section of docs/hooks.md is its docstring rendered, so they cannot drift."""
+    current = (DOCS / "hooks.md").read_text()
+    regions = generate.HOOKS_REGION.findall(current)
+    placed = [name for region in regions for name in region[1].split()]
+    assert sorted(placed) == sorted(_hooks()), "each hook in exactly one generated region"
+    assert generate.render_hooks(current) == current, "run: python docs/_generate.py"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+#: The package version, from the pyproject (the "Since" of a hook is never later).
+VERSION = _version(
+    tomllib.loads((DOCS.parent / "pyproject.toml").read_text())["project"]["version"]
+)[:2]
+
+
+def _template_problems(generate: ModuleType, name: str, func: Any) -> list[str]:
+    """How the docstring of the spec ``func`` strays from the template of hookspecs.py."""
+    try:
+        doc = generate.parse_hook_doc(name, func)
+    except generate.HookDocError as exc:
+        return [str(exc)]
+    problems = []
+    signature = inspect.signature(func)
+    if list(doc.items["Arguments"]) != list(signature.parameters):
+        problems.append(f"{name}: Arguments {list(doc.items['Arguments'])} are not the spec's")
+    if doc.event is not None:
+        import dataclasses
+
+        fields = {f.name for f in dataclasses.fields(doc.event)}
+        named = set(doc.items["Event"])
+        if named != fields:
+            problems.append(
+                f"{name}: Event names {sorted(named - fields)} that {doc.event.__name__} lacks "
+                f"and lacks {sorted(fields - named)}"
+            )
+    awaitable = doc.sections["Awaitable"]
+    may_await = "Awaitable" in str(signature.return_annotation)
+    if not awaitable.startswith("Yes" if may_await else "No"):
+        problems.append(f"{name}: Awaitable must start {'Yes' if may_await else 'No'}")
+    since = doc.sections["Since"]
+    if not re.fullmatch(r"\d+\.\d+", since) or _version(since) > VERSION:
+        problems.append(f"{name}: Since {since!r} is not a version up to {VERSION}")
+    options = getattr(func, "harnessmem_spec")  # noqa: B009 (pluggy's marker attribute)
+    if options.get("firstresult") and "first non-None" not in doc.sections["Result"]:
+        problems.append(f"{name}: firstresult, but Result does not say the first non-None wins")
+    if options.get("historic") and "Historic" not in doc.sections["When"]:
+        problems.append(f"{name}: historic, but When does not say so")
+    deprecated = doc.sections.get("Deprecated")
+    if bool(deprecated) != bool(options.get("warn_on_impl")):
+        problems.append(f"{name}: a Deprecated section if and only if it warns on implementation")
+    if deprecated:
+        removed = re.search(r"Removed in (\d+\.\d+)", deprecated)
+        if removed is None or _version(removed.group(1)) <= VERSION:
+            problems.append(f"{name}: Deprecated must say 'Removed in X.Y', a later version")
+        elif f"harnessmem {removed.group(1)}" not in str(options.get("warn_on_impl")):
+            problems.append(f"{name}: the warning names another version than Deprecated")
+    return problems
+
+
+def test_every_hook_docstring_follows_the_template(generate: ModuleType) -> None:
+    """When, each argument, each field of an observer's event, the result, whether it may
+    be awaited and since when: for every hook, as hookspecs.py's docstring states."""
+    problems = [
+        p for name, func in _hooks().items() for p in _template_problems(generate, name, func)
+    ]
+    assert problems == []
+
+
+def _spec(doc: str, name: str = "on_thing") -> Any:
+    """A spec function with this docstring, as hookspecs.py would declare it."""
+    from harnessmem.events import MaintenanceEvent
+
+    def on_thing(event: MaintenanceEvent) -> None: ...
+
+    on_thing.__name__ = name
+    on_thing.__doc__ = doc
+    on_thing.harnessmem_spec = {"firstresult": False, "historic": False}  # type: ignore[attr-defined]
+    on_thing.__annotations__ = {"event": "MaintenanceEvent", "return": "None"}
+    return on_thing
+
+
+GOOD = """A tick finished.
+
+    When:
+        After a tick.
+    Arguments:
+        event: The event.
+    Event:
+        steps: Outcomes.
+        started: Start.
+        finished: End.
+        details: Extras.
+        trigger: Who asked.
+        report: The report.
+    Result:
+        Ignored.
+    Awaitable:
+        No.
+    Since:
+        0.1
+    """
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (("", ""), None),
+        (("    When:\n        After a tick.\n", ""), "missing sections ['When']"),
+        (("        report: The report.\n", ""), "lacks ['report']"),
+        (("        event: The event.\n", "        evnt: The event.\n"), "Arguments ['evnt']"),
+        (("        No.", "        Yes."), "Awaitable must start No"),
+        (("        0.1", "        9.9"), "Since '9.9' is not a version"),
+        (("    Result:", "    Returns:"), "unknown section 'Returns'"),
+        (("        Ignored.\n    Awaitable:", "    Awaitable:"), "the Result section is empty"),
+        (("    Event:", "    Event:\n        day: Not a field."), "names ['day'] that"),
+    ],
+)
+def test_the_template_check_finds_what_strays(
+    generate: ModuleType, change: tuple[str, str], problem: str | None
+) -> None:
+    doc = GOOD.replace(*change) if change[0] else GOOD
+    assert doc != GOOD or problem is None
+    problems = _template_problems(generate, "on_thing", _spec(doc))
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1
+        assert problem in problems[0], problems
 
 
 def _cli_statuses() -> dict[str, int]:
@@ -101,9 +246,9 @@ def test_readme_commands_are_marked_for_ci() -> None:
         assert f"<!-- {marker} -->\n```bash\n" in readme, marker
 
 
-def test_getting_started_shows_what_the_commands_print_today() -> None:
+def test_getting_started_shows_what_the_commands_print_today(generate: ModuleType) -> None:
     """The page's console blocks are the output of running its commands, not typed."""
-    generator = _generator()
+    generator = generate
     current = (DOCS / "getting-started.md").read_text()
     names = generator.generated_blocks(current)
     assert {"init", "replay", "search", "status", "missing-bucket", "typo"} <= set(names)
@@ -117,8 +262,8 @@ def test_getting_started_shows_what_the_commands_print_today() -> None:
     assert "/tmp" not in fresh
 
 
-def test_a_stale_getting_started_block_is_caught() -> None:
-    generator = _generator()
+def test_a_stale_getting_started_block_is_caught(generate: ModuleType) -> None:
+    generator = generate
     current = (DOCS / "getting-started.md").read_text()
     outputs = dict.fromkeys(generator.SCENES, "$ harnessmem status\nsomething else")
     stale = generator.render_getting_started(current, outputs)

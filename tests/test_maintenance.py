@@ -29,6 +29,7 @@ from harnessmem.maintenance import (
     MaintenanceScheduler,
     MaintenanceStep,
     StepDone,
+    StepSkipped,
 )
 from harnessmem.memory.consolidation import MemoryConsolidator
 from harnessmem.testing.workspace_suite import FakeClock
@@ -214,18 +215,25 @@ def test_a_step_that_raises_does_not_stop_the_rest(
     assert event.report is report
 
 
-def test_missing_components_are_reported_unavailable(harness: MemoryHarness) -> None:
-    """A component that is not built yet (NotImplementedError) reads as unavailable."""
+def test_a_step_that_cannot_run_here_says_so_and_a_not_implemented_one_fails(
+    harness: MemoryHarness,
+) -> None:
+    """A custom step that does not apply raises StepSkipped with the reason; one that raises
+    NotImplementedError is a failure like any other (it used to read "unavailable" and
+    count as fine, which hid unfinished code)."""
 
-    def not_built(*args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("harness.reindex is not available yet")
+    def not_here(h: MemoryHarness, now: float) -> StepDone:
+        raise StepSkipped("no vector store configured")
 
-    harness.reindex = not_built  # type: ignore[method-assign]
-    harness.component(MemoryConsolidator).consolidate = not_built  # type: ignore[method-assign]
-    report = harness.maintain()
-    assert report.step("reindex").outcome == "unavailable: harness.reindex is not available yet"
-    assert report.step("consolidate").status == "unavailable"
-    assert report.ok, "an unavailable component is not a failure"
+    def not_built(h: MemoryHarness, now: float) -> StepDone:
+        raise NotImplementedError("embed the new entries")
+
+    steps = [MaintenanceStep("vectors", not_here), MaintenanceStep("embed", not_built)]
+    report = MaintenanceScheduler(harness, steps=steps).tick()
+    assert report.step("vectors").outcome == "skipped: no vector store configured"
+    assert report.step("embed").outcome == "failed: NotImplementedError: embed the new entries"
+    assert report.failed == ("embed",)
+    assert not report.ok
 
 
 def test_consolidation_result_is_carried_in_the_report(

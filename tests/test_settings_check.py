@@ -5,6 +5,8 @@ built, with the setting, its source and a did-you-mean; before anything is creat
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,43 @@ def test_backends_given_as_instances_are_not_looked_up(tmp_path: Path) -> None:
         assert harness.model_for("flush").backend is model
     with pytest.raises(BackendNotFound, match=r"model\.backend: no model backend 'nothing-here'"):
         MemoryHarness(settings)
+
+
+def test_a_known_backend_that_is_not_installed_says_what_to_install(
+    config: Path, tmp_path: Path, uninstalled: Callable[[str], None]
+) -> None:
+    """validate and a harness both answer ``index.backend = "postgres"`` without the plugin
+    with the command that installs it."""
+    uninstalled("harnessmem-postgres")
+    config.write_text('[index]\nbackend = "postgres"\n')
+    result = invoke("config", "validate", str(config))
+    assert result.exit_code == 3, result.output
+    line, hint = result.stderr.splitlines()
+    assert line.startswith(
+        f"{config}: index.backend: no index backend 'postgres': it comes with harnessmem-postgres"
+    ), line
+    assert f"[from {config}]" in line
+    assert (
+        hint == "hint: pip install harnessmem-postgres, or set index.backend to an installed name"
+    )
+    with pytest.raises(BackendNotFound) as info:
+        MemoryHarness.open(tmp_path / "ws", config=config)
+    assert "it comes with harnessmem-postgres" in info.value.message
+    assert str(info.value.hint).startswith("pip install harnessmem-postgres")
+    assert not (tmp_path / "ws").exists()
+
+
+def test_an_s3_workspace_without_s3fs_says_to_install_the_extra(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config.write_text('[workspace]\nurl = "s3://bucket/ws"\n')
+    assert invoke("config", "validate", str(config)).exit_code == 0, "s3fs is installed here"
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # as if it were not installed
+    result = invoke("config", "validate", str(config))
+    assert result.exit_code == 3, result.output
+    line, hint = result.stderr.splitlines()
+    assert line.startswith(f"{config}: workspace.url: s3:// workspaces need s3fs"), line
+    assert hint == "hint: pip install 'harnessmem[s3]', or point workspace.url at another store"
+    with pytest.raises(BackendNotFound, match="s3:// workspaces need s3fs") as info:
+        MemoryHarness.open("simplecache::s3://bucket/ws")
+    assert str(info.value.hint).startswith("pip install 'harnessmem[s3]'")

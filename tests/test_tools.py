@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness, Session
-from harnessmem.memory.consolidation import MemoryConsolidator
 from harnessmem.tools import GET_MAX_CHARS, OUTPUT_CHARS, TOOL_NAMES, tool_schemas
 
 DAILY = "memory/2026-11-30.md"
@@ -283,18 +282,6 @@ def test_memory_save_answer_counts_every_line_and_names_what_it_left_out(
     assert session.call_tool("memory_save", {"text": "### Only a heading"}).startswith(
         "Nothing saved to MEMORY.md: the text holds no fact. Not saved: '### Only a heading'"
     )
-
-
-def test_memory_save_without_a_writer_says_so(
-    harness: MemoryHarness, session: Session, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def unavailable(text: str) -> None:
-        raise NotImplementedError("harness.save is not available")
-
-    monkeypatch.setattr(harness.component(MemoryConsolidator), "save", unavailable)
-    answer = session.call_tool("memory_save", {"text": "- a fact"})
-    assert answer.startswith("Error: memory_save is not available")
-    assert "nothing was saved" in answer
 
 
 def test_search_timeout_comes_back_as_an_error(tmp_path: Path) -> None:

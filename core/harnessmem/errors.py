@@ -67,7 +67,8 @@ class PluginError(HarnessMemError):
 
 
 class BackendNotFound(PluginError, LookupError):
-    """No index or model backend is installed under the configured name."""
+    """No index or model backend is installed under the configured name, or the library
+    the workspace URL's store needs (s3fs for ``s3://``) is missing."""
 
 
 class WorkspaceError(HarnessMemError, OSError):

@@ -80,7 +80,7 @@ class CompactionEvent:
     model (``summary_source="automatic"``; ``reason`` says why), or dropped messages have no
     copy in the session log. ``postponed``: a failed flush or
     offload kept every message this time. ``dropped``: messages that left the context.
-    ``flush``: the pre-compaction flush's status (``"done (written)"``, ``"unavailable"``,
+    ``flush``: the pre-compaction flush's status (``"done (written)"``,
     ``"failed: ..."``, ``"disabled"``, ...) and ``flushed_messages`` how many it read.
     ``offloaded``: messages appended to ``offload_path`` now, on ``offload_lines``
     (first, last). ``usage``: the summariser's ``model``, ``prompt_tokens``,
@@ -218,9 +218,9 @@ class ToolResultEvictedEvent:
 class MaintenanceEvent:
     """A maintenance tick finished; ``steps`` maps each step to its outcome.
 
-    An outcome reads ``"done: ..."``, ``"skipped: ..."``, ``"unavailable: ..."`` or
-    ``"failed: ..."``. ``trigger`` says who asked (``"manual"``, ``"interval"`` or
-    ``"request"``); ``report`` is the full :class:`~harnessmem.maintenance.MaintenanceReport`.
+    An outcome reads ``"done: ..."``, ``"skipped: ..."`` or ``"failed: ..."``. ``trigger``
+    says who asked (``"manual"``, ``"interval"`` or ``"request"``); ``report`` is the full
+    :class:`~harnessmem.maintenance.MaintenanceReport`.
     """
 
     steps: Mapping[str, str]

@@ -6,9 +6,22 @@ name is the hook's name; an implementation may take fewer arguments than the
 spec, never more. Call order is pluggy's: last registered first, adjusted by
 ``tryfirst`` / ``trylast``. The built-in behaviours are plugins like any other.
 
-A lifecycle hook may return an awaitable when the docstring says so: the async
+A lifecycle hook may return an awaitable when its docstring says so: the async
 session methods (``abefore_reasoning``, ...) await it; the sync methods run it
 to completion, or raise ``PluginError`` when called inside a running event loop.
+
+Every docstring follows one template, so that docs/hooks.md is generated from it
+(``python docs/_generate.py``) and tests/test_docs.py can check it: a summary line,
+optional paragraphs, then these sections in this order, each a header line and an
+indented body::
+
+    When:        when it fires, and from which method
+    Arguments:   one ``name: meaning`` item per parameter of the spec, in order
+    Event:       observers only: one ``field: meaning`` item per field of the event
+    Result:      what the return value means and how several implementations' combine
+    Awaitable:   "Yes." or "No.", then what that means for an ``async def`` one
+    Since:       the harnessmem version that added the hook
+    Deprecated:  optional: since when, what replaces it, the version that removes it
 """
 
 from __future__ import annotations
@@ -39,56 +52,118 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 
 @hookspec(historic=True)
 def harnessmem_configure(settings: HarnessSettings) -> None:
-    """Called once when a harness is created, with its validated settings.
+    """The harness was created: read and check your options.
 
-    Historic: a plugin registered later is called at registration. Read your
-    options from ``settings.plugins.settings[<your plugin name>]`` and
-    validate them with your own pydantic model. Return value ignored; may not
-    return an awaitable.
+    When:
+        Once per harness, while it is being built, before the workspace is opened.
+        Historic: a plugin registered later is called at registration, with the same
+        settings.
+    Arguments:
+        settings: The validated ``HarnessSettings``. Your options are
+            ``settings.plugins.settings["<your plugin name>"]``; validate them with your
+            own pydantic model (``harnessmem.plugins.plugin_options`` does it and names the
+            dotted setting in its ``ConfigError``).
+    Result:
+        Ignored. Raise ``harnessmem.ConfigError`` naming the dotted setting when your
+        options are wrong: the harness is not built, and ``harnessmem config validate``
+        reports it.
+    Awaitable:
+        No. It runs while the harness is built; an ``async def`` one is never awaited.
+    Since:
+        0.1
     """
 
 
 @hookspec
 def pre_reasoning(ctx: TurnContext) -> Awaitable[None] | None:
-    """Before each model call, from ``Session.before_reasoning(messages)``.
+    """Before each model call: change what is about to be sent.
 
-    ``ctx.messages`` is a copy of the list the agent is about to send. Replace
-    or edit it to change what is sent (the built-ins evict oversized tool
-    results and compact long conversations here). Every implementation runs;
-    each sees the changes of those before it. Record what you did in
-    ``ctx.outcomes``. May return an awaitable.
+    The built-ins evict oversized tool results and compact long conversations here.
+
+    When:
+        In ``Session.before_reasoning(messages)`` (and ``abefore_reasoning``), before each
+        model call.
+    Arguments:
+        ctx: The turn's ``TurnContext``. ``ctx.messages`` is a copy of the list the agent
+            is about to send (never the caller's list): edit or replace it to change what
+            is sent. Record what you did in ``ctx.outcomes``.
+    Result:
+        Ignored; the session returns ``ctx.messages``. Every implementation runs, each
+        seeing the changes of the ones before it.
+    Awaitable:
+        Yes. ``abefore_reasoning`` awaits it; ``before_reasoning`` runs it to completion
+        (``PluginError`` inside a running event loop).
+    Since:
+        0.1
     """
 
 
 @hookspec
 def post_acting(ctx: TurnContext, call: dict[str, Any], result: str) -> Awaitable[None] | None:
-    """After a tool ran, from ``Session.after_tool(call, result)``.
+    """After a tool ran: change what goes into the tool message.
 
-    ``call`` is the OpenAI tool call (``id``, ``function.name``,
-    ``function.arguments``); ``result`` is the tool's original output.
-    Assign ``ctx.tool_result`` to change what goes into the tool message (it
-    starts as ``result``; later implementations see earlier changes). Every
-    implementation runs. May return an awaitable.
+    When:
+        In ``Session.after_tool(call, result)`` (and ``aafter_tool``), after a tool ran
+        and before its result goes into the conversation.
+    Arguments:
+        ctx: The turn's ``TurnContext``. Assign ``ctx.tool_result`` (it starts as
+            ``result``) to change the text that goes into the tool message.
+        call: The OpenAI tool call, a copy: ``id``, ``function.name``,
+            ``function.arguments``.
+        result: The tool's original output.
+    Result:
+        Ignored; the session returns ``ctx.tool_result``. Every implementation runs;
+        later ones see the ``ctx.tool_result`` of earlier ones.
+    Awaitable:
+        Yes. ``aafter_tool`` awaits it; ``after_tool`` runs it to completion
+        (``PluginError`` inside a running event loop).
+    Since:
+        0.1
     """
 
 
 @hookspec
 def post_call(ctx: TurnContext) -> Awaitable[None] | None:
-    """At the end of an agent call, from ``Session.after_call(messages)``.
+    """At the end of an agent call: learn from the conversation.
 
-    ``ctx.messages`` is the whole conversation so far; treat it as read-only.
-    The built-in memory flush extracts new facts here. Every implementation
-    runs. May return an awaitable.
+    The built-in memory flush extracts new facts here, once enough new conversation has
+    accumulated (``flush.batch_tokens``).
+
+    When:
+        In ``Session.after_call(messages)`` (and ``aafter_call``), at the end of an agent
+        call.
+    Arguments:
+        ctx: The turn's ``TurnContext``; ``ctx.messages`` is the whole conversation so
+            far. Treat it as read-only.
+    Result:
+        Ignored. Every implementation runs.
+    Awaitable:
+        Yes. ``aafter_call`` awaits it; ``after_call`` runs it to completion
+        (``PluginError`` inside a running event loop).
+    Since:
+        0.1
     """
 
 
 @hookspec
 def session_end(ctx: TurnContext) -> Awaitable[None] | None:
-    """The conversation ended, from ``Session.close(messages)``.
+    """The conversation ended: write what was held back, release per-session state.
 
-    ``ctx.messages`` is the final conversation when the caller passed it, else
-    empty. The built-in memory flush writes what its batching held back here.
-    Every implementation runs. May return an awaitable.
+    The built-in memory flush writes what its batching held back here.
+
+    When:
+        In ``Session.close(messages)`` (and ``aclose``, and when a
+        ``with harness.session(id)`` block ends), once per conversation.
+    Arguments:
+        ctx: The turn's ``TurnContext``; ``ctx.messages`` is the final conversation when
+            the caller passed it, else empty.
+    Result:
+        Ignored. Every implementation runs.
+    Awaitable:
+        Yes. ``aclose`` awaits it; ``close`` runs it to completion (``PluginError``
+        inside a running event loop).
+    Since:
+        0.1
     """
 
 
@@ -96,14 +171,27 @@ def session_end(ctx: TurnContext) -> Awaitable[None] | None:
 def overflow(
     ctx: TurnContext, error: BaseException
 ) -> Awaitable[list[dict[str, Any]] | None] | list[dict[str, Any]] | None:
-    """The model rejected ``ctx.messages`` as too long (``error``), from
-    ``Session.recover_overflow(messages, error)``.
+    """The model rejected the conversation as too long: offer a shorter one.
 
-    Return a shorter message list to retry with, or None when you cannot
-    help. First result wins: the first non-None answer is used and later
-    implementations are skipped (the built-in compactor runs last). When every
-    implementation returns None the session re-raises ``error``. May return an
-    awaitable. Named ``on_context_overflow`` before 0.2.
+    The built-in compactor answers last (``trylast``), so your implementation gets the
+    first word.
+
+    When:
+        In ``Session.recover_overflow(messages, error)`` (and ``arecover_overflow``),
+        after the model refused ``ctx.messages`` for its length.
+    Arguments:
+        ctx: The turn's ``TurnContext``; ``ctx.messages`` is the conversation the model
+            refused.
+        error: The provider's context-length error.
+    Result:
+        A shorter message list to retry with, or None when you cannot help. The first
+        non-None answer wins and later implementations are skipped; when every one
+        returns None the session re-raises ``error``.
+    Awaitable:
+        Yes. ``arecover_overflow`` awaits it; ``recover_overflow`` runs it to completion
+        (``PluginError`` inside a running event loop).
+    Since:
+        0.1
     """
 
 
@@ -111,72 +199,282 @@ def overflow(
     firstresult=True,
     warn_on_impl=DeprecationWarning(
         "the hook on_context_overflow is now called overflow (same arguments and result); "
-        "rename your implementation: the old name goes away in harnessmem 0.3"
+        "rename your implementation: the old name goes away in harnessmem 0.2"
     ),
 )
 def on_context_overflow(
     ctx: TurnContext, error: BaseException
 ) -> Awaitable[list[dict[str, Any]] | None] | list[dict[str, Any]] | None:
-    """Deprecated name of :func:`overflow`, kept working until 0.3.
+    """The old name of ``overflow``: same arguments and result, asked first.
 
-    Implementations under this name are asked before those of ``overflow``
-    (they were written when theirs was the first word); registering one warns.
-    May return an awaitable, as ``overflow``.
+    When:
+        As ``overflow``; implementations under this name are asked before those of
+        ``overflow`` (they were written when theirs was the first word).
+    Arguments:
+        ctx: As for ``overflow``: ``ctx.messages`` is the conversation the model refused.
+        error: As for ``overflow``: the provider's context-length error.
+    Result:
+        As for ``overflow``: a shorter message list, or None; the first non-None answer
+        wins.
+    Awaitable:
+        Yes, as ``overflow``.
+    Since:
+        0.1
+    Deprecated:
+        Since 0.1, renamed ``overflow`` (the design card's name); registering an
+        implementation under this name emits a ``DeprecationWarning``. Removed in 0.2.
     """
 
 
 @hookspec
 def on_compaction(event: CompactionEvent) -> None:
-    """A conversation was compacted. Observer: every implementation runs; return ignored."""
+    """A conversation was compacted, or a compaction was postponed.
+
+    See docs/compaction.md.
+
+    When:
+        After the built-in compactor acted in ``before_reasoning`` (a trigger fired) or
+        ``recover_overflow``, whenever it changed the list or postponed.
+    Arguments:
+        event: A frozen ``CompactionEvent``.
+    Event:
+        session_id: The session.
+        trigger: ``"messages"``, ``"tokens"`` or ``"overflow"``.
+        messages_before: Messages before compaction.
+        messages_after: Messages after it.
+        tokens_before: Tokens before compaction.
+        tokens_after: Tokens after it.
+        dropped: Messages that left the context.
+        degraded: The summariser failed, answered junk or is backed off, so the summary
+            was built without a model; or dropped messages have no copy in the session
+            log.
+        postponed: A failed flush or offload kept every message this time.
+        reason: Why it was degraded or postponed; empty otherwise.
+        flush: The pre-compaction flush's status: ``"done (written)"``,
+            ``"failed: ..."``, ``"disabled"``, ...
+        flushed_messages: Messages that flush read.
+        offload_path: The session log the dropped messages went to (None without one).
+        offloaded: Messages appended to the log now.
+        offload_lines: Their (first, last) lines in the log, or None.
+        usage: The summariser's ``model``, ``prompt_tokens``, ``completion_tokens`` and
+            ``cost``.
+        truncated_args: Old tool-call arguments cut in what is sent.
+        shrunk: Kept messages moved to files so the result fits.
+        summary_source: ``"model"`` or ``"automatic"``; empty when postponed.
+        summariser_failures: The summariser's failures in a row.
+        summariser_skipping: Compactions that will not ask it (back-off).
+        details: Extra figures, free-form (empty today).
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
+    """
 
 
 @hookspec
 def on_memory_flushed(event: MemoryFlushedEvent) -> None:
-    """Facts were appended to a daily log. Observer: every implementation runs; return ignored."""
+    """Facts were appended to a daily log.
+
+    See docs/memory.md.
+
+    When:
+        After a flush wrote new facts (``after_call``, ``Session.close``,
+        ``harness.flush``, or the flush before a compaction); not when every fact was a
+        duplicate.
+    Arguments:
+        event: A frozen ``MemoryFlushedEvent``.
+    Event:
+        session_id: The session flushed.
+        path: The daily log written (workspace-relative).
+        entries: The facts written, after redaction and dedup.
+        messages: Unflushed messages the model read.
+        duplicates: Extracted facts already on file, not written again.
+        prompt_tokens: The flush model's prompt tokens.
+        completion_tokens: Its completion tokens.
+        details: Extra figures, free-form (``duplicates`` today).
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
+    """
 
 
 @hookspec
 def on_memory_consolidated(event: MemoryConsolidatedEvent) -> None:
-    """MEMORY.md was rewritten or a rewrite was rejected. Observer; return ignored."""
+    """MEMORY.md was rewritten from the daily logs, or a rewrite was rejected.
+
+    When:
+        After a consolidation asked the model (``harness.consolidate()``, a maintenance
+        tick): accepted, unchanged, rejected or failed. Not when there was nothing new,
+        another process was consolidating, or it is disabled.
+    Arguments:
+        event: A frozen ``MemoryConsolidatedEvent``.
+    Event:
+        accepted: Whether the rewrite replaced MEMORY.md.
+        status: ``consolidated``, ``unchanged``, ``rejected`` or ``failed``.
+        reason: Why a rewrite was rejected or failed.
+        files: The daily logs read.
+        tokens_before: MEMORY.md's tokens before.
+        tokens_after: Its tokens after.
+        entries_before: Prior MEMORY.md entries.
+        entries_lost: Prior entries the rewrite dropped.
+        preserved_appends: ``memory_save`` entries made while the model ran, kept.
+        history_path: Where the previous version went (None when nothing was replaced).
+        details: Extra figures, free-form (``pending``: more log text waits for the next
+            run).
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
+    """
 
 
 @hookspec
 def on_budget_exceeded(event: BudgetExceededEvent) -> None:
-    """Today's model spend reached ``model.budget``; flush and consolidation now run offline.
+    """Today's model spend reached ``model.budget``: flush and consolidation now run offline.
 
-    Fires once per day and process, when the first upkeep call is diverted to the
-    extractive backend. Observer: every implementation runs; return ignored.
+    Until the day ends (in ``workspace.timezone``) the offline extractive backend answers
+    them; compaction summaries still use the configured model.
+
+    When:
+        Once per day and process, when the first upkeep call past
+        ``model.budget.daily_tokens`` or ``model.budget.daily_cost`` is diverted.
+    Arguments:
+        event: A frozen ``BudgetExceededEvent``.
+    Event:
+        day: The day (ISO date, workspace time zone).
+        tokens: Tokens spent today.
+        cost: Money spent today (US dollars).
+        daily_tokens: The token limit, None when not set.
+        daily_cost: The cost limit, None when not set.
+        diverted: The purposes now served offline.
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
     """
 
 
 @hookspec
 def on_context_over_budget(event: ContextOverBudgetEvent) -> None:
-    """MEMORY.md was over ``context.max_tokens`` when ``system_context()`` rendered it.
+    """MEMORY.md was over ``context.max_tokens`` when it was put in the system prompt.
 
-    Fires once per version of the file, after a visible truncation marker was put in the
-    injected copy and a consolidation was requested. Observer: every implementation runs;
-    return ignored.
+    The injected copy keeps its head and tail around a visible marker, and a consolidation
+    was requested to trim the file.
+
+    When:
+        In ``Session.system_context()`` (and at every ``before_reasoning`` that injects
+        it), once per version of the file.
+    Arguments:
+        event: A frozen ``ContextOverBudgetEvent``.
+    Event:
+        session_id: The session rendering it.
+        path: The file (``MEMORY.md``).
+        tokens: Its tokens (an estimate when ``unread_bytes`` > 0).
+        max_tokens: The bound, ``context.max_tokens``.
+        omitted_lines: The 1-based inclusive line range left out, readable with
+            ``memory_get``.
+        omitted_bytes: The size of the part left out.
+        consolidation_requested: Whether maintenance was asked to trim the file.
+        unread_bytes: How much of a file too large to read whole was never read.
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
     """
 
 
 @hookspec
 def on_tool_result_evicted(event: ToolResultEvictedEvent) -> None:
-    """A tool result was moved to a file. Observer: every implementation runs; return ignored."""
+    """A tool result was moved to a file (by the built-in ``eviction`` plugin).
+
+    When:
+        In ``after_tool`` for a result over ``eviction.max_result_chars``, in the
+        ``before_reasoning`` sweep of results that bypassed it, or when compaction shrank
+        a kept result that alone was too large to fit.
+    Arguments:
+        event: A frozen ``ToolResultEvictedEvent``.
+    Event:
+        session_id: The session.
+        tool_name: The tool that produced the result.
+        call_id: Its tool call's id.
+        path: The file (workspace-relative; ``harness.get(path)`` reads it).
+        original_chars: The result's length.
+        kept_chars: The placeholder's length.
+        written: False when the file already held this content (nothing written again).
+        stage: ``"post_acting"`` (from ``after_tool``), ``"pre_reasoning"`` (the sweep)
+            or ``"compaction"``.
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
+    """
 
 
 @hookspec
 def on_maintenance(event: MaintenanceEvent) -> None:
-    """A maintenance tick finished. Observer: every implementation runs; return ignored."""
+    """A maintenance tick finished.
+
+    See docs/maintenance.md.
+
+    When:
+        After every tick (``harness.maintain()``, the scheduler thread,
+        ``harnessmem maintain``), including one skipped because another process held the
+        maintenance lease.
+    Arguments:
+        event: A frozen ``MaintenanceEvent``.
+    Event:
+        steps: Each step's outcome, a string starting with ``done``, ``skipped`` or
+            ``failed`` (e.g. ``"failed: RuntimeError: the model is down"``).
+        started: When the tick started (harness clock).
+        finished: When it finished.
+        trigger: ``"manual"``, ``"interval"`` or ``"request"``.
+        report: The full ``MaintenanceReport`` (counts per step, what consolidation
+            returned).
+        details: Extra figures, free-form (empty today).
+    Result:
+        Ignored. Observer: every implementation runs.
+    Awaitable:
+        No. Observers are called synchronously; an ``async def`` one is never awaited.
+    Since:
+        0.1
+    """
 
 
 @hookspec
 def transform_memory_text(text: str, source: str) -> str | None:
     """Every text about to be persisted passes through here first.
 
-    ``source`` says what is being written: ``"flush"``, ``"save"``,
-    ``"consolidation"``, ``"offload"`` or ``"eviction"``. Implementations
-    run in call order as a chain: each receives the text the previous one
-    returned; return the new text, or None to keep it unchanged. The
-    built-in secret redactor is one implementation. May not return an
-    awaitable; wrappers (``wrapper=True``) are refused for this hook.
+    The built-in secret redactor is one implementation; plugins/harnessmem-example's
+    word filter is another.
+
+    When:
+        Before harnessmem writes text to the workspace: facts of a flush, a
+        ``memory_save``, a consolidated MEMORY.md, offloaded messages, an evicted tool
+        result.
+    Arguments:
+        text: The text to be written, as the previous implementation left it.
+        source: What is being written: ``"flush"``, ``"save"``, ``"consolidation"``,
+            ``"offload"`` or ``"eviction"``.
+    Result:
+        The new text, or None to keep it unchanged. Implementations run in call order as
+        a chain: each receives the text the previous one returned. Wrappers
+        (``wrapper=True``) are refused; a result that is not a str or None raises
+        ``PluginError``.
+    Awaitable:
+        No. It must return synchronously; an awaitable raises ``PluginError``.
+    Since:
+        0.1
     """

@@ -304,13 +304,7 @@ def _memory_save(harness: Services, args: Mapping[str, Any]) -> str:
     assert text is not None
     from harnessmem.memory.consolidation import MemoryConsolidator
 
-    try:
-        result = harness.component(MemoryConsolidator).save(text)
-    except NotImplementedError:
-        return (
-            "Error: memory_save is not available in this harnessmem installation; "
-            "nothing was saved. Mention the fact in your reply instead."
-        )
+    result = harness.component(MemoryConsolidator).save(text)
     message = getattr(result, "message", None)
     if getattr(result, "saved", True) is False and isinstance(message, str):
         return message  # e.g. "Already in MEMORY.md: nothing new to save"

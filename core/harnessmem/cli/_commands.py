@@ -128,7 +128,7 @@ def plugins_command(config: str | None, workspace: str | None, as_json: bool) ->
 def maintain_command(config: str | None, workspace: str | None, as_json: bool, force: bool) -> None:
     """Run one maintenance tick now and print its report (for cron or a Kubernetes CronJob).
 
-    Exits 1 when a step failed; skipped and unavailable steps are not failures, and a tick
+    Exits 1 when a step failed; skipped steps are not failures, and a tick
     skipped because another process holds the maintenance lease exits 0.
     """
     with command_harness(config, workspace) as harness:

@@ -86,10 +86,10 @@ class CompactionResult:
     ``compacted``: the list was rewritten.
     ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, or ``""`` when nothing fired.
     ``postponed``: a trigger fired but a failed flush or offload kept every message.
-    ``flush``: ``"done"``, ``"unavailable"`` (no flush in this installation),
-    ``"failed: ..."``, ``"disabled"`` or ``"nothing to flush"``; ``flush_result`` is the
-    :class:`~harnessmem.memory.flush.FlushResult` when there is one. ``offload`` says what went to
-    the session log. ``usage`` is the summariser's :class:`~harnessmem.Completion`.
+    ``flush``: ``"done (...)"``, ``"failed: ..."``, ``"disabled"`` or
+    ``"nothing to flush"``; ``flush_result`` is the
+    :class:`~harnessmem.memory.flush.FlushResult` when there is one. ``offload`` says what
+    went to the session log. ``usage`` is the summariser's :class:`~harnessmem.Completion`.
     ``fits``: the result is under the limit it had to meet (triggers, or the overflow budget).
     ``summary_source``: ``"model"`` (the summariser's answer), ``"automatic"`` (built without
     a model because the summariser failed, answered junk or is backed off: ``degraded``) or
@@ -357,17 +357,12 @@ class ConversationCompactor:
         """
         if not self.settings.flush_before_compact:
             return "disabled", None
-        from harnessmem.errors import BackendNotFound
         from harnessmem.memory.flush import MemoryFlusher
 
         try:
             result = self.harness.component(MemoryFlusher).flush(
                 plan.originals, session_id=self.session_id, backoff=backoff, ask=ask
             )
-        except NotImplementedError:
-            return "unavailable", None
-        except BackendNotFound as exc:
-            return f"unavailable: {exc.message}", None
         except Exception as exc:
             return f"failed: {type(exc).__name__}: {exc}", None
         if not getattr(result, "ok", True):

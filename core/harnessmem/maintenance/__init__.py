@@ -94,9 +94,9 @@ def _iso(ts: float) -> str:
 class StepOutcome:
     """What one step of a tick did.
 
-    ``status`` is ``"done"``, ``"skipped"`` (not run: within the window, disabled, or the
-    lease was lost), ``"unavailable"`` (its component is not installed or not built) or
-    ``"failed"`` (it raised; logged). ``counts`` holds the step's figures (files archived,
+    ``status`` is ``"done"``, ``"skipped"`` (not run: within the window, disabled, the
+    lease was lost, or the step raised :class:`StepSkipped`) or ``"failed"`` (it raised
+    anything else; logged). ``counts`` holds the step's figures (files archived,
     deleted, ...); ``result`` whatever the component returned (e.g. a consolidation result).
     """
 
@@ -168,7 +168,7 @@ class MaintenanceReport:
 
     @property
     def ok(self) -> bool:
-        """True when no step failed (skipped and unavailable steps are not failures)."""
+        """True when no step failed (skipped steps are not failures)."""
         return not self.failed
 
     def as_dict(self) -> dict[str, Any]:
@@ -579,9 +579,6 @@ def _run_step(step: MaintenanceStep, harness: Services, now: float) -> tuple[Ste
         done = step.run(harness, now)
     except StepSkipped as exc:
         return outcome("skipped", str(exc)), True
-    except NotImplementedError as exc:
-        logger.info("maintenance step %s unavailable: %s", step.name, exc)
-        return outcome("unavailable", str(exc) or "not implemented"), True
     except Exception as exc:
         logger.warning("maintenance step %s failed", step.name, exc_info=True)
         # One line: the report and the CLI list one step per line (hints follow "; ").

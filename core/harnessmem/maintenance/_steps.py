@@ -1,10 +1,10 @@
 """The steps of a maintenance tick (private; the public names are in ``harnessmem.maintenance``).
 
 Each step is a function ``(harness, now) -> StepDone`` that may raise :class:`StepSkipped`
-(not applicable now), ``NotImplementedError`` (its component is unavailable) or anything
-else (it failed); the scheduler turns each into a reported outcome, so one step's failure
-never stops the others. Steps work through the workspace only, so they behave the same on
-a local folder, ``memory://`` and S3.
+(not applicable now, e.g. what it needs is not there) or anything else (it failed); the
+scheduler turns each into a reported outcome, so one step's failure never stops the others.
+Steps work through the workspace only, so they behave the same on a local folder,
+``memory://`` and S3.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class StepDone:
 class MaintenanceStep:
     """A named step: ``run(harness, now)`` does the work and returns a :class:`StepDone`.
 
-    It may raise :class:`StepSkipped` (not applicable), ``NotImplementedError`` (component
-    unavailable) or anything else (failed).
+    It may raise :class:`StepSkipped` (not applicable, with the reason) or anything else
+    (failed).
     """
 
     name: str
@@ -371,10 +371,7 @@ def prune_evicted_results(harness: Services, now: float) -> StepDone:
 
 def reindex_workspace(harness: Services, now: float) -> StepDone:
     """Run ``harness.reindex()`` (incremental)."""
-    reindex = getattr(harness, "reindex", None)
-    if reindex is None:
-        raise NotImplementedError("this harness has no reindex()")
-    result = reindex()
+    result = harness.reindex()
     idle = not any(getattr(result, name, 1) for name in ("indexed", "removed"))
     return StepDone(_describe(result), result=result, idle=idle)
 

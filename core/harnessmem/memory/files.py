@@ -271,15 +271,12 @@ def bullet_block(facts: Iterable[str]) -> str:
 def reindex_paths(harness: Services, paths: Sequence[str]) -> str | None:
     """Bring the index up to date after a write; the problem as text, or None when fine.
 
-    Syncs just ``paths`` (``harness.reindex(paths=...)``). An index that is not available
-    in this installation is no problem (the next reindex catches up); any other failure
-    is logged and returned, because the write itself has succeeded and must not be
-    reported as failed.
+    Syncs just ``paths`` (``harness.reindex(paths=...)``). A failure is logged and
+    returned, not raised, because the write itself has succeeded and must not be reported
+    as failed (the next reindex catches up).
     """
     try:
         harness.reindex(paths=list(paths))
-    except (NotImplementedError, LookupError):
-        logger.debug("index not available; %s will be indexed by a later reindex", paths)
     except Exception as exc:
         logger.warning(
             "reindexing %s after a memory write failed (%s: %s); the next reindex retries",

@@ -500,10 +500,8 @@ class MemoryFlusher:
             key = mf.normalise_fact(fact)
             try:
                 hits = self.harness.search(fact, limit=5, mode="all")
-            except (NotImplementedError, LookupError):
-                # No index yet (or no backend installed): the file-based dedup still runs.
-                return [*kept, *facts[position:]], position - len(kept)
             except Exception as exc:
+                # The file-based dedup still runs; the index's own dedup is skipped this time.
                 logger.warning("index dedup skipped: %s: %s", type(exc).__name__, exc)
                 return [*kept, *facts[position:]], position - len(kept)
             if not any(key in mf.fact_keys(hit.content) for hit in hits):

@@ -35,6 +35,7 @@ import pluggy
 from harnessmem import hookspecs
 from harnessmem.errors import BackendNotFound, ConfigError, PluginError
 from harnessmem.plugins._check import check_settings, settings_problems
+from harnessmem.plugins._known import KNOWN_BACKENDS
 from harnessmem.settings.validation import parse_options
 
 if TYPE_CHECKING:
@@ -345,10 +346,21 @@ class BackendRegistry(Generic[B]):
     def _not_found(self, name: str, setting: str) -> BackendNotFound:
         installed = self.available()
         listing = ", ".join(f"{n} ({d})" for n, d in sorted(installed.items())) or "none"
+        known = KNOWN_BACKENDS.get(self.kind, {})
+        if name in known:
+            # A name we know comes from a distribution that is not installed: say which.
+            source = known[name]
+            return BackendNotFound(
+                f"no {self.kind} backend {name!r}: it comes with {source.distribution} "
+                f"({source.about}), which is not installed; installed: {listing}",
+                hint=f"{source.install}, or set {setting} to an installed name",
+            )
         message = f"no {self.kind} backend {name!r}; installed: {listing}"
-        close = difflib.get_close_matches(name, list(installed), n=1, cutoff=0.5)
-        if close:
+        close = difflib.get_close_matches(name, [*installed, *known], n=1, cutoff=0.5)
+        if close and close[0] in installed:
             message += f"; did you mean {close[0]!r}?"
+        elif close:
+            message += f"; did you mean {close[0]!r} ({known[close[0]].install})?"
         return BackendNotFound(
             message,
             hint=(
@@ -370,7 +382,7 @@ def model_registry() -> BackendRegistry[ModelBackend]:
     return BackendRegistry[ModelBackend]("model", MODEL_GROUP, ModelBackend)
 
 
-#: The overflow hook under its deprecated name first, then its name since 0.2.
+#: The overflow hook under its deprecated name first, then its name since 0.1.
 _OVERFLOW_HOOKS = ("on_context_overflow", "overflow")
 
 

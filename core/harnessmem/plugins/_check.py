@@ -2,7 +2,8 @@
 
 pydantic checks the shape of :class:`~harnessmem.settings.HarnessSettings`; what the
 settings *name* only the installed distributions know: the index and model backends and
-the keys of their ``options``, and the hook plugins in ``plugins.disable``,
+the keys of their ``options``, the library the workspace's store needs (s3fs for
+``s3://``), and the hook plugins in ``plugins.disable``,
 ``plugins.only`` and ``plugins.settings``. :func:`check_settings` checks all of that
 without opening anything (it imports the backend classes the settings pick, no hook
 plugin), so that a harness, and every command, fails before a workspace is created.
@@ -52,6 +53,20 @@ def _index_check(settings: HarnessSettings) -> None:
     cls.parse_options(settings.index.options, where="index.options")
 
 
+def _storage_check(settings: HarnessSettings) -> None:
+    """A workspace URL whose store needs a library that is not installed (s3fs for s3://)."""
+    from harnessmem.plugins._known import missing_storage
+
+    missing = missing_storage(settings.workspace.url)
+    if missing is not None:
+        protocol, needs = missing
+        raise BackendNotFound(
+            f"workspace.url: {protocol}:// workspaces need {needs.module} "
+            f"({needs.about}), which is not installed",
+            hint=f"{needs.install}, or point workspace.url at another store",
+        )
+
+
 def _model_checks(settings: HarnessSettings) -> list[Callable[[], None]]:
     """One check per distinct route of the purposes: the backend, then its options."""
     from harnessmem.plugins import model_registry
@@ -73,7 +88,7 @@ def _static_checks(
 ) -> list[Callable[[], None]]:
     from harnessmem.plugins import check_plugin_names
 
-    checks: list[Callable[[], None]] = []
+    checks: list[Callable[[], None]] = [partial(_storage_check, settings)]
     if index:
         checks.append(partial(_index_check, settings))
     if model:
