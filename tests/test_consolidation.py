@@ -25,8 +25,10 @@ from harnessmem import (
     MemoryHarness,
     ModelUnavailableError,
 )
-from harnessmem.memory.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResult
-from harnessmem.memory.files import is_daily_log, normalise_fact, parse_facts, saved_facts
+from harnessmem.layout import CONSOLIDATION_STATE as STATE_PATH
+from harnessmem.layout import HISTORY_DIR, is_daily_log
+from harnessmem.memory.consolidation import ConsolidationResult
+from harnessmem.memory.files import normalise_fact, parse_facts, saved_facts
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
 

@@ -24,18 +24,18 @@ matches the file line for line.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnessmem._text import content_hash
 from harnessmem.errors import ConfigError
 from harnessmem.events import ToolResultEvictedEvent
+from harnessmem.layout import eviction_path
 from harnessmem.messages import pair_tool_calls
 from harnessmem.plugins import hookimpl
-from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.events import TurnContext
@@ -50,7 +50,6 @@ logger = logging.getLogger("harnessmem.eviction")
 #: is evicted (a placeholder is far below the threshold), so a real output that happens to
 #: contain this text is still evicted when it is too long.
 MARKER = "[harnessmem: "
-_HASH_CHARS = 16
 # Paths this process wrote or found recently: a transcript kept unevicted by the caller is
 # swept on every turn, and this spares a storage round trip per turn for it.
 _KNOWN_PATHS = 1024
@@ -80,17 +79,6 @@ class EvictedResult:
     kept_chars: int
     written: bool
     stage: str
-
-
-def eviction_path(folder: str, session_id: str, call_id: str, text: str) -> str:
-    """Workspace path of an evicted result: ``<folder>/<session>/<call id>-<hash>.txt``.
-
-    The hash is over the stored text, so the same content under the same call id always
-    maps to the same file and a reused call id with new content gets a new one.
-    """
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
-    call = safe_id(call_id or "no-call-id", max_length=64)
-    return f"{folder.strip('/')}/{safe_id(session_id)}/{call}-{digest}.txt"
 
 
 def placeholder(text: str, path: str, preview_chars: int) -> str:
@@ -148,7 +136,7 @@ class ToolResultEvictor:
     def __init__(self) -> None:
         self.settings: EvictionSettings | None = None
         self._known: OrderedDict[str, float] = OrderedDict()
-        self._replaced: OrderedDict[tuple[str, str, bytes], tuple[str, str]] = OrderedDict()
+        self._replaced: OrderedDict[tuple[str, str, str], tuple[str, str]] = OrderedDict()
 
     @hookimpl
     def harnessmem_configure(self, settings: HarnessSettings) -> None:
@@ -263,7 +251,7 @@ class ToolResultEvictor:
         key = (
             ctx.session_id,
             call_id,
-            hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(),
+            content_hash(text.encode("utf-8", "surrogatepass")),
         )
         cached = self._replaced.get(key)
         try:

@@ -16,6 +16,7 @@ import logging
 import string
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
 from harnessmem.compaction._plan import Plan, summary_tokens
 from harnessmem.compaction._summary import SECTIONS, normalise_summary, split_facts
 from harnessmem.models.backoff import Backoff
@@ -102,7 +103,6 @@ class Summariser:
     ) -> tuple[str | None, Completion | None, str, str | None]:
         """One summary call: the summary (or None), the completion, what went wrong, and
         (when ``facts_reference`` asked for them) the text of the answer's facts section."""
-        from harnessmem.memory import files as mf
         from harnessmem.prompts import FACTS_TOKENS, load_template, summary_request
 
         bound = summary_tokens(self.settings, plan.limit)
@@ -115,7 +115,7 @@ class Summariser:
                 previous_summary=plan.previous or None,
                 template=template,
                 facts_reference=facts_reference,
-                today=mf.local_date(self.harness.clock(), settings.workspace.timezone),
+                today=layout.local_date(self.harness.clock(), settings.workspace.timezone),
                 max_result_chars=_RESULT_CHARS,
             )
             extra = FACTS_TOKENS if facts_reference is not None else 0

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from string import Template
 from typing import TYPE_CHECKING, Any, Final
 
+from harnessmem import layout
 from harnessmem.memory import files as mf
 from harnessmem.prompts import compact_json, load_template
 
@@ -171,7 +172,7 @@ def flush_prompt(
 ) -> list[Message]:
     """The flush request: instructions, then the reference, then the new messages
     (the stable part first, so that a provider's prompt cache can reuse it)."""
-    today = mf.local_date(now, settings.workspace.timezone)
+    today = layout.local_date(now, settings.workspace.timezone)
     template = settings.flush.prompt or load_template("flush")
     system = Template(template).safe_substitute(today=today, log_path=path)
     parts = [reference] if reference else []

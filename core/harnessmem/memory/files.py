@@ -1,7 +1,7 @@
 """Formats and conventions of the memory files, shared by flush, consolidation and context.
 
-Private: the names here are the file layout of DESIGN §6 (``MEMORY.md``, daily logs,
-entry headings) plus the text rules the writers share (what a fact line is, how two facts
+Private: the entry headings of the memory files (their paths are :mod:`harnessmem.layout`'s)
+plus the text rules the writers share (what a fact line is, how two facts
 compare, how a model's ``NO_REPLY`` is recognised) and the best-effort follow-ups every
 write makes (reindex the file, ask maintenance to consolidate).
 """
@@ -14,7 +14,6 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from harnessmem._text import storable
 from harnessmem.prompts import strip_markers
@@ -24,12 +23,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("harnessmem.memory")
 
-MEMORY_FILE = "MEMORY.md"
-MEMORY_DIR = "memory"
 FLUSH_HEADING = "## Memory Flush — "
 SAVE_HEADING = "## Memory Save — "
 
-_DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 _NO_REPLY = re.compile(r"^no[\s_-]?reply\b", re.IGNORECASE)
@@ -46,28 +42,13 @@ _QUOTES = str.maketrans(
 _WORD = re.compile(r"[^\W_]{3,}|\d+", re.UNICODE)
 
 
-# ------------------------------------------------------------------------------ time and paths
+# ------------------------------------------------------------------------------ time
 
 
 def iso_utc(timestamp: float) -> str:
     """``2026-11-30T12:00:00Z``: the instant in entry headings (always UTC)."""
     moment = datetime.fromtimestamp(timestamp, UTC)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def local_date(timestamp: float, timezone: str) -> str:
-    """The calendar date of ``timestamp`` in ``timezone`` (names the daily log)."""
-    return datetime.fromtimestamp(timestamp, ZoneInfo(timezone)).date().isoformat()
-
-
-def daily_path(timestamp: float, timezone: str) -> str:
-    """``memory/YYYY-MM-DD.md`` for the day ``timestamp`` falls on in ``timezone``."""
-    return f"{MEMORY_DIR}/{local_date(timestamp, timezone)}.md"
-
-
-def is_daily_log(name: str) -> bool:
-    """Whether a file name (not a path) is a daily log's (``YYYY-MM-DD.md``)."""
-    return bool(_DAILY_NAME.match(name))
 
 
 # ------------------------------------------------------------------------------ facts

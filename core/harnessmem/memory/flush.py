@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnessmem import layout
 from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.memory import files as mf
@@ -50,7 +51,6 @@ from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
-from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -78,7 +78,6 @@ FlushStatus = Literal[
     "queued",
     "disabled",
 ]
-STATE_DIR = "memory/.flush_state"
 #: Sessions whose state this process remembers (each up to SEEN_LIMIT fingerprints).
 _STATES_KEPT = 256
 
@@ -325,7 +324,7 @@ class MemoryFlusher:
         batch: bool = False,
         ask: AskForFacts | None = None,
     ) -> FlushResult:
-        state_path = f"{STATE_DIR}/{safe_id(session_id)}.json"
+        state_path = layout.flush_state_path(session_id)
         try:
             return self._flush_session(messages, session_id, state_path, batch, ask)
         except BaseException:
@@ -369,8 +368,8 @@ class MemoryFlusher:
                 self._save_state(state_path, session_id, State(mark))
             return FlushResult(session_id, "nothing_new", messages=len(new))
         now = harness.clock()
-        path = mf.daily_path(now, harness.settings.workspace.timezone)
-        memory_text = self._read(mf.MEMORY_FILE, max_age=self._reference_age())
+        path = layout.daily_path(now, harness.settings.workspace.timezone)
+        memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or harness.workspace.read_snapshot(path)
         reference = dedup_reference(harness.settings.flush, transcript, memory_text, log.text, path)
         # A caller that asks a model anyway (compaction's summary) may get the facts in

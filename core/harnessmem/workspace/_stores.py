@@ -12,7 +12,6 @@ leases are built on.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import threading
@@ -21,19 +20,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
+from harnessmem._text import content_hash
 from harnessmem.errors import HarnessMemError, WorkspaceError
+from harnessmem.layout import LOCKS_DIR, file_lock_path
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
-LOCKS = ".locks"
 _TMP_SUFFIX = ".harnessmem-tmp"
 # memory:// lives in this process, so one process-wide lock makes its compare-and-swap atomic.
 _PROCESS_LOCK = threading.Lock()
-
-
-def _content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def error_code(exc: BaseException) -> str:
@@ -196,7 +192,7 @@ class Store:
             except (NotImplementedError, AttributeError, OSError):
                 modified = None
             tag = next((meta[k] for k in ("ETag", "etag", "md5", "checksum") if k in meta), None)
-            tag = str(tag).strip('"') if tag else _content_hash(bytes(self.fs.cat_file(full)))
+            tag = str(tag).strip('"') if tag else content_hash(bytes(self.fs.cat_file(full)))
             return int(meta["size"]), modified, tag
 
     def delete(self, full: str, *, missing_ok: bool = False) -> None:
@@ -247,7 +243,7 @@ class Store:
             tag = next((meta[k] for k in ("ETag", "etag", "md5", "checksum") if meta.get(k)), None)
             if tag is None:
                 try:
-                    tag = _content_hash(self.read(name))
+                    tag = content_hash(self.read(name))
                 except FileNotFoundError:
                     continue  # deleted since the listing
             modified = meta.get("mtime") or meta.get("LastModified") or meta.get("created")
@@ -264,7 +260,7 @@ class Store:
             data = self.read(full)
         except FileNotFoundError:
             return None
-        return data, _content_hash(data)
+        return data, content_hash(data)
 
     def put_if(
         self, full: str, data: bytes, version: str | None, *, append: bool = False
@@ -280,12 +276,12 @@ class Store:
                     self.fs.pipe_file(full, data, mode="create")
                 except FileExistsError:
                     return None
-                return _content_hash(data)
+                return content_hash(data)
             current = self.read_versioned(full)
             if current is None or current[1] != version:
                 return None
             self.fs.pipe_file(full, data)
-            return _content_hash(data)
+            return content_hash(data)
 
     def delete_if(self, full: str, version: str) -> bool:
         with self.op("conditional delete", full), _PROCESS_LOCK:
@@ -294,15 +290,6 @@ class Store:
                 return False
             self.fs.rm_file(full)
             return True
-
-
-#: Lock files of a local workspace's appends and compare-and-swaps (see LocalStore.file_lock).
-LOCK_STRIPES = 256
-
-
-def lock_stripe(rel: str) -> int:
-    """The lock file (0 to LOCK_STRIPES - 1) that serialises writes to workspace path ``rel``."""
-    return int(_content_hash(rel.encode())[:8], 16) % LOCK_STRIPES
 
 
 class LocalStore(Store):
@@ -317,7 +304,7 @@ class LocalStore(Store):
     def file_lock(self, full: str) -> Iterator[None]:
         """Exclusive across threads and processes, for appends and compare-and-swap.
 
-        One of ``LOCK_STRIPES`` lock files, chosen by a hash of the path: their number
+        One of ``layout.LOCK_STRIPES`` lock files, chosen by a hash of the path: their number
         stays bounded however many files a workspace gets (a lock file cannot be deleted
         safely while another process may be waiting on it). Two paths sharing a stripe
         only wait for each other's short critical section; none is ever held while
@@ -325,7 +312,7 @@ class LocalStore(Store):
         """
         from filelock import FileLock
 
-        path = os.path.join(self.root, LOCKS, "files", f"{lock_stripe(self.rel(full)):03d}.lock")
+        path = os.path.join(self.root, file_lock_path(self.rel(full)))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with FileLock(path, poll_interval=0.002):
             yield
@@ -426,7 +413,7 @@ class LocalStore(Store):
         with self.op("list", directory):
             for current, dirs, files in os.walk(directory):
                 if current == self.root:
-                    dirs[:] = [d for d in dirs if d != LOCKS]
+                    dirs[:] = [d for d in dirs if d != LOCKS_DIR]
                 if not recursive:
                     dirs.clear()
                 for name in files:
@@ -454,7 +441,9 @@ class LocalStore(Store):
                     for entry in entries:
                         name = entry.name
                         if entry.is_dir():  # follows links, but a linked folder is not entered
-                            skip = entry.is_symlink() or (current == self.root and name == LOCKS)
+                            skip = entry.is_symlink() or (
+                                current == self.root and name == LOCKS_DIR
+                            )
                             if recursive and not skip:
                                 pending.append(entry.path)
                             continue
@@ -488,7 +477,7 @@ class LocalStore(Store):
                     os.fsync(f.fileno())
             else:
                 self._replace(full, data)
-            return _content_hash(data)
+            return content_hash(data)
 
     def delete_if(self, full: str, version: str) -> bool:
         with self.op("conditional delete", full), self.file_lock(full):
