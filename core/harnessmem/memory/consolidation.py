@@ -36,18 +36,16 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, replace
-from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import layout
-from harnessmem._text import storable, wide_codec
+from harnessmem._text import content_hash, storable, wide_codec
 from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.memory import files as mf
-from harnessmem._text import content_hash
 from harnessmem.memory._watermark import Segment, Watermark, same_content
 from harnessmem.models.backoff import Backoff
-from harnessmem.prompts import load_template
+from harnessmem.prompts import consolidation_request
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -223,17 +221,10 @@ class MemoryConsolidator:
         def add_entry(current: str) -> str | None:
             # Dedup against MEMORY.md as it is when written (run again if it changed).
             nonlocal fresh
-            known = mf.fact_keys(current)
-            fresh = []
-            for fact in facts:
-                key = mf.normalise_fact(fact)
-                if key and key not in known:
-                    known.add(key)
-                    fresh.append(fact)
+            fresh = mf.new_facts(facts, current)
             if not fresh:
                 return None
-            gap = "\n" if current and not current.endswith("\n") else ""
-            return f"{current}{gap}\n{mf.SAVE_HEADING}{mf.iso_utc(now)}\n{mf.bullet_block(fresh)}\n"
+            return current + mf.entry_text(current, f"{mf.SAVE_HEADING}{mf.iso_utc(now)}", fresh)
 
         written = self.workspace.update_text(layout.MEMORY_FILE, add_entry, append=True)
         if written is None:
@@ -506,39 +497,16 @@ class MemoryConsolidator:
         segments: list[Segment],
     ) -> Completion:
         settings = self.harness.settings.consolidation
-        budget = settings.max_memory_tokens
-        template = settings.prompt or load_template("consolidation")
-        system = Template(template).safe_substitute(max_tokens=budget, max_chars=budget * 4)
-        if "$max_tokens" not in template:
-            system += f"\n\nStay within {budget} tokens (about {budget * 4} characters)."
-        logs = "\n\n".join(
-            f"### {s.path}\n{mf.escape_tag(s.text.strip(), 'daily_logs')}" for s in segments
-        )
-        if not prior.strip():
-            state = "empty"
-        elif tokens_before > budget:
-            state = f"{tokens_before} tokens, over budget: trim it"
-        else:
-            state = f"{tokens_before} tokens, within budget"
-        # Placeholders stay outside the tags: a model (or the extractive backend) reads
-        # everything inside them as content.
-        memory = mf.escape_tag(prior.strip(), "memory_md")
-        user = (
-            f"Current MEMORY.md ({state}; budget {budget} tokens, about {budget * 4} "
-            f"characters):\n<memory_md>\n{memory}\n</memory_md>\n\n"
-            + (
-                "New daily-log entries since the last consolidation:\n"
-                f"<daily_logs>\n{logs}\n</daily_logs>"
-                if logs
-                else "No new daily-log entries: rewrite MEMORY.md within its budget."
-            )
+        request = consolidation_request(
+            prior,
+            {s.path: s.text for s in segments},
+            max_tokens=settings.max_memory_tokens,
+            template=settings.prompt or None,
+            memory_tokens=tokens_before,
         )
         model = self.harness.model_for("consolidation")
         try:
-            return model.complete(
-                [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                purpose="consolidation",
-            )
+            return model.complete(request, purpose="consolidation")
         except Exception as exc:
             self._emit(
                 ConsolidationResult(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from harnessmem import _text, layout
 from harnessmem.events import ContextOverBudgetEvent
 from harnessmem.memory import files as mf
+from harnessmem.prompts import escape_tag
 
 if TYPE_CHECKING:
     from harnessmem.services import Services
@@ -190,7 +191,7 @@ class MemoryContext:
             return _Rendered(render_memory_block(EMPTY), 0, None)
         tokens = self._tokens(content)
         if tokens <= max_tokens:
-            body = mf.escape_tag(content.strip("\n"), TAG)
+            body = escape_tag(content.strip("\n"), TAG)
             return _Rendered(render_memory_block(body), tokens, None)
         lines = content.splitlines()
         costs = [self._tokens(line + "\n") for line in lines]
@@ -205,7 +206,7 @@ class MemoryContext:
         )
         body = "\n".join([*lines[:head], marker, *lines[len(lines) - tail :]])
         return _Rendered(
-            render_memory_block(mf.escape_tag(body, TAG)), tokens, (first, last), omitted_bytes
+            render_memory_block(escape_tag(body, TAG)), tokens, (first, last), omitted_bytes
         )
 
     def _render_ends(self, ends: _Ends, max_tokens: int) -> _Rendered:
@@ -227,7 +228,7 @@ class MemoryContext:
         )
         body = "\n".join([*ends.head[:head], marker, *ends.tail[len(ends.tail) - tail :]])
         return _Rendered(
-            render_memory_block(mf.escape_tag(body, TAG)),
+            render_memory_block(escape_tag(body, TAG)),
             tokens,
             (first, last),
             omitted_bytes=left_out,

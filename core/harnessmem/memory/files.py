@@ -231,19 +231,31 @@ def split_entries(text: str) -> list[str]:
     return entries
 
 
-def escape_tag(text: str, tag: str) -> str:
-    """Neutralise opening and closing ``tag`` delimiters inside ``text``.
-
-    ``</memory_context>`` inside the data would end the block early and let the rest read
-    as instructions; replacing its ``<`` with ``&lt;`` keeps it readable but inert.
-    """
-    pattern = re.compile(rf"<(\s*/?\s*{re.escape(tag)})", re.IGNORECASE)
-    return pattern.sub(r"&lt;\1", text)
-
-
 def bullet_block(facts: Iterable[str]) -> str:
     """``facts`` as Markdown bullets, one line each."""
     return "\n".join(f"- {' '.join(fact.split())}" for fact in facts)
+
+
+def new_facts(facts: Iterable[str], *known: str) -> list[str]:
+    """``facts`` in order, each once, without those a text of ``known`` holds already
+    (compared by :func:`normalise_fact`): the write-time dedup of every writer."""
+    keys: set[str] = set()
+    for text in known:
+        keys |= fact_keys(text)
+    fresh = []
+    for fact in facts:
+        key = normalise_fact(fact)
+        if key and key not in keys:
+            keys.add(key)
+            fresh.append(fact)
+    return fresh
+
+
+def entry_text(current: str, heading: str, facts: Sequence[str]) -> str:
+    """What appending an entry (``heading``, then ``facts`` as bullets) adds to a memory file
+    that holds ``current``: the entry after a blank line."""
+    gap = "\n" if current and not current.endswith("\n") else ""
+    return f"{gap}\n{heading}\n{bullet_block(facts)}\n"
 
 
 # ------------------------------------------------------------------------------ follow-ups

@@ -376,7 +376,7 @@ class MemoryFlusher:
         # the same answer; None: ask the flush model.
         completion = ask(reference) if ask is not None else None
         if completion is None:
-            prompt = flush_prompt(harness.settings, transcript, reference, path, now)
+            prompt = flush_prompt(harness.settings, new, transcript, reference, path, now)
             completion = harness.model_for("flush").complete(prompt, purpose="flush")
         base = FlushResult(
             session_id,
@@ -420,16 +420,10 @@ class MemoryFlusher:
             # since it was read, this runs again on the new text, so two flushes racing
             # into one log never both write a fact.
             nonlocal fresh, pending
-            known = mf.fact_keys(current) | mf.fact_keys(memory_text)
-            fresh = []
-            for fact in facts:
-                key = mf.normalise_fact(fact)
-                if key and key not in known:
-                    known.add(key)
-                    fresh.append(fact)
+            fresh = mf.new_facts(facts, current, memory_text)
             if not fresh:
                 return None
-            entry = f"\n{heading}\n{mf.bullet_block(fresh)}\n"
+            entry = mf.entry_text(current, heading, fresh)
             if pending is None or pending["entry"] != entry:
                 # The new mark goes on file first, as pending on this entry (see _load_state).
                 pending = {"path": path, "entry": entry, "mark": mark.to_json()}
@@ -481,14 +475,6 @@ class MemoryFlusher:
         if due and mf.request_consolidation(self.harness, f"flushing session {session_id!r}"):
             with self._locks_guard:
                 self._fresh_tokens = 0
-
-    def _prompt(self, transcript: str, reference: str, path: str, now: float) -> list[Message]:
-        return flush_prompt(self.harness.settings, transcript, reference, path, now)
-
-    def _reference(self, transcript: str, memory_text: str, today_text: str, path: str) -> str:
-        return dedup_reference(
-            self.harness.settings.flush, transcript, memory_text, today_text, path
-        )
 
     def _drop_indexed(self, facts: list[str]) -> tuple[list[str], int]:
         """Facts the index finds verbatim in some memory file are not written again."""
