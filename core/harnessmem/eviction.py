@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem._text import content_hash
@@ -63,22 +62,9 @@ def _renew_after(settings: EvictionSettings) -> float:
     return settings.retention_days * 86400 / 2
 
 
-@dataclass(frozen=True)
-class EvictedResult:
-    """One tool result moved to a file (``ctx.outcomes["eviction"]`` lists them per call).
-
-    ``written`` is False when the file already held this content (same content, same
-    file: nothing was written again). ``stage`` is ``"post_acting"`` or ``"pre_reasoning"``.
-    """
-
-    session_id: str
-    tool_name: str
-    call_id: str
-    path: str
-    original_chars: int
-    kept_chars: int
-    written: bool
-    stage: str
+#: One tool result moved to a file (``ctx.outcomes["eviction"]`` lists them per call): the
+#: event the ``on_tool_result_evicted`` observers get.
+EvictedResult = ToolResultEvictedEvent
 
 
 def placeholder(text: str, path: str, preview_chars: int) -> str:
@@ -171,17 +157,7 @@ class ToolResultEvictor:
         function = call.get("function")
         tool_name = function.get("name") if isinstance(function, Mapping) else None
         tool_name = tool_name if isinstance(tool_name, str) else ""
-        if not self._wants(settings, tool_name, text):
-            return
-        call_id = call.get("id")
-        evicted = self._evict(
-            ctx,
-            settings,
-            text,
-            tool_name,
-            call_id if isinstance(call_id, str) else "",
-            "post_acting",
-        )
+        evicted = self._evict_wanted(ctx, settings, text, tool_name, call.get("id"), "post_acting")
         if evicted is not None:
             ctx.tool_result = evicted[0]
 
@@ -215,17 +191,8 @@ class ToolResultEvictor:
             message = messages[index]
             text = _content_text(message.get("content")) or ""
             tool_name = _tool_name_of(messages, index, parents)
-            if not self._wants(settings, tool_name, text):
-                continue
             call_id = message.get("tool_call_id")
-            evicted = self._evict(
-                ctx,
-                settings,
-                text,
-                tool_name,
-                call_id if isinstance(call_id, str) else "",
-                "pre_reasoning",
-            )
+            evicted = self._evict_wanted(ctx, settings, text, tool_name, call_id, "pre_reasoning")
             if evicted is None:
                 continue
             content: Any = evicted[0]
@@ -235,6 +202,22 @@ class ToolResultEvictor:
             messages[index] = {**message, "content": content}
 
     # the work -------------------------------------------------------------------------------
+
+    def _evict_wanted(
+        self,
+        ctx: TurnContext,
+        settings: EvictionSettings,
+        text: str,
+        tool_name: str,
+        call_id: object,
+        stage: str,
+    ) -> tuple[str, EvictedResult] | None:
+        """:meth:`_evict` when the settings want ``text`` of ``tool_name`` evicted."""
+        if not self._wants(settings, tool_name, text):
+            return None
+        return self._evict(
+            ctx, settings, text, tool_name, call_id if isinstance(call_id, str) else "", stage
+        )
 
     def _evict(
         self,
@@ -284,18 +267,7 @@ class ToolResultEvictor:
             ctx.session_id, tool_name, call_id, path, len(text), len(short), written, stage
         )
         ctx.outcomes.setdefault("eviction", []).append(record)
-        harness.hooks.tool_result_evicted(
-            ToolResultEvictedEvent(
-                session_id=ctx.session_id,
-                tool_name=tool_name,
-                call_id=call_id,
-                path=path,
-                original_chars=len(text),
-                kept_chars=len(short),
-                written=written,
-                stage=stage,
-            )
-        )
+        harness.hooks.tool_result_evicted(record)
         return short, record
 
     def _store(self, harness: Services, path: str, text: str, settings: EvictionSettings) -> bool:
