@@ -130,7 +130,9 @@ def escape_tag(text: str, tag: str) -> str:
 def render_block(tag: str, text: str) -> str:
     """``text`` wrapped in ``<tag>`` lines; the tag's delimiters inside it are made inert."""
     body = escape_tag(text.strip("\n"), tag)
-    return f"<{tag}>\n{body}\n</{tag}>" if body else f"<{tag}>\n</{tag}>"
+    # Empty, the block keeps its blank line: "<tag>", "", "</tag>" (as the harness has
+    # always sent an empty MEMORY.md), so that a reader splitting at "\n</tag>" finds it.
+    return f"<{tag}>\n{body}\n</{tag}>"
 
 
 _CANONICAL = {alias: tag for tag, aliases in TAG_ALIASES.items() for alias in (tag, *aliases)}
