@@ -104,14 +104,14 @@ SHARED_DATA = Path(
 TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_file() -> Callable[[str], Path]:
-    """``shared_file("tau-bench/x.json")``: that file of the shared data, or the test skips
-    saying how to get it (the suite passes on a clean clone without it)."""
+    """``shared_file("tau-bench/x.json")``: that file (or folder) of the shared data, or the
+    test skips saying how to get it (the suite passes on a clean clone without it)."""
 
     def find(relative: str) -> Path:
         path = SHARED_DATA / relative
-        if not path.is_file():
+        if not path.exists():
             pytest.skip(
                 f"shared data missing at {path}: put the shared data folder beside the "
                 "checkout (../shared/data) or set SHARED_DATA_DIR"

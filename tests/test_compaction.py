@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import random
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -35,10 +34,7 @@ from harnessmem.tokens import TokenCounter
 if TYPE_CHECKING:
     from conftest import EventLog, WorkspaceTarget
 
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
+TAU = "tau-bench/gpt-4o-airline-dev.json"
 
 Message = dict[str, Any]
 
@@ -808,12 +804,10 @@ def test_a_caller_that_keeps_its_raw_history_gets_each_message_logged_once(
 # ---------------------------------------------------------------- the tau-bench replay
 
 
-def _tau_stream() -> list[Message]:
-    """All 150 runs concatenated, with a synthetic turn of 3 parallel calls every 5 runs
-    (results in shuffled order)."""
-    if not TAU.is_file():
-        pytest.skip(f"tau-bench data missing at {TAU}")
-    runs = json.loads(TAU.read_text(encoding="utf-8"))
+def _tau_stream(path: Path) -> list[Message]:
+    """All 150 runs of ``path`` concatenated, with a synthetic turn of 3 parallel calls
+    every 5 runs (results in shuffled order)."""
+    runs = json.loads(path.read_text(encoding="utf-8"))
     rng = random.Random(42)
     stream: list[Message] = []
     for number, run in enumerate(runs):
@@ -852,13 +846,15 @@ def _tau_stream() -> list[Message]:
     ],
     ids=["messages-30-keep-10-local", "tokens-4000-memory"],
 )
-def test_tau_bench_replay(tmp_path: Path, compaction: dict[str, int], store: str) -> None:
+def test_tau_bench_replay(
+    tmp_path: Path, compaction: dict[str, int], store: str, shared_file: Callable[[str], Path]
+) -> None:
     """Replay every tau-bench run as one session: at each model call the pairing holds and
     the context is under the trigger; the log holds every dropped message exactly once.
 
     One case runs on a local folder, the other on ``memory://`` (the durable local writes
     cost about 25 ms per compaction on a slow disk, which two full replays would feel)."""
-    stream = _tau_stream()
+    stream = _tau_stream(shared_file(TAU))
     counter = TokenCounter()
     url = tmp_path / "ws" if store == "local" else f"memory://replay-{tmp_path.name}"
     with MemoryHarness.open(
@@ -926,11 +922,11 @@ def _off_format_summary(messages: list[Message], purpose: str) -> str:
 
 
 def _replay_tau(
-    path: Path, reply: Callable[[list[Message], str], str]
+    path: Path, reply: Callable[[list[Message], str], str], tau: Path
 ) -> tuple[list[Message], list[list[Message]], list[CompactionResult], ScriptedModel, Any]:
     """Every tau-bench run as one session with trigger 30 / keep 10 (flush before compact
     on); what was sent at each model call, the compaction results, the model, the log."""
-    stream = _tau_stream()
+    stream = _tau_stream(tau)
     model = ScriptedModel(reply)
     with MemoryHarness.open(
         path,
@@ -967,10 +963,14 @@ def _assert_every_dropped_message_is_logged_once(
     assert [r.fp for r in records] == [fingerprint(m) for m in stream[1 : 1 + anchor.covers]]
 
 
-def test_tau_bench_replay_with_an_inline_label_summariser(tmp_path: Path) -> None:
+def test_tau_bench_replay_with_an_inline_label_summariser(
+    tmp_path: Path, shared_file: Callable[[str], Path]
+) -> None:
     """Issue 16: a summariser that answers ``SESSION INTENT: ...`` is understood, so no
     compaction is degraded and the context stays under the trigger after each one."""
-    stream, sends, results, _, records = _replay_tau(tmp_path / "ws", _inline_label_summary)
+    stream, sends, results, _, records = _replay_tau(
+        tmp_path / "ws", _inline_label_summary, shared_file(TAU)
+    )
     compacted = [r for r in results if r.compacted]
     assert len(compacted) > 150
     assert not [r.reason for r in compacted if r.degraded]
@@ -979,11 +979,15 @@ def test_tau_bench_replay_with_an_inline_label_summariser(tmp_path: Path) -> Non
     _assert_every_dropped_message_is_logged_once(stream, sends[-1], records)
 
 
-def test_tau_bench_replay_with_an_off_format_summariser(tmp_path: Path) -> None:
+def test_tau_bench_replay_with_an_off_format_summariser(
+    tmp_path: Path, shared_file: Callable[[str], Path]
+) -> None:
     """Issue 16: a summariser that never follows the format still leaves a bounded context
     (automatic summaries), is asked on at most a quarter of the model calls, and every
     removed message is in the session log once."""
-    stream, sends, results, model, records = _replay_tau(tmp_path / "ws", _off_format_summary)
+    stream, sends, results, model, records = _replay_tau(
+        tmp_path / "ws", _off_format_summary, shared_file(TAU)
+    )
     compacted = [r for r in results if r.compacted]
     assert len(compacted) > 150
     assert all(r.degraded and r.summary_source == "automatic" for r in compacted)

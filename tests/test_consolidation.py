@@ -12,6 +12,7 @@ import os
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +26,10 @@ from harnessmem import (
     MemoryHarness,
     ModelUnavailableError,
 )
-from harnessmem.memory.consolidation import HISTORY_DIR, STATE_PATH, ConsolidationResult
-from harnessmem.memory.files import is_daily_log, normalise_fact, parse_facts, saved_facts
+from harnessmem.layout import CONSOLIDATION_STATE as STATE_PATH
+from harnessmem.layout import HISTORY_DIR, is_daily_log
+from harnessmem.memory.consolidation import ConsolidationResult
+from harnessmem.memory.files import normalise_fact, parse_facts, saved_facts
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
 
@@ -36,9 +39,6 @@ if TYPE_CHECKING:
 DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
 PRIOR = "## People\n" + "".join(
     f"- Ana's friend number {i} is called Person{i}\n" for i in range(8)
-)
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
 
 
@@ -489,11 +489,8 @@ def test_memory_save_tool_goes_through_save(open_harness: HarnessFactory) -> Non
 # -- the LoCoMo replay ----------------------------------------------------------------------
 
 
-def _locomo() -> list[dict[str, Any]]:
-    path = DATA / "locomo-dev" / "locomo-dev.json"
-    if not path.is_file():
-        pytest.skip(f"shared data not found at {path} (set SHARED_DATA_DIR)")
-    return list(json.loads(path.read_text()))
+def _locomo(shared_file: Callable[[str], Path]) -> list[dict[str, Any]]:
+    return list(json.loads(shared_file("locomo-dev/locomo-dev.json").read_text()))
 
 
 def _sessions(sample: dict[str, Any]) -> list[tuple[int, float, list[dict[str, Any]], list[str]]]:
@@ -519,7 +516,7 @@ def _sessions(sample: dict[str, Any]) -> list[tuple[int, float, list[dict[str, A
 @pytest.mark.slow
 @pytest.mark.parametrize("workspace_target", ["local"], indirect=True)
 def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
-    open_harness: HarnessFactory, clock: FakeClock
+    open_harness: HarnessFactory, clock: FakeClock, shared_file: Callable[[str], Path]
 ) -> None:
     current: list[str] = []
 
@@ -533,7 +530,7 @@ def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
     budget = harness.settings.consolidation.max_memory_tokens
     expected: list[str] = []
     rejected = 0
-    for sample in _locomo():
+    for sample in _locomo(shared_file):
         for number, when, messages, facts in _sessions(sample):
             clock.now = when
             current[:] = facts

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem.memory.consolidation import STATE_PATH
+from harnessmem.layout import CONSOLIDATION_STATE as STATE_PATH
 from harnessmem.testing import FakeClock, ScriptedModel
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")

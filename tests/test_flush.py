@@ -369,8 +369,8 @@ def test_transcript_rendering() -> None:
     text = render_transcript(messages)
     assert "system prompt" not in text
     assert "old summary" not in text
-    assert text.startswith('[USER]: book it\n[ASSISTANT]: [tool_call: book({"x":1})]')
-    assert "[TOOL]: [tool_result: book] yyy" in text
+    assert text.startswith('[user]: book it\n[image]\n[assistant]:\n[tool_call: book({"x":1})]')
+    assert "\n[tool_result: book]: yyy" in text
     assert len(text) < 6_000
     assert render_transcript([{"role": "assistant", "content": ""}]) == ""
 
@@ -385,10 +385,10 @@ def test_transcript_names_the_speaker_of_a_named_message() -> None:
         {"role": "tool", "name": "lookup", "tool_call_id": "c1", "content": "ok"},
     ]
     assert render_transcript(messages, lean=True).splitlines() == [
-        "[USER Ines]: I moved to Porto.",
-        "[USER Tomas]: I started a pottery class.",
-        "[ASSISTANT]: Noted.",
-        "[TOOL]: [tool_result: lookup] ok",
+        "[user Ines]: I moved to Porto.",
+        "[user Tomas]: I started a pottery class.",
+        "[assistant]: Noted.",
+        "[tool_result: lookup]: ok",
     ]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -31,28 +30,20 @@ from harnessmem.messages import (
     validate_messages,
 )
 
-# The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
-SWE = DATA / "swe-agent" / "marshmallow-1867.function_calling.traj"
+TAU = "tau-bench/gpt-4o-airline-dev.json"
+SWE = "swe-agent/marshmallow-1867.function_calling.traj"
 
 Message = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def tau_runs() -> list[list[Message]]:
-    if not TAU.is_file():
-        pytest.skip(f"tau-bench data missing at {TAU}")
-    return [run["traj"] for run in json.loads(TAU.read_text(encoding="utf-8"))]
+def tau_runs(shared_file: Callable[[str], Path]) -> list[list[Message]]:
+    return [run["traj"] for run in json.loads(shared_file(TAU).read_text(encoding="utf-8"))]
 
 
 @pytest.fixture(scope="module")
-def swe_trajectory() -> dict[str, Any]:
-    if not SWE.is_file():
-        pytest.skip(f"SWE-agent trajectory missing at {SWE}")
-    data: dict[str, Any] = json.loads(SWE.read_text(encoding="utf-8"))
+def swe_trajectory(shared_file: Callable[[str], Path]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(shared_file(SWE).read_text(encoding="utf-8"))
     return data
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -33,9 +32,6 @@ from harnessmem.memory.redaction import REPLACEMENT, SecretRedactor, redact
 from harnessmem.plugins import HookFacade, make_plugin_manager
 
 OPENAI = "sk-proj-AbCdEf1234567890abcdefGHIJ"
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
 
 EXAMPLES = [
     (
@@ -342,10 +338,8 @@ def test_folding_finds_every_letter_that_ignorecase_matches() -> None:
             assert folded[match.start()] == letter, hex(ord(match[0]))
 
 
-def _tool_outputs() -> Iterator[str]:
-    if not DATA.is_dir():
-        pytest.skip(f"shared data missing at {DATA}")
-    for path in sorted((DATA / "swe-agent").glob("*.traj")):
+def _tool_outputs(shared_file: Callable[[str], Path]) -> Iterator[str]:
+    for path in sorted(shared_file("swe-agent").glob("*.traj")):
         trajectory = json.loads(path.read_text(encoding="utf-8"))
         for step in trajectory["trajectory"]:
             yield step["observation"]
@@ -353,16 +347,17 @@ def _tool_outputs() -> Iterator[str]:
             if message.get("role") == "tool":
                 content = message["content"]
                 yield content if isinstance(content, str) else str(content)
-    for run in json.loads((DATA / "tau-bench" / "gpt-4o-airline-dev.json").read_text("utf-8")):
+    tau = shared_file("tau-bench/gpt-4o-airline-dev.json")
+    for run in json.loads(tau.read_text("utf-8")):
         for message in run["traj"]:
             if message.get("role") == "tool":
                 yield message["content"]
 
 
-def test_real_tool_outputs_are_redacted_as_before() -> None:
+def test_real_tool_outputs_are_redacted_as_before(shared_file: Callable[[str], Path]) -> None:
     """Real swe-agent and tau-bench tool outputs, alone, all in one, and with secrets put in
     at random places, redact as they did."""
-    outputs = list(_tool_outputs())
+    outputs = list(_tool_outputs(shared_file))
     assert len(outputs) > 100
     for output in outputs:
         assert redact(output) == _former_redact(output)

@@ -4,7 +4,6 @@ and ``harnessmem replay``."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -29,10 +28,7 @@ from harnessmem.replay import (
 )
 from harnessmem.settings import HarnessSettings
 
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
+TAU = "tau-bench/gpt-4o-airline-dev.json"
 #: Two LoCoMo-shaped conversations written for these tests (three dated sessions, and two).
 LOCOMO_CHAT = Path(__file__).resolve().parent / "data" / "locomo-chat.json"
 
@@ -460,10 +456,10 @@ def test_replay_usage_errors(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def tau_transcript(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not TAU.is_file():
-        pytest.skip(f"tau-bench data missing at {TAU}")
-    runs = json.loads(TAU.read_text(encoding="utf-8"))[:12]
+def tau_transcript(
+    tmp_path_factory: pytest.TempPathFactory, shared_file: Callable[[str], Path]
+) -> Path:
+    runs = json.loads(shared_file(TAU).read_text(encoding="utf-8"))[:12]
     messages = [message for run in runs for message in run["traj"]]
     path = tmp_path_factory.mktemp("tau") / "tau-12-runs.json"
     path.write_text(json.dumps(messages), encoding="utf-8")

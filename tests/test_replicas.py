@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem.memory.files import is_daily_log
+from harnessmem.layout import is_daily_log
 from harnessmem.testing import ScriptedModel
 
 if TYPE_CHECKING:

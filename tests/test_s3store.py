@@ -19,8 +19,8 @@ import pytest
 
 import harnessmem.workspace._s3store as s3store
 from harnessmem import MemoryHarness, WorkspaceError
+from harnessmem.layout import CONSOLIDATION_STATE as WATERMARK
 from harnessmem.maintenance import MaintenanceScheduler, MaintenanceStep, StepDone
-from harnessmem.memory.consolidation import STATE_PATH as WATERMARK
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.testing.s3_server import S3Fault, S3Request, S3TestServer
 from harnessmem.workspace import Workspace

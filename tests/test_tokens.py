@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,19 +27,13 @@ from harnessmem.tokens import (
     estimate_tokens,
 )
 
-# The shared data folder sits beside the checkout; SHARED_DATA_DIR points elsewhere.
-DATA = Path(
-    os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-TAU = DATA / "tau-bench" / "gpt-4o-airline-dev.json"
+TAU = "tau-bench/gpt-4o-airline-dev.json"
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def tau_runs() -> list[list[dict[str, Any]]]:
-    if not TAU.is_file():
-        pytest.skip(f"tau-bench data missing at {TAU}")
-    return [run["traj"] for run in json.loads(TAU.read_text(encoding="utf-8"))]
+def tau_runs(shared_file: Callable[[str], Path]) -> list[list[dict[str, Any]]]:
+    return [run["traj"] for run in json.loads(shared_file(TAU).read_text(encoding="utf-8"))]
 
 
 @pytest.fixture(scope="module")

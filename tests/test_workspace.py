@@ -354,7 +354,7 @@ def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
     two paths on one stripe still append whole lines from many threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harnessmem.workspace._stores import LOCK_STRIPES, lock_stripe
+    from harnessmem.layout import LOCK_STRIPES, lock_stripe
 
     workspace = Workspace.open(tmp_path / "ws")
     paths = [f"memory/f{n}.md" for n in range(LOCK_STRIPES * 3)]

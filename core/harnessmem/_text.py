@@ -13,11 +13,15 @@ through :func:`decode`:
   UTF-16/32 with a byte-order mark. Such a file is read anyway: the encoding a BOM
   names, else UTF-8 with each bad byte shown as U+FFFD; :func:`decode` says what was
   wrong so the caller can warn and keep the original bytes before replacing them.
+
+:func:`content_hash` is the one hash of stored bytes: the index's incremental sync, the
+consolidation watermark and the stores' compare-and-swap versions all use it.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import re
 
 #: Code points UTF-8 cannot encode: the surrogates (U+D800-U+DFFF).
@@ -31,6 +35,17 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16-LE"),
     (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16-BE"),
 )
+
+
+def content_hash(data: bytes) -> str:
+    """The hash of stored bytes (SHA-256 cut to 128 bits, hex).
+
+    SHA-256 rather than blake2b: CPUs with SHA extensions (x86 since ~2017, ARMv8) hash
+    it about three times as fast, and an index rebuild hashes every file. An index that
+    holds hashes of another function sees each file as changed once and keeps its
+    unchanged entries.
+    """
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def storable(text: str) -> str:

@@ -24,18 +24,17 @@ matches the file line for line.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnessmem._text import content_hash
 from harnessmem.errors import ConfigError
 from harnessmem.events import ToolResultEvictedEvent
+from harnessmem.layout import eviction_path
 from harnessmem.messages import pair_tool_calls
 from harnessmem.plugins import hookimpl
-from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.events import TurnContext
@@ -50,7 +49,6 @@ logger = logging.getLogger("harnessmem.eviction")
 #: is evicted (a placeholder is far below the threshold), so a real output that happens to
 #: contain this text is still evicted when it is too long.
 MARKER = "[harnessmem: "
-_HASH_CHARS = 16
 # Paths this process wrote or found recently: a transcript kept unevicted by the caller is
 # swept on every turn, and this spares a storage round trip per turn for it.
 _KNOWN_PATHS = 1024
@@ -64,33 +62,9 @@ def _renew_after(settings: EvictionSettings) -> float:
     return settings.retention_days * 86400 / 2
 
 
-@dataclass(frozen=True)
-class EvictedResult:
-    """One tool result moved to a file (``ctx.outcomes["eviction"]`` lists them per call).
-
-    ``written`` is False when the file already held this content (same content, same
-    file: nothing was written again). ``stage`` is ``"post_acting"`` or ``"pre_reasoning"``.
-    """
-
-    session_id: str
-    tool_name: str
-    call_id: str
-    path: str
-    original_chars: int
-    kept_chars: int
-    written: bool
-    stage: str
-
-
-def eviction_path(folder: str, session_id: str, call_id: str, text: str) -> str:
-    """Workspace path of an evicted result: ``<folder>/<session>/<call id>-<hash>.txt``.
-
-    The hash is over the stored text, so the same content under the same call id always
-    maps to the same file and a reused call id with new content gets a new one.
-    """
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
-    call = safe_id(call_id or "no-call-id", max_length=64)
-    return f"{folder.strip('/')}/{safe_id(session_id)}/{call}-{digest}.txt"
+#: One tool result moved to a file (``ctx.outcomes["eviction"]`` lists them per call): the
+#: event the ``on_tool_result_evicted`` observers get.
+EvictedResult = ToolResultEvictedEvent
 
 
 def placeholder(text: str, path: str, preview_chars: int) -> str:
@@ -148,7 +122,7 @@ class ToolResultEvictor:
     def __init__(self) -> None:
         self.settings: EvictionSettings | None = None
         self._known: OrderedDict[str, float] = OrderedDict()
-        self._replaced: OrderedDict[tuple[str, str, bytes], tuple[str, str]] = OrderedDict()
+        self._replaced: OrderedDict[tuple[str, str, str], tuple[str, str]] = OrderedDict()
 
     @hookimpl
     def harnessmem_configure(self, settings: HarnessSettings) -> None:
@@ -183,17 +157,7 @@ class ToolResultEvictor:
         function = call.get("function")
         tool_name = function.get("name") if isinstance(function, Mapping) else None
         tool_name = tool_name if isinstance(tool_name, str) else ""
-        if not self._wants(settings, tool_name, text):
-            return
-        call_id = call.get("id")
-        evicted = self._evict(
-            ctx,
-            settings,
-            text,
-            tool_name,
-            call_id if isinstance(call_id, str) else "",
-            "post_acting",
-        )
+        evicted = self._evict_wanted(ctx, settings, text, tool_name, call.get("id"), "post_acting")
         if evicted is not None:
             ctx.tool_result = evicted[0]
 
@@ -227,17 +191,8 @@ class ToolResultEvictor:
             message = messages[index]
             text = _content_text(message.get("content")) or ""
             tool_name = _tool_name_of(messages, index, parents)
-            if not self._wants(settings, tool_name, text):
-                continue
             call_id = message.get("tool_call_id")
-            evicted = self._evict(
-                ctx,
-                settings,
-                text,
-                tool_name,
-                call_id if isinstance(call_id, str) else "",
-                "pre_reasoning",
-            )
+            evicted = self._evict_wanted(ctx, settings, text, tool_name, call_id, "pre_reasoning")
             if evicted is None:
                 continue
             content: Any = evicted[0]
@@ -247,6 +202,22 @@ class ToolResultEvictor:
             messages[index] = {**message, "content": content}
 
     # the work -------------------------------------------------------------------------------
+
+    def _evict_wanted(
+        self,
+        ctx: TurnContext,
+        settings: EvictionSettings,
+        text: str,
+        tool_name: str,
+        call_id: object,
+        stage: str,
+    ) -> tuple[str, EvictedResult] | None:
+        """:meth:`_evict` when the settings want ``text`` of ``tool_name`` evicted."""
+        if not self._wants(settings, tool_name, text):
+            return None
+        return self._evict(
+            ctx, settings, text, tool_name, call_id if isinstance(call_id, str) else "", stage
+        )
 
     def _evict(
         self,
@@ -263,7 +234,7 @@ class ToolResultEvictor:
         key = (
             ctx.session_id,
             call_id,
-            hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(),
+            content_hash(text.encode("utf-8", "surrogatepass")),
         )
         cached = self._replaced.get(key)
         try:
@@ -296,18 +267,7 @@ class ToolResultEvictor:
             ctx.session_id, tool_name, call_id, path, len(text), len(short), written, stage
         )
         ctx.outcomes.setdefault("eviction", []).append(record)
-        harness.hooks.tool_result_evicted(
-            ToolResultEvictedEvent(
-                session_id=ctx.session_id,
-                tool_name=tool_name,
-                call_id=call_id,
-                path=path,
-                original_chars=len(text),
-                kept_chars=len(short),
-                written=written,
-                stage=stage,
-            )
-        )
+        harness.hooks.tool_result_evicted(record)
         return short, record
 
     def _store(self, harness: Services, path: str, text: str, settings: EvictionSettings) -> bool:

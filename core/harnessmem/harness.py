@@ -11,7 +11,6 @@ compaction, flush, ...) are plugins. ``Session`` is defined in
 from __future__ import annotations
 
 import atexit
-import hashlib
 import logging
 import os
 import posixpath
@@ -23,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
+from harnessmem import layout
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
 from harnessmem.models.routes import PURPOSES as PURPOSES
 from harnessmem.models.routes import ModelRoutes
@@ -53,8 +53,6 @@ __all__ = ["MemoryHarness", "Session"]
 Message = dict[str, Any]
 C = TypeVar("C")
 #: Workspace files the agent may read through ``get`` / ``memory_get``.
-READABLE_PREFIXES = ("memory/", "sessions/")
-READABLE_FILES = ("MEMORY.md",)
 
 
 logger = logging.getLogger("harnessmem.harness")
@@ -194,12 +192,7 @@ class MemoryHarness:
         configured = self.settings.workspace.index_path
         if configured:
             return Path(configured).expanduser()
-        local = self.workspace.local_root
-        if local is not None:
-            return local.parent / "memory_index.db"
-        digest = hashlib.sha256(self.workspace.url.encode()).hexdigest()[:16]
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return cache / "harnessmem" / digest / "memory_index.db"
+        return layout.default_index_path(self.workspace.local_root, self.workspace.url)
 
     @property
     def index(self) -> IndexBackend:
@@ -284,9 +277,9 @@ class MemoryHarness:
             raise ValueError(f"lines must be >= 1, got {lines}")
         full = self.workspace.resolve(path)  # confinement first: the error names the problem
         normal = posixpath.normpath(path)
-        readable = (*READABLE_PREFIXES, self.settings.eviction.path.strip("/") + "/")
-        hint = f"readable: {', '.join(READABLE_FILES)}, {', '.join(readable)}"
-        if normal not in READABLE_FILES and not normal.startswith(readable):
+        readable = (*layout.READABLE_PREFIXES, self.settings.eviction.path.strip("/") + "/")
+        hint = f"readable: {', '.join(layout.READABLE_FILES)}, {', '.join(readable)}"
+        if normal not in layout.READABLE_FILES and not normal.startswith(readable):
             raise PathNotAllowed(
                 f"{path!r} is not a memory file, session log or evicted tool result", hint=hint
             )
@@ -294,7 +287,7 @@ class MemoryHarness:
         if root is not None:
             # A symlink inside the workspace must not lead to a file the agent may not read.
             real = Path(os.path.realpath(full)).relative_to(root).as_posix()
-            if real not in READABLE_FILES and not real.startswith(readable):
+            if real not in layout.READABLE_FILES and not real.startswith(readable):
                 raise PathNotAllowed(
                     f"{path!r} is a symlink to {real!r}, which is not a memory file, "
                     "session log or evicted tool result",

@@ -49,6 +49,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
 from harnessmem.errors import MessageFormatError
 from harnessmem.messages import MAX_DEPTH, check_messages
 from harnessmem.plugins import hookimpl
@@ -652,9 +653,7 @@ class _Loop:
             self.report.flush_failures.append(str(getattr(result, "error", "") or "failed"))
 
     def _date(self, moment: float) -> str:
-        from harnessmem.memory.files import local_date
-
-        return local_date(moment, self.harness.settings.workspace.timezone)
+        return layout.local_date(moment, self.harness.settings.workspace.timezone)
 
     def end_day(self, next_moment: float) -> None:
         """Before the clock moves to ``next_moment``: when that is another day, close the
@@ -700,7 +699,7 @@ def _text_of(content: Any) -> str:
 
 def _memory_tokens(harness: MemoryHarness, counter: Any) -> int:
     try:
-        text = harness.workspace.read_text("MEMORY.md")
+        text = harness.workspace.read_text(layout.MEMORY_FILE)
     except FileNotFoundError:
         return 0
     return int(counter.count_text(text))

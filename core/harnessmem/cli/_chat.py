@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harnessmem import layout
 from harnessmem.cli._common import (
     EXIT_CONFIG,
     EXIT_OK,
@@ -122,7 +123,7 @@ def _banner(harness: MemoryHarness, agent: Agent) -> None:
     from harnessmem.tokens import TokenCounter
 
     try:
-        memory = harness.workspace.read_text("MEMORY.md")
+        memory = harness.workspace.read_text(layout.MEMORY_FILE)
     except FileNotFoundError:
         memory = ""
     tools = ", ".join(s["function"]["name"] for s in agent.tool_schemas)

@@ -11,12 +11,14 @@ import difflib
 import posixpath
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
+
 if TYPE_CHECKING:
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
 
 #: Top-level names harnessmem writes into a workspace; one of them marks a folder as one.
-_MARKERS = frozenset({"MEMORY.md", "memory", "sessions", "usage", ".locks"})
+_MARKERS = layout.RESERVED_NAMES | {layout.USAGE_DIR, layout.LOCKS_DIR}
 
 
 def _names(fs: Any, path: str) -> set[str] | None:

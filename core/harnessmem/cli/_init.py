@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from harnessmem import layout
 from harnessmem.cli._common import (
     EXIT_FAILED,
     CommandError,
@@ -191,7 +192,7 @@ def init_command(
     check_reachable(where)
     # A folder every later command sees; on an object store the prefix would else hold
     # nothing, and the commands that only read would find no workspace there.
-    where.make_folder("memory")
+    where.make_folder(layout.MEMORY_DIR)
     root.mkdir(parents=True, exist_ok=True)
     storage = _storage_from_file(settings, overrides)
     written.write_text(render_config(url, storage_options=storage), encoding="utf-8")

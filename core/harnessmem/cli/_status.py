@@ -8,12 +8,12 @@ usage. Reads only: it neither syncs the index nor runs maintenance.
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from harnessmem import layout
 from harnessmem.cli._common import (
     command_harness,
     common_options,
@@ -26,9 +26,6 @@ from harnessmem.cli._common import (
 
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
-
-_DAILY = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
-_ARCHIVED = re.compile(r"^memory/archive/(\d{4}-\d{2}-\d{2})\.md$")
 
 
 def _iso(seconds: float | None) -> str | None:
@@ -74,11 +71,11 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
 
     settings = harness.settings
     files = _files(harness)
-    daily = sorted(m.group(1) for p in files if (m := _DAILY.match(p)))
-    archived = [p for p in files if _ARCHIVED.match(p)]
-    memory_text = _read(harness, "MEMORY.md")
+    daily = sorted(day for p in files if (day := layout.daily_log_date(p)))
+    archived = [p for p in files if layout.daily_log_date(p, archived=True)]
+    memory_text = _read(harness, layout.MEMORY_FILE)
     memory_tokens = TokenCounter().count_text(memory_text) if memory_text else 0
-    sessions = [p for p in files if p.startswith("sessions/") and p.endswith(".log.jsonl")]
+    sessions = [p for p in files if layout.source_of(p) == "sessions"]
     evicted_prefix = settings.eviction.path.strip("/") + "/"
     evicted = [p for p in files if p.startswith(evicted_prefix)]
     stats = harness.index.stats()
@@ -92,7 +89,7 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
             "count": len(daily),
             "first": daily[0] if daily else None,
             "last": daily[-1] if daily else None,
-            "bytes": sum(files[f"memory/{day}.md"][0] for day in daily),
+            "bytes": sum(files[layout.daily_log_path(day)][0] for day in daily),
             "archived": len(archived),
         },
         "memory_md": {
@@ -101,7 +98,7 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
             "budget": settings.consolidation.max_memory_tokens,
             "context_max_tokens": settings.context.max_tokens,
             "entries": sum(1 for line in (memory_text or "").splitlines() if line.startswith("- ")),
-            "modified": _iso(files.get("MEMORY.md", (0, None))[1]),
+            "modified": _iso(files.get(layout.MEMORY_FILE, (0, None))[1]),
         },
         "sessions": {
             "logs": len(sessions),
@@ -125,7 +122,7 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
 def _watermark(
     harness: MemoryHarness, files: dict[str, tuple[int, float | None]], daily: list[str]
 ) -> dict[str, Any]:
-    raw = _read(harness, "memory/.consolidation_state")
+    raw = _read(harness, layout.CONSOLIDATION_STATE)
     done: dict[str, Any] = {}
     at: str | None = None
     if raw and raw.strip():
@@ -141,7 +138,7 @@ def _watermark(
     waiting = {}
     for day in daily:
         name = f"{day}.md"
-        size = files[f"memory/{day}.md"][0]
+        size = files[layout.daily_log_path(day)][0]
         record = done.get(name)
         consolidated = int(record.get("bytes", 0)) if isinstance(record, dict) else 0
         if size > consolidated:
@@ -154,7 +151,7 @@ def _watermark(
 
 
 def _maintenance(harness: MemoryHarness) -> dict[str, Any]:
-    raw = _read(harness, "memory/.maintenance_state")
+    raw = _read(harness, layout.MAINTENANCE_STATE)
     try:
         data = json.loads(raw) if raw else {}
     except ValueError:

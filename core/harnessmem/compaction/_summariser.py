@@ -13,9 +13,9 @@ context once it is safe in the session log.
 from __future__ import annotations
 
 import logging
-import string
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
 from harnessmem.compaction._plan import Plan, summary_tokens
 from harnessmem.compaction._summary import SECTIONS, normalise_summary, split_facts
 from harnessmem.models.backoff import Backoff
@@ -102,21 +102,19 @@ class Summariser:
     ) -> tuple[str | None, Completion | None, str, str | None]:
         """One summary call: the summary (or None), the completion, what went wrong, and
         (when ``facts_reference`` asked for them) the text of the answer's facts section."""
-        from harnessmem.memory import files as mf
-        from harnessmem.prompts import FACTS_TOKENS, load_template, summary_request
+        from harnessmem.prompts import FACTS_TOKENS, summary_request
 
         bound = summary_tokens(self.settings, plan.limit)
-        template = self.settings.summary_prompt or load_template("summary")
-        template = string.Template(template).safe_substitute(max_words=str(bound * 3 // 4))
         settings = self.harness.settings
         try:
             request = summary_request(
                 self.new_messages(plan),
                 previous_summary=plan.previous or None,
-                template=template,
+                template=self.settings.summary_prompt or None,
                 facts_reference=facts_reference,
-                today=mf.local_date(self.harness.clock(), settings.workspace.timezone),
+                today=layout.local_date(self.harness.clock(), settings.workspace.timezone),
                 max_result_chars=_RESULT_CHARS,
+                max_words=bound * 3 // 4,
             )
             extra = FACTS_TOKENS if facts_reference is not None else 0
             completion = self.harness.model_for("summary").complete(
@@ -127,7 +125,8 @@ class Summariser:
         answer, facts = completion.text, None
         if facts_reference is not None:
             answer, facts = split_facts(answer)
-        text, problem = normalise_summary(answer, prompt=template)
+        # The instructions as sent: an answer that repeats them is no summary.
+        text, problem = normalise_summary(answer, prompt=str(request[0]["content"]))
         if text is None:
             return None, completion, f"the summariser's answer was rejected: {problem}", facts
         tokens = self.counter.count_text(text)

@@ -24,7 +24,6 @@ too when ``index.include_archive``), and ``sessions/*.log.jsonl`` (source ``sess
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -33,7 +32,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harnessmem._text import decode
+from harnessmem import layout
+from harnessmem._text import content_hash, decode
 from harnessmem.backends.base import (
     INDEX_SOURCES,
     FileUpdate,
@@ -48,6 +48,7 @@ from harnessmem.index.chunking import (
     chunk_markdown,
     chunk_session_log,
 )
+from harnessmem.layout import session_log_path, source_of
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend
@@ -69,42 +70,6 @@ logger = logging.getLogger("harnessmem.index")
 
 #: Entries read before they are handed to the backend in one call.
 BATCH_ENTRIES = 32_768
-MEMORY_FILE = "MEMORY.md"
-MEMORY_DIR = "memory"
-ARCHIVE_DIR = "memory/archive"
-SESSIONS_DIR = "sessions"
-SESSION_SUFFIX = ".log.jsonl"
-
-
-def content_hash(data: bytes) -> str:
-    """The content hash the index stores for a file (SHA-256 cut to 128 bits, hex).
-
-    SHA-256 rather than blake2b: CPUs with SHA extensions (x86 since ~2017, ARMv8) hash
-    it three times as fast, and a rebuild hashes every file. An index that holds hashes
-    of another function sees each file as changed once and keeps its unchanged entries.
-    """
-    return hashlib.sha256(data).hexdigest()[:32]
-
-
-def session_log_path(session_id: str) -> str:
-    """Workspace path of a session's raw message log: ``sessions/<safe id>.log.jsonl``."""
-    from harnessmem.workspace import safe_id
-
-    return f"{SESSIONS_DIR}/{safe_id(session_id)}{SESSION_SUFFIX}"
-
-
-def source_of(path: str, *, include_archive: bool = False) -> str | None:
-    """The index source of a workspace path (``memory`` or ``sessions``), None if not indexed."""
-    if path == MEMORY_FILE:
-        return "memory"
-    head, _, name = path.rpartition("/")
-    if head == MEMORY_DIR and name.endswith(".md") and not name.startswith("."):
-        return "memory"
-    if include_archive and head == ARCHIVE_DIR and name.endswith(".md"):
-        return "memory"
-    if head == SESSIONS_DIR and name.endswith(SESSION_SUFFIX) and not name.startswith("."):
-        return "sessions"
-    return None
 
 
 # ------------------------------------------------------------------------------ sync
@@ -250,10 +215,10 @@ class IndexSync:
 
     def _folders_of(self, source: str) -> list[tuple[str, str]]:
         if source == "sessions":
-            return [(SESSIONS_DIR, SESSION_SUFFIX)]
-        folders = [(MEMORY_DIR, ".md")]
+            return [(layout.SESSIONS_DIR, layout.SESSION_LOG_SUFFIX)]
+        folders = [(layout.MEMORY_DIR, ".md")]
         if self.include_archive:
-            folders.append((ARCHIVE_DIR, ".md"))
+            folders.append((layout.ARCHIVE_DIR, ".md"))
         return folders
 
     def _sweep(
@@ -268,7 +233,7 @@ class IndexSync:
                 mtime = _mtime_ns(os.path.join(root, folder))
                 self._folders[folder] = None if mtime is not None and _racy(mtime) else mtime
         if source == "memory":
-            listed.update(self._tokens("", MEMORY_FILE, exact=True))
+            listed.update(self._tokens("", layout.MEMORY_FILE, exact=True))
         for folder, suffix in self._folders_of(source):
             listed.update(self._tokens(folder, suffix))
         result.checked += len(listed)
@@ -295,7 +260,7 @@ class IndexSync:
                 return self.sync((source,))
         hot = self._hot.setdefault(source, set())
         if source == "memory":
-            hot.add(MEMORY_FILE)
+            hot.add(layout.MEMORY_FILE)
         stale = []
         for path in hot:
             token = _file_token(os.path.join(root, path))
@@ -485,7 +450,9 @@ def _links_to_memory(root: str, link: str) -> bool:
     if not real.startswith(base):
         return False
     rel = real[len(base) :].replace(os.sep, "/")
-    return rel == MEMORY_FILE or rel.startswith((f"{MEMORY_DIR}/", f"{SESSIONS_DIR}/"))
+    return rel == layout.MEMORY_FILE or rel.startswith(
+        (f"{layout.MEMORY_DIR}/", f"{layout.SESSIONS_DIR}/")
+    )
 
 
 def _remote_tokens(workspace: Workspace, folder: str, suffix: str) -> dict[str, str | None]:

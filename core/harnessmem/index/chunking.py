@@ -13,6 +13,7 @@ from itertools import islice, repeat
 from typing import Any
 
 from harnessmem.backends.base import EntryColumns, IndexEntry
+from harnessmem.layout import daily_log_date
 
 __all__ = [
     "MAX_ENTRY_CHARS",
@@ -35,7 +36,6 @@ _CLOSING = re.compile(r"[ \t]+#+$")  # "## Title ##": the trailing hashes are no
 _BULLET = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_DAILY_NAME = re.compile(r"^memory/(?:archive/)?(\d{4}-\d{2}-\d{2})\.md$")
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
 # The seed's headings of flushed and saved facts: a date and a boundary, not a topic.
 _LOG_HEADING = re.compile(r"^Memory (?:Flush|Save)\b", re.IGNORECASE)
@@ -104,8 +104,7 @@ def chunk_markdown(path: str, text: str) -> EntryColumns:
     here): a run of one-line bullets, the bulk of a daily log, is found by one regex scan
     and added to the columns with ``map``; another one-line bullet is handled inline.
     """
-    named = _DAILY_NAME.match(path)
-    file_date = named.group(1) if named else None
+    file_date = daily_log_date(path, archived=None)
     entries = EntryColumns(path)
     starts, ends, contents = entries.starts, entries.ends, entries.contents
     contexts, dates, sections = entries.contexts, entries.dates, entries.sections

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.events import MaintenanceEvent
 from harnessmem.maintenance._steps import (
@@ -73,8 +74,8 @@ __all__ = [
 
 logger = logging.getLogger("harnessmem.maintenance")
 
-STATE_PATH = "memory/.maintenance_state"
-LEASE_NAME = "maintenance"
+STATE_PATH = layout.MAINTENANCE_STATE
+LEASE_NAME = layout.MAINTENANCE_LEASE
 #: What a flush's request runs: the steps that make its new facts count.
 OPPORTUNISTIC_STEPS = ("consolidate", "reindex")
 # The thread re-reads the clock at least this often, so a suspended machine or a stepped

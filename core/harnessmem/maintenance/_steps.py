@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from harnessmem.memory.transcripts import SESSIONS_DIR
+from harnessmem import layout
 from harnessmem.models.usage import ledger_files
 
 if TYPE_CHECKING:
@@ -43,12 +42,9 @@ __all__ = [
 
 logger = logging.getLogger("harnessmem.maintenance")
 
-ARCHIVE_DIR = "memory/archive"
-_DAILY = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
+ARCHIVE_DIR = layout.ARCHIVE_DIR
 _DAY = 86400.0
 _DETAIL_CHARS = 300
-_LOG_SUFFIX = ".log.jsonl"
-_MARK_SUFFIX = ".offload.json"
 # Long enough for two deletes; a pruner that dies lets offload go on after this.
 _SESSION_LEASE_TTL = 60.0
 
@@ -100,18 +96,18 @@ def archive_daily_logs(harness: Services, now: float) -> StepDone:
     moved = merged = 0
     errors: list[str] = []
     # Not recursive: memory/archive/ and memory/.history/ are below, never candidates.
-    for path in workspace.list("memory", recursive=False):
+    for path in workspace.list(layout.MEMORY_DIR, recursive=False):
         name = path.rsplit("/", 1)[-1]
-        match = _DAILY.fullmatch(name)
-        if match is None:
+        logged = layout.daily_log_date(path)
+        if logged is None:
             continue
         try:
-            day = date.fromisoformat(match.group(1))
+            day = date.fromisoformat(logged)
         except ValueError:  # 2026-13-45.md is a name, not a date
             continue
         if day >= cutoff:
             continue
-        target = f"{ARCHIVE_DIR}/{name}"
+        target = layout.archive_path(name)
         try:
             if workspace.exists(target):
                 # A log for that day was archived before and written again since (a late
@@ -223,7 +219,7 @@ def _session_lease(workspace: Workspace, stem: str) -> Iterator[Lease | None]:
 
     Offload names it after ``safe_id`` of the session id: the stem of the log's file name.
     """
-    lease = workspace.try_lock(f"offload:{stem}", ttl=_SESSION_LEASE_TTL)
+    lease = workspace.try_lock(layout.offload_lease(stem), ttl=_SESSION_LEASE_TTL)
     try:
         yield lease
     finally:
@@ -234,9 +230,16 @@ def _session_lease(workspace: Workspace, stem: str) -> Iterator[Lease | None]:
                 logger.warning("releasing the lease of session log %s failed: %s", stem, exc)
 
 
+def _stem(path: str) -> str:
+    """The safe session id of a listed session log or offload mark."""
+    stem = layout.session_stem(path)
+    assert stem is not None, path
+    return stem
+
+
 def _drop_mark(workspace: Workspace, stem: str, tally: _Tally) -> None:
     """Delete the offload mark of ``stem`` if there is one; the caller holds the lease."""
-    mark = f"{SESSIONS_DIR}/{stem}{_MARK_SUFFIX}"
+    mark = layout.offload_mark_path(stem)
     if workspace.exists(mark):
         workspace.delete(mark)
         tally.bump("marks_deleted")
@@ -255,12 +258,12 @@ def prune_session_logs(harness: Services, now: float) -> StepDone:
     days = harness.settings.maintenance.session_retention_days
     cutoff = now - days * _DAY
     tally = _Tally(extra={"marks_deleted": 0, "busy": 0})
-    listing = workspace.scan(SESSIONS_DIR, recursive=False)
-    logs = [info for info in listing if info.path.endswith(_LOG_SUFFIX)]
-    stems = {info.path[len(SESSIONS_DIR) + 1 : -len(_LOG_SUFFIX)] for info in logs}
+    listing = workspace.scan(layout.SESSIONS_DIR, recursive=False)
+    logs = [info for info in listing if info.path.endswith(layout.SESSION_LOG_SUFFIX)]
+    stems = {_stem(info.path) for info in logs}
 
     def remove(info: FileInfo) -> bool:
-        stem = info.path[len(SESSIONS_DIR) + 1 : -len(_LOG_SUFFIX)]
+        stem = _stem(info.path)
         with _session_lease(workspace, stem) as lease:
             if lease is None:
                 tally.bump("busy")
@@ -277,16 +280,16 @@ def prune_session_logs(harness: Services, now: float) -> StepDone:
             return True
 
     _prune(logs, cutoff, remove, tally)
-    marks = [info.path for info in listing if info.path.endswith(_MARK_SUFFIX)]
+    marks = [info.path for info in listing if info.path.endswith(layout.OFFLOAD_MARK_SUFFIX)]
     for path in marks:
-        stem = path[len(SESSIONS_DIR) + 1 : -len(_MARK_SUFFIX)]
+        stem = _stem(path)
         if stem in stems:
             continue  # its log was listed: it went with it, or stays with it
         try:
             with _session_lease(workspace, stem) as lease:
                 if lease is None:
                     tally.bump("busy")
-                elif not workspace.exists(f"{SESSIONS_DIR}/{stem}{_LOG_SUFFIX}"):
+                elif not workspace.exists(layout.session_log_path(stem)):
                     _drop_mark(workspace, stem, tally)
         except Exception as exc:
             tally.failed(path, exc)

@@ -17,15 +17,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from harnessmem._text import content_hash
 from harnessmem.memory import files as mf
 
-__all__ = ["Segment", "Watermark", "content_hash"]
+__all__ = ["Segment", "Watermark", "same_content"]
 
 logger = logging.getLogger("harnessmem.memory.consolidation")
 
 
-def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+def same_content(data: bytes, recorded: object) -> bool:
+    """Whether ``data`` hashes to ``recorded``, a hash the watermark holds.
+
+    New hashes are :func:`~harnessmem._text.content_hash`'s. A watermark written before
+    that was the one content hash holds blake2b hashes: those still match, so that an
+    upgrade does not consolidate every daily log again.
+    """
+    if not isinstance(recorded, str):
+        return False
+    if recorded == content_hash(data):
+        return True
+    return recorded == hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 @dataclass
@@ -114,7 +125,7 @@ class Watermark:
         if pending is None:
             return False
         size = int(pending.get("memory_bytes") or 0)
-        if not size or content_hash(memory[:size]) != pending.get("memory_hash"):
+        if not size or not same_content(memory[:size], pending.get("memory_hash")):
             return False
         files = pending.get("files")
         self.files = dict(files) if isinstance(files, Mapping) else {}

@@ -34,19 +34,18 @@ watermark is the version the run rewrites.
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
-from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
-from harnessmem._text import storable, wide_codec
+from harnessmem import layout
+from harnessmem._text import content_hash, storable, wide_codec
 from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.memory import files as mf
-from harnessmem.memory._watermark import Segment, Watermark, content_hash
+from harnessmem.memory._watermark import Segment, Watermark, same_content
 from harnessmem.models.backoff import Backoff
-from harnessmem.prompts import load_template
+from harnessmem.prompts import consolidation_request
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -58,15 +57,10 @@ __all__ = ["ConsolidationResult", "MemoryConsolidator", "SaveResult"]
 
 logger = logging.getLogger("harnessmem.memory.consolidation")
 
-STATE_PATH = "memory/.consolidation_state"
-HISTORY_DIR = "memory/.history"
-ARCHIVE_DIR = "memory/archive"
-CONSOLIDATION_LEASE = "consolidation"
 #: Answers may exceed the budget by this share (models count tokens loosely).
 OVER_BUDGET_SLACK = 0.10
 #: A prior entry counts as kept when this share of its words is still in the new file.
 KEPT_WORD_SHARE = 0.6
-_HISTORY = re.compile(r"^memory/\.history/MEMORY-\d{8}T\d{6}Z(?:-\d+)?\.md$")
 
 ConsolidationStatus = Literal[
     "consolidated", "unchanged", "nothing_new", "rejected", "deferred", "busy", "disabled"
@@ -218,7 +212,7 @@ class MemoryConsolidator:
         harness = self.harness
         facts, left_out = mf.saved_facts(text)
         if not facts:
-            return SaveResult(mf.MEMORY_FILE, (), left_out=tuple(left_out))
+            return SaveResult(layout.MEMORY_FILE, (), left_out=tuple(left_out))
         body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "save")
         facts = list(dict.fromkeys(mf.saved_facts(body)[0]))
         now = harness.clock()
@@ -227,30 +221,25 @@ class MemoryConsolidator:
         def add_entry(current: str) -> str | None:
             # Dedup against MEMORY.md as it is when written (run again if it changed).
             nonlocal fresh
-            known = mf.fact_keys(current)
-            fresh = []
-            for fact in facts:
-                key = mf.normalise_fact(fact)
-                if key and key not in known:
-                    known.add(key)
-                    fresh.append(fact)
+            fresh = mf.new_facts(facts, current)
             if not fresh:
                 return None
-            gap = "\n" if current and not current.endswith("\n") else ""
-            return f"{current}{gap}\n{mf.SAVE_HEADING}{mf.iso_utc(now)}\n{mf.bullet_block(fresh)}\n"
+            return current + mf.entry_text(current, f"{mf.SAVE_HEADING}{mf.iso_utc(now)}", fresh)
 
-        written = self.workspace.update_text(mf.MEMORY_FILE, add_entry, append=True)
+        written = self.workspace.update_text(layout.MEMORY_FILE, add_entry, append=True)
         if written is None:
-            return SaveResult(mf.MEMORY_FILE, (), duplicates=len(facts), left_out=tuple(left_out))
+            return SaveResult(
+                layout.MEMORY_FILE, (), duplicates=len(facts), left_out=tuple(left_out)
+            )
         after = written.text
         warnings = []
-        problem = mf.reindex_paths(harness, [mf.MEMORY_FILE])
+        problem = mf.reindex_paths(harness, [layout.MEMORY_FILE])
         if problem:
             warnings.append(problem)
         if self.tokens(after) > harness.settings.consolidation.max_memory_tokens:
             mf.request_consolidation(harness, "memory_save grew MEMORY.md past its budget")
         return SaveResult(
-            mf.MEMORY_FILE,
+            layout.MEMORY_FILE,
             tuple(fresh),
             duplicates=len(facts) - len(fresh),
             warnings=tuple(warnings),
@@ -280,7 +269,7 @@ class MemoryConsolidator:
                     f"in a row (last: {state.last_error})"
                 ),
             )
-        lease = self.workspace.try_lock(CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
+        lease = self.workspace.try_lock(layout.CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
         if lease is None:
             return ConsolidationResult("busy", reason="another consolidation is running")
         with lease:
@@ -302,8 +291,10 @@ class MemoryConsolidator:
         harness = self.harness
         settings = harness.settings.consolidation
         budget = settings.max_memory_tokens
-        watermark = Watermark.parse(self._read(STATE_PATH), where=STATE_PATH)
-        snapshot = self.workspace.read_snapshot(mf.MEMORY_FILE)
+        watermark = Watermark.parse(
+            self._read(layout.CONSOLIDATION_STATE), where=layout.CONSOLIDATION_STATE
+        )
+        snapshot = self.workspace.read_snapshot(layout.MEMORY_FILE)
         if watermark.pending is not None:
             # The last run wrote its new state as pending just before replacing MEMORY.md;
             # the file decides whether the new version made it (a crash may have come in
@@ -318,7 +309,7 @@ class MemoryConsolidator:
             logger.warning(
                 "MEMORY.md is missing or empty but the watermark says it was consolidated; "
                 "consolidating every daily log again (previous versions: %s/)",
-                HISTORY_DIR,
+                layout.HISTORY_DIR,
             )
             watermark = Watermark(input_limit=watermark.input_limit, history=watermark.history)
         segments, pending = self._collect(watermark)
@@ -423,7 +414,7 @@ class MemoryConsolidator:
             return head + (appended if appended.startswith("\n") else "\n" + appended)
 
         # From the version read before the model ran: if nobody wrote since, one PUT.
-        written = workspace.update_text(mf.MEMORY_FILE, rewrite, current=snapshot)
+        written = workspace.update_text(layout.MEMORY_FILE, rewrite, current=snapshot)
         if written is None:
             # Rewritten by hand meanwhile; the pending state is dropped at the next load.
             return replace(
@@ -431,7 +422,7 @@ class MemoryConsolidator:
             )
         new_text = written.text
         self._commit_watermark(watermark, segments, new_text)
-        problem = mf.reindex_paths(self.harness, [mf.MEMORY_FILE])
+        problem = mf.reindex_paths(self.harness, [layout.MEMORY_FILE])
         if problem:
             logger.warning("consolidation: %s", problem)
         return replace(
@@ -450,10 +441,13 @@ class MemoryConsolidator:
         settings = self.harness.settings.consolidation
         limit = watermark.input_limit or settings.max_input_tokens
         names: dict[str, FileInfo] = {}
-        for directory in (ARCHIVE_DIR, mf.MEMORY_DIR):  # a live log wins over an archived one
+        for directory in (
+            layout.ARCHIVE_DIR,
+            layout.MEMORY_DIR,
+        ):  # a live log wins over an archived one
             for found in self.workspace.scan(directory, recursive=False):
                 name = found.path.rsplit("/", 1)[-1]
-                if mf.is_daily_log(name):
+                if layout.is_daily_log(name):
                     names[name] = found  # size and mtime from the listing: no HEAD per log
         watermark.live = set(names)
         segments: list[Segment] = []
@@ -472,9 +466,7 @@ class MemoryConsolidator:
                 segments.append(Segment(name, path, "", len(data), len(data), content_hash(data)))
                 continue
             data = self.workspace.read_bytes(path)
-            if not (
-                record and len(data) >= done and content_hash(data[:done]) == record.get("hash")
-            ):
+            if not (record and len(data) >= done and same_content(data[:done], record.get("hash"))):
                 done = 0  # new, or rewritten since: all of it is new
             # surrogateescape keeps a byte that is not UTF-8 (an edit in another editor) as
             # one character, so that the byte offset of what was taken stays exact; the
@@ -505,39 +497,16 @@ class MemoryConsolidator:
         segments: list[Segment],
     ) -> Completion:
         settings = self.harness.settings.consolidation
-        budget = settings.max_memory_tokens
-        template = settings.prompt or load_template("consolidation")
-        system = Template(template).safe_substitute(max_tokens=budget, max_chars=budget * 4)
-        if "$max_tokens" not in template:
-            system += f"\n\nStay within {budget} tokens (about {budget * 4} characters)."
-        logs = "\n\n".join(
-            f"### {s.path}\n{mf.escape_tag(s.text.strip(), 'daily_logs')}" for s in segments
-        )
-        if not prior.strip():
-            state = "empty"
-        elif tokens_before > budget:
-            state = f"{tokens_before} tokens, over budget: trim it"
-        else:
-            state = f"{tokens_before} tokens, within budget"
-        # Placeholders stay outside the tags: a model (or the extractive backend) reads
-        # everything inside them as content.
-        memory = mf.escape_tag(prior.strip(), "memory_md")
-        user = (
-            f"Current MEMORY.md ({state}; budget {budget} tokens, about {budget * 4} "
-            f"characters):\n<memory_md>\n{memory}\n</memory_md>\n\n"
-            + (
-                "New daily-log entries since the last consolidation:\n"
-                f"<daily_logs>\n{logs}\n</daily_logs>"
-                if logs
-                else "No new daily-log entries: rewrite MEMORY.md within its budget."
-            )
+        request = consolidation_request(
+            prior,
+            {s.path: s.text for s in segments},
+            max_tokens=settings.max_memory_tokens,
+            template=settings.prompt or None,
+            memory_tokens=tokens_before,
         )
         model = self.harness.model_for("consolidation")
         try:
-            return model.complete(
-                [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                purpose="consolidation",
-            )
+            return model.complete(request, purpose="consolidation")
         except Exception as exc:
             self._emit(
                 ConsolidationResult(
@@ -570,15 +539,15 @@ class MemoryConsolidator:
             return None, []
         existing = watermark.history
         if existing is None:
-            existing = self.workspace.list(HISTORY_DIR, recursive=False)
+            existing = self.workspace.list(layout.HISTORY_DIR, recursive=False)
         stamp = mf.utc_now_compact(self.harness.clock())
-        path = f"{HISTORY_DIR}/MEMORY-{stamp}.md"
+        path = layout.history_path(stamp)
         counter = 1
         while path in existing:
-            path = f"{HISTORY_DIR}/MEMORY-{stamp}-{counter}.md"
+            path = layout.history_path(stamp, counter)
             counter += 1
         versions = sorted(
-            (p for p in [*existing, path] if _HISTORY.match(p)),
+            (p for p in [*existing, path] if layout.is_history_path(p)),
             key=_history_order,
         )
         watermark.history = versions[-keep:]
@@ -605,7 +574,7 @@ class MemoryConsolidator:
         self._write_watermark(committed)
 
     def _write_watermark(self, watermark: Watermark) -> None:
-        self.workspace.write_text(STATE_PATH, watermark.dumps(self.harness.clock()))
+        self.workspace.write_text(layout.CONSOLIDATION_STATE, watermark.dumps(self.harness.clock()))
 
     def _emit(self, result: ConsolidationResult, status: str | None = None) -> None:
         self.harness.hooks.memory_consolidated(

@@ -12,16 +12,16 @@ fires ``on_context_over_budget`` and asks maintenance to consolidate (which trim
 from __future__ import annotations
 
 import codecs
-import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from harnessmem import _text
+from harnessmem import _text, layout
 from harnessmem.events import ContextOverBudgetEvent
 from harnessmem.memory import files as mf
+from harnessmem.prompts import escape_tag
 
 if TYPE_CHECKING:
     from harnessmem.services import Services
@@ -81,7 +81,7 @@ class _Ends:
 
 def render_memory_block(body: str) -> str:
     """The block around an already bounded and escaped ``body`` of MEMORY.md."""
-    return f'{PREAMBLE}\n\n<{TAG} source="{mf.MEMORY_FILE}">\n{body}\n</{TAG}>'
+    return f'{PREAMBLE}\n\n<{TAG} source="{layout.MEMORY_FILE}">\n{body}\n</{TAG}>'
 
 
 class MemoryContext:
@@ -113,8 +113,8 @@ class MemoryContext:
         workspace = self.harness.workspace
         window = settings.max_tokens * BYTES_PER_TOKEN
         try:
-            data = workspace.read_range(mf.MEMORY_FILE, 0, 2 * window)
-            info = workspace.info(mf.MEMORY_FILE) if len(data) == 2 * window else None
+            data = workspace.read_range(layout.MEMORY_FILE, 0, 2 * window)
+            info = workspace.info(layout.MEMORY_FILE) if len(data) == 2 * window else None
         except FileNotFoundError:
             data, info = b"", None
         # A UTF-16/32 file (a BOM) is rare enough to be read whole, as read_text reads it.
@@ -125,9 +125,9 @@ class MemoryContext:
         else:
             if info is not None and info.size != len(data):
                 data = self._read_whole()
-            content = workspace.decode_text(mf.MEMORY_FILE, data)
+            content = workspace.decode_text(layout.MEMORY_FILE, data)
             key = f"{settings.max_tokens}\0{content}".encode()
-        digest = hashlib.blake2b(key, digest_size=16).hexdigest()
+        digest = _text.content_hash(key)
         with self._lock:
             if self._cache is not None and self._cache[0] == digest:
                 return self._cache[1].text
@@ -146,33 +146,33 @@ class MemoryContext:
 
     def _read_whole(self) -> bytes:
         try:
-            return self.harness.workspace.read_bytes(mf.MEMORY_FILE)
+            return self.harness.workspace.read_bytes(layout.MEMORY_FILE)
         except FileNotFoundError:
             return b""
 
     def _ends(self, head: bytes, size: int, window: int) -> _Ends:
         """The complete lines of the first and last ``window`` bytes, and the line count."""
         workspace = self.harness.workspace
-        tail = workspace.read_range(mf.MEMORY_FILE, size - window, size)
+        tail = workspace.read_range(layout.MEMORY_FILE, size - window, size)
         head_cut = head.rfind(b"\n") + 1  # the partial last line is not shown
         tail_cut = tail.find(b"\n") + 1  # nor the partial first one
         newlines = head.count(b"\n") + tail.count(b"\n")
         for start in range(window, size - window, COUNT_CHUNK):
             chunk = workspace.read_range(
-                mf.MEMORY_FILE, start, min(start + COUNT_CHUNK, size - window)
+                layout.MEMORY_FILE, start, min(start + COUNT_CHUNK, size - window)
             )
             newlines += chunk.count(b"\n")
             del chunk  # before the next read: one chunk in memory at a time
         lines = newlines + (0 if tail.endswith(b"\n") else 1)
         head_text = workspace.decode_text(
-            mf.MEMORY_FILE, _text.cut_utf8(head[:head_cut], at_end=True)
+            layout.MEMORY_FILE, _text.cut_utf8(head[:head_cut], at_end=True)
         )
         tail_text = workspace.decode_text(
-            mf.MEMORY_FILE, _text.cut_utf8(tail[tail_cut:], at_end=False)
+            layout.MEMORY_FILE, _text.cut_utf8(tail[tail_cut:], at_end=False)
         )
         sample = head if head_cut == 0 else head[:head_cut]
         sample_text = workspace.decode_text(
-            mf.MEMORY_FILE, _text.cut_utf8(sample[:SAMPLE_BYTES], at_end=True)
+            layout.MEMORY_FILE, _text.cut_utf8(sample[:SAMPLE_BYTES], at_end=True)
         )
         return _Ends(
             head_text.splitlines(),
@@ -191,7 +191,7 @@ class MemoryContext:
             return _Rendered(render_memory_block(EMPTY), 0, None)
         tokens = self._tokens(content)
         if tokens <= max_tokens:
-            body = mf.escape_tag(content.strip("\n"), TAG)
+            body = escape_tag(content.strip("\n"), TAG)
             return _Rendered(render_memory_block(body), tokens, None)
         lines = content.splitlines()
         costs = [self._tokens(line + "\n") for line in lines]
@@ -206,7 +206,7 @@ class MemoryContext:
         )
         body = "\n".join([*lines[:head], marker, *lines[len(lines) - tail :]])
         return _Rendered(
-            render_memory_block(mf.escape_tag(body, TAG)), tokens, (first, last), omitted_bytes
+            render_memory_block(escape_tag(body, TAG)), tokens, (first, last), omitted_bytes
         )
 
     def _render_ends(self, ends: _Ends, max_tokens: int) -> _Rendered:
@@ -228,7 +228,7 @@ class MemoryContext:
         )
         body = "\n".join([*ends.head[:head], marker, *ends.tail[len(ends.tail) - tail :]])
         return _Rendered(
-            render_memory_block(mf.escape_tag(body, TAG)),
+            render_memory_block(escape_tag(body, TAG)),
             tokens,
             (first, last),
             omitted_bytes=left_out,
@@ -250,7 +250,7 @@ class MemoryContext:
         self.harness.hooks.context_over_budget(
             ContextOverBudgetEvent(
                 session_id=session_id,
-                path=mf.MEMORY_FILE,
+                path=layout.MEMORY_FILE,
                 tokens=rendered.tokens,
                 max_tokens=max_tokens,
                 omitted_lines=rendered.omitted,
@@ -286,6 +286,6 @@ def _take(lines: Sequence[T], room: int, cost: Callable[[T], int]) -> tuple[int,
 
 def _how_to_read(first: int, last: int) -> str:
     return (
-        f'Read them with memory_get(path="{mf.MEMORY_FILE}", start_line={first}, '
+        f'Read them with memory_get(path="{layout.MEMORY_FILE}", start_line={first}, '
         f"lines={last - first + 1}). A consolidation has been requested to trim the file. …]"
     )

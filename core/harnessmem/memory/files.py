@@ -1,7 +1,7 @@
 """Formats and conventions of the memory files, shared by flush, consolidation and context.
 
-Private: the names here are the file layout of DESIGN §6 (``MEMORY.md``, daily logs,
-entry headings) plus the text rules the writers share (what a fact line is, how two facts
+Private: the entry headings of the memory files (their paths are :mod:`harnessmem.layout`'s)
+plus the text rules the writers share (what a fact line is, how two facts
 compare, how a model's ``NO_REPLY`` is recognised) and the best-effort follow-ups every
 write makes (reindex the file, ask maintenance to consolidate).
 """
@@ -14,7 +14,6 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from harnessmem._text import storable
 from harnessmem.prompts import strip_markers
@@ -24,12 +23,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("harnessmem.memory")
 
-MEMORY_FILE = "MEMORY.md"
-MEMORY_DIR = "memory"
 FLUSH_HEADING = "## Memory Flush — "
 SAVE_HEADING = "## Memory Save — "
 
-_DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 _NO_REPLY = re.compile(r"^no[\s_-]?reply\b", re.IGNORECASE)
@@ -46,28 +42,13 @@ _QUOTES = str.maketrans(
 _WORD = re.compile(r"[^\W_]{3,}|\d+", re.UNICODE)
 
 
-# ------------------------------------------------------------------------------ time and paths
+# ------------------------------------------------------------------------------ time
 
 
 def iso_utc(timestamp: float) -> str:
     """``2026-11-30T12:00:00Z``: the instant in entry headings (always UTC)."""
     moment = datetime.fromtimestamp(timestamp, UTC)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def local_date(timestamp: float, timezone: str) -> str:
-    """The calendar date of ``timestamp`` in ``timezone`` (names the daily log)."""
-    return datetime.fromtimestamp(timestamp, ZoneInfo(timezone)).date().isoformat()
-
-
-def daily_path(timestamp: float, timezone: str) -> str:
-    """``memory/YYYY-MM-DD.md`` for the day ``timestamp`` falls on in ``timezone``."""
-    return f"{MEMORY_DIR}/{local_date(timestamp, timezone)}.md"
-
-
-def is_daily_log(name: str) -> bool:
-    """Whether a file name (not a path) is a daily log's (``YYYY-MM-DD.md``)."""
-    return bool(_DAILY_NAME.match(name))
 
 
 # ------------------------------------------------------------------------------ facts
@@ -250,19 +231,31 @@ def split_entries(text: str) -> list[str]:
     return entries
 
 
-def escape_tag(text: str, tag: str) -> str:
-    """Neutralise opening and closing ``tag`` delimiters inside ``text``.
-
-    ``</memory_context>`` inside the data would end the block early and let the rest read
-    as instructions; replacing its ``<`` with ``&lt;`` keeps it readable but inert.
-    """
-    pattern = re.compile(rf"<(\s*/?\s*{re.escape(tag)})", re.IGNORECASE)
-    return pattern.sub(r"&lt;\1", text)
-
-
 def bullet_block(facts: Iterable[str]) -> str:
     """``facts`` as Markdown bullets, one line each."""
     return "\n".join(f"- {' '.join(fact.split())}" for fact in facts)
+
+
+def new_facts(facts: Iterable[str], *known: str) -> list[str]:
+    """``facts`` in order, each once, without those a text of ``known`` holds already
+    (compared by :func:`normalise_fact`): the write-time dedup of every writer."""
+    keys: set[str] = set()
+    for text in known:
+        keys |= fact_keys(text)
+    fresh = []
+    for fact in facts:
+        key = normalise_fact(fact)
+        if key and key not in keys:
+            keys.add(key)
+            fresh.append(fact)
+    return fresh
+
+
+def entry_text(current: str, heading: str, facts: Sequence[str]) -> str:
+    """What appending an entry (``heading``, then ``facts`` as bullets) adds to a memory file
+    that holds ``current``: the entry after a blank line."""
+    gap = "\n" if current and not current.endswith("\n") else ""
+    return f"{gap}\n{heading}\n{bullet_block(facts)}\n"
 
 
 # ------------------------------------------------------------------------------ follow-ups

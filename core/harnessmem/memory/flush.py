@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnessmem import layout
 from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.memory import files as mf
@@ -50,7 +51,6 @@ from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
-from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -78,7 +78,6 @@ FlushStatus = Literal[
     "queued",
     "disabled",
 ]
-STATE_DIR = "memory/.flush_state"
 #: Sessions whose state this process remembers (each up to SEEN_LIMIT fingerprints).
 _STATES_KEPT = 256
 
@@ -325,7 +324,7 @@ class MemoryFlusher:
         batch: bool = False,
         ask: AskForFacts | None = None,
     ) -> FlushResult:
-        state_path = f"{STATE_DIR}/{safe_id(session_id)}.json"
+        state_path = layout.flush_state_path(session_id)
         try:
             return self._flush_session(messages, session_id, state_path, batch, ask)
         except BaseException:
@@ -369,15 +368,15 @@ class MemoryFlusher:
                 self._save_state(state_path, session_id, State(mark))
             return FlushResult(session_id, "nothing_new", messages=len(new))
         now = harness.clock()
-        path = mf.daily_path(now, harness.settings.workspace.timezone)
-        memory_text = self._read(mf.MEMORY_FILE, max_age=self._reference_age())
+        path = layout.daily_path(now, harness.settings.workspace.timezone)
+        memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or harness.workspace.read_snapshot(path)
         reference = dedup_reference(harness.settings.flush, transcript, memory_text, log.text, path)
         # A caller that asks a model anyway (compaction's summary) may get the facts in
         # the same answer; None: ask the flush model.
         completion = ask(reference) if ask is not None else None
         if completion is None:
-            prompt = flush_prompt(harness.settings, transcript, reference, path, now)
+            prompt = flush_prompt(harness.settings, new, transcript, reference, path, now)
             completion = harness.model_for("flush").complete(prompt, purpose="flush")
         base = FlushResult(
             session_id,
@@ -421,16 +420,10 @@ class MemoryFlusher:
             # since it was read, this runs again on the new text, so two flushes racing
             # into one log never both write a fact.
             nonlocal fresh, pending
-            known = mf.fact_keys(current) | mf.fact_keys(memory_text)
-            fresh = []
-            for fact in facts:
-                key = mf.normalise_fact(fact)
-                if key and key not in known:
-                    known.add(key)
-                    fresh.append(fact)
+            fresh = mf.new_facts(facts, current, memory_text)
             if not fresh:
                 return None
-            entry = f"\n{heading}\n{mf.bullet_block(fresh)}\n"
+            entry = mf.entry_text(current, heading, fresh)
             if pending is None or pending["entry"] != entry:
                 # The new mark goes on file first, as pending on this entry (see _load_state).
                 pending = {"path": path, "entry": entry, "mark": mark.to_json()}
@@ -482,14 +475,6 @@ class MemoryFlusher:
         if due and mf.request_consolidation(self.harness, f"flushing session {session_id!r}"):
             with self._locks_guard:
                 self._fresh_tokens = 0
-
-    def _prompt(self, transcript: str, reference: str, path: str, now: float) -> list[Message]:
-        return flush_prompt(self.harness.settings, transcript, reference, path, now)
-
-    def _reference(self, transcript: str, memory_text: str, today_text: str, path: str) -> str:
-        return dedup_reference(
-            self.harness.settings.flush, transcript, memory_text, today_text, path
-        )
 
     def _drop_indexed(self, facts: list[str]) -> tuple[list[str], int]:
         """Facts the index finds verbatim in some memory file are not written again."""

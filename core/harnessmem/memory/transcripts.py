@@ -38,7 +38,6 @@ offload from the lines past the recorded size.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import time
@@ -47,8 +46,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import _text
+from harnessmem._text import content_hash
+from harnessmem.layout import offload_lease, offload_mark_path, session_log_path
 from harnessmem.messages import fingerprint
-from harnessmem.workspace import safe_id
 
 if TYPE_CHECKING:
     from harnessmem.workspace import Snapshot, Workspace
@@ -68,22 +68,16 @@ Message = dict[str, Any]
 Entry = tuple[int | None, Mapping[str, Any]]
 Transform = Callable[[str, str], str]
 
-SESSIONS_DIR = "sessions"
 _MARK_VERSION = 1
 _LEASE_TTL = 120.0
 
 
-def transcript_path(session_id: str) -> str:
-    """Workspace path of a session's log: ``sessions/<safe session id>.log.jsonl``."""
-    return f"{SESSIONS_DIR}/{safe_id(session_id)}.log.jsonl"
-
-
-def _mark_path(session_id: str) -> str:
-    return f"{SESSIONS_DIR}/{safe_id(session_id)}.offload.json"
+#: Workspace path of a session's log (the name this module has always exported).
+transcript_path = session_log_path
 
 
 def _chain(previous: str, fp: str) -> str:
-    return hashlib.sha256(f"{previous}:{fp}".encode()).hexdigest()[:32]
+    return content_hash(f"{previous}:{fp}".encode())
 
 
 def _iso(seconds: float) -> str:
@@ -323,7 +317,7 @@ class SessionTranscript:
         self.workspace = workspace
         self.session_id = session_id
         self.path = transcript_path(session_id)
-        self.mark_path = _mark_path(session_id)
+        self.mark_path = offload_mark_path(session_id)
         self.clock = clock
         self.transform = transform
         self.lease_timeout = lease_timeout
@@ -494,7 +488,7 @@ class SessionTranscript:
         """
         # Named after the files' stem, so that maintenance pruning them takes the same lease.
         with self.workspace.lock(
-            f"offload:{safe_id(self.session_id)}", ttl=_LEASE_TTL, timeout=self.lease_timeout
+            offload_lease(self.session_id), ttl=_LEASE_TTL, timeout=self.lease_timeout
         ):
             mark, dirty, partial, log = self._load()
             fps = [fingerprint(message) for _, message in entries]

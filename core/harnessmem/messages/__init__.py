@@ -8,13 +8,13 @@ Nothing here mutates its input.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harnessmem._text import content_hash
 from harnessmem.errors import MessageFormatError
 from harnessmem.messages._checks import (
     MAX_DEPTH,
@@ -270,7 +270,7 @@ def fingerprint(message: Mapping[str, Any]) -> str:
     )
     # surrogatepass: a lone surrogate (a surrogateescape'd file name) must not make the
     # fingerprint, and with it the offload of the whole prefix, fail.
-    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return content_hash(payload.encode("utf-8", "surrogatepass"))
 
 
 # ---------------------------------------------------------------- validation

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -30,6 +29,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo
 
+from harnessmem import layout
 from harnessmem.backends.base import Completion, ModelBackend
 from harnessmem.errors import ModelError
 
@@ -49,10 +49,8 @@ __all__ = [
 
 logger = logging.getLogger("harnessmem.models")
 
-USAGE_DIR = "usage"
 #: Purposes the daily budget may divert to the extractive backend.
 BUDGETED_PURPOSES = frozenset({"flush", "consolidation"})
-_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
 
 
 def ledger_files(workspace: Workspace) -> list[tuple[date, str]]:
@@ -63,12 +61,12 @@ def ledger_files(workspace: Workspace) -> list[tuple[date, str]]:
     dates are left out.
     """
     found = []
-    for path in workspace.list(USAGE_DIR, recursive=False):
-        match = _DAY_FILE.fullmatch(path.rsplit("/", 1)[-1])
-        if match is None:
+    for path in workspace.list(layout.USAGE_DIR, recursive=False):
+        day = layout.usage_day(path)
+        if day is None:
             continue
         try:
-            found.append((date.fromisoformat(match.group(1)), path))
+            found.append((date.fromisoformat(day), path))
         except ValueError:  # 2026-13-45.jsonl is a name, not a date
             continue
     return sorted(found)
@@ -284,7 +282,7 @@ class UsageLedger:
         return datetime.fromtimestamp(timestamp, self.zone).date().isoformat()
 
     def _path(self, day: str) -> str:
-        return f"{USAGE_DIR}/{day}.jsonl"
+        return layout.usage_path(day)
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -375,7 +373,7 @@ class UsageLedger:
     def _recorded_days(self) -> list[str]:
         days = set()
         if self.workspace is not None:
-            for path in self.workspace.list(USAGE_DIR, recursive=False):
+            for path in self.workspace.list(layout.USAGE_DIR, recursive=False):
                 if path.endswith(".jsonl"):
                     days.add(path.rsplit("/", 1)[-1].removesuffix(".jsonl"))
         with self._lock:

@@ -50,6 +50,9 @@ __all__ = [
     "TAG_ALIASES",
     "compact_json",
     "consolidation_request",
+    "escape_tag",
+    "flush_conversation",
+    "flush_reference",
     "flush_request",
     "load_template",
     "parse_conversation",
@@ -115,10 +118,21 @@ def load_template(name: str) -> str:
 # -- blocks -------------------------------------------------------------------------------------
 
 
+def escape_tag(text: str, tag: str) -> str:
+    """Neutralise opening and closing ``tag`` delimiters inside ``text``.
+
+    ``</memory_context>`` inside the data would end the block early and let the rest read
+    as instructions; replacing its ``<`` with ``&lt;`` keeps it readable but inert.
+    """
+    return re.sub(rf"<(\s*/?\s*{re.escape(tag)})", r"&lt;\1", text, flags=re.I)
+
+
 def render_block(tag: str, text: str) -> str:
     """``text`` wrapped in ``<tag>`` lines; the tag's delimiters inside it are made inert."""
-    body = re.sub(rf"<(\s*/?\s*{re.escape(tag)})", r"&lt;\1", text.strip("\n"), flags=re.I)
-    return f"<{tag}>\n{body}\n</{tag}>" if body else f"<{tag}>\n</{tag}>"
+    body = escape_tag(text.strip("\n"), tag)
+    # Empty, the block keeps its blank line: "<tag>", "", "</tag>" (as the harness has
+    # always sent an empty MEMORY.md), so that a reader splitting at "\n</tag>" finds it.
+    return f"<{tag}>\n{body}\n</{tag}>"
 
 
 _CANONICAL = {alias: tag for tag, aliases in TAG_ALIASES.items() for alias in (tag, *aliases)}
@@ -163,8 +177,12 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "...(truncated)"
+def _cut(text: str, limit: int | None) -> str:
+    """``text`` cut in the middle to about ``limit`` characters (head and tail kept)."""
+    if limit is None or len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    return f"{text[:head]} …({len(text) - limit} chars cut)… {text[len(text) - (limit - head) :]}"
 
 
 def compact_json(text: str) -> str:
@@ -178,50 +196,103 @@ def compact_json(text: str) -> str:
         return text
 
 
+def _label(role: str, message: Mapping[str, Any]) -> str:
+    """``[user]``, or ``[user Caroline]`` for a message that names its speaker (people in a
+    group chat): whoever reads it then knows whose words these are."""
+    name = message.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return f"[{role}]"
+    return f"[{role} {' '.join(name.split())[:80]}]"
+
+
 def render_conversation(
     messages: Sequence[Mapping[str, Any]],
     *,
-    max_result_chars: int = 1_000,
-    max_arg_chars: int = 500,
+    max_text_chars: int | None = None,
+    max_user_chars: int | None = None,
+    max_result_chars: int | None = 1_000,
+    max_arg_chars: int | None = 500,
+    compact: bool = True,
     include_system: bool = False,
 ) -> str:
     """The conversation window as role-labelled lines (see the module docstring).
 
-    System messages are left out unless ``include_system``; JSON in tool results is sent
-    without its whitespace; tool results and tool-call arguments longer than the limits
-    are cut (the raw messages live in the session log).
+    System messages are left out unless ``include_system``, and so are the harness's own
+    messages (a ``name`` starting ``__``: compaction summaries); so is a message with
+    neither text nor tool calls. ``compact`` sends the JSON of tool results and tool-call
+    arguments without its whitespace. Texts longer than the limits are cut in the middle
+    (None: not cut): tool results at ``max_result_chars``, tool-call arguments at
+    ``max_arg_chars``, user texts at ``max_user_chars`` (None: as other texts), other
+    texts at ``max_text_chars``. The raw messages live in the session log.
     """
+    user_chars = max_user_chars if max_user_chars is not None else max_text_chars
     tool_names: dict[str, str] = {}
     lines: list[str] = []
     for message in messages:
-        role = str(message.get("role") or "")
+        if not isinstance(message, Mapping):
+            continue
+        role = str(message.get("role") or "unknown")
+        name = message.get("name")
+        if isinstance(name, str) and name.startswith("__"):
+            continue
         if role in {"system", "developer"} and not include_system:
             continue
         text = _text(message.get("content")).strip()
-        name = message.get("name")
         if role == "tool":
+            if not text:
+                continue
             call_id = str(message.get("tool_call_id") or "")
             tool = name if isinstance(name, str) and name else tool_names.get(call_id, "")
             label = f"[tool_result: {tool}]" if tool else "[tool_result]"
-            lines.append(f"{label}: {_cut(compact_json(text), max_result_chars)}")
+            shown = compact_json(text) if compact else text
+            lines.append(f"{label}: {_cut(shown, max_result_chars)}")
             continue
         calls = message.get("tool_calls") or []
         if not text and not calls:
             continue
-        label = f"[{role} {name}]" if isinstance(name, str) and name else f"[{role}]"
-        entry = [f"{label}: {text}"] if text else [f"{label}:"]
+        limit = user_chars if role == "user" else max_text_chars
+        label = _label(role, message)
+        entry = [f"{label}: {_cut(text, limit)}"] if text else [f"{label}:"]
         for call in calls:
-            function = call.get("function") or {}
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping):
+                continue
             call_name = str(function.get("name") or "?")
-            tool_names[str(call.get("id") or "")] = call_name
+            if isinstance(call.get("id"), str):
+                tool_names[call["id"]] = call_name
             arguments = function.get("arguments")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+            if compact:
+                arguments = compact_json(arguments)
             arguments = " ".join(arguments.split())
             shown = f"({_cut(arguments, max_arg_chars)})" if arguments not in {"", "{}"} else ""
             entry.append(f"[tool_call: {call_name}{shown}]")
         lines.append("\n".join(entry))
     return "\n".join(lines)
+
+
+#: The flush's bounds on its conversation (:func:`flush_conversation`): ``lean`` (the
+#: default of ``flush.transcript``) keeps user texts long and cuts the rest short.
+_FLUSH_BOUNDS: dict[bool, dict[str, Any]] = {
+    False: {"max_text_chars": 4_000, "max_result_chars": 1_000, "max_arg_chars": 500},
+    True: {
+        "max_text_chars": 1_200,
+        "max_user_chars": 4_000,
+        "max_result_chars": 400,
+        "max_arg_chars": 200,
+    },
+}
+
+
+def flush_conversation(messages: Sequence[Mapping[str, Any]], *, lean: bool = True) -> str:
+    """The new messages as the flush's ``<conversation>`` holds them ("" when none has text).
+
+    ``lean`` (``flush.transcript = "lean"``): JSON compacted, user texts kept up to 4,000
+    characters, the agent's texts cut at 1,200, tool results at 400, arguments at 200;
+    otherwise texts at 4,000, results at 1,000 and arguments at 500, JSON as it is.
+    """
+    return render_conversation(messages, compact=lean, **_FLUSH_BOUNDS[lean])
 
 
 def parse_conversation(text: str) -> list[Message]:
@@ -277,9 +348,15 @@ def parse_conversation(text: str) -> list[Message]:
 
 
 def _system(template: str | None, name: str, **values: Any) -> Message:
+    """The job's instructions: ``template`` (None: the built-in ``name``) with its
+    ``$placeholders`` filled from ``values``."""
     text = template if template is not None else load_template(name)
     text = string.Template(text).safe_substitute({k: str(v) for k, v in values.items()})
     return {"role": "system", "content": text.strip()}
+
+
+def _section(lead: str, *blocks: str) -> str:
+    return "\n".join([lead, *blocks])
 
 
 def summary_request(
@@ -290,15 +367,18 @@ def summary_request(
     facts_reference: str | None = None,
     today: str = "",
     max_result_chars: int = 1_000,
+    max_words: int | None = None,
 ) -> list[Message]:
     """The ``summary`` request for ``messages`` (the compacted prefix, without old summaries).
 
-    Tool results are cut at ``max_result_chars`` (their full text is in the session log).
-    With ``facts_reference`` (the flush's dedup reference, "" for none) the request also
-    asks for the messages' new facts, in a ``## NEW FACTS`` section after the four
+    Tool results are cut at ``max_result_chars`` (their full text is in the session log);
+    ``max_words`` fills the template's ``$max_words``. With ``facts_reference`` (the
+    flush's dedup reference, :func:`flush_reference`; "" for none) the request also asks
+    for the messages' new facts, in a ``## NEW FACTS`` section after the four
     (``summary_facts.md``): compaction then needs one model call, not two.
     """
-    system = _system(template, "summary")
+    values = {} if max_words is None else {"max_words": max_words}
+    system = _system(template, "summary", **values)
     parts = []
     if facts_reference is not None:
         extra = string.Template(load_template("summary_facts")).safe_substitute(today=today)
@@ -314,6 +394,62 @@ def summary_request(
     return [system, {"role": "user", "content": "\n\n".join(parts)}]
 
 
+def flush_reference(
+    memory: str = "",
+    todays_log: str = "",
+    *,
+    log_path: str = "",
+    max_chars: int | None = None,
+    unrelated: int | None = None,
+) -> str:
+    """The flush's dedup reference, MEMORY.md and today's log (read-only); "" for none.
+
+    Whole files by default, MEMORY.md cut to its first ``max_chars`` characters and the
+    log to its last, each with a note of what was left out. With ``unrelated`` (how many
+    entries were left out) ``memory`` and ``todays_log`` are the entries that relate to the
+    new messages (``flush.reference = "related"``), sent with that count.
+    """
+    where = f" {log_path}" if log_path else ""
+    if unrelated is not None:
+        if not (memory or todays_log):
+            return ""
+        note = (
+            f"\n[{unrelated} other entries not shown: unrelated to this excerpt]"
+            if unrelated
+            else ""
+        )
+        return _section(
+            "Entries already in memory that relate to this excerpt (MEMORY.md and today's "
+            f"log{where}; read-only, do not restate):",
+            render_block("memory_md", memory),
+            render_block("todays_log", todays_log + note),
+        )
+    parts = []
+    if memory.strip():
+        shown = memory if max_chars is None else memory[:max_chars]
+        more = len(memory) - len(shown)
+        note = f"\n[… {more} more characters of MEMORY.md not shown]" if more else ""
+        parts.append(
+            _section(
+                "Curated long-term memory (read-only; do not restate):",
+                render_block("memory_md", shown + note),
+            )
+        )
+    if todays_log.strip():
+        shown = todays_log
+        if max_chars is not None and len(todays_log) > max_chars:
+            shown = todays_log[len(todays_log) - max_chars :]
+        more = len(todays_log) - len(shown)
+        note = f"[… {more} earlier characters of the log not shown]\n" if more else ""
+        parts.append(
+            _section(
+                f"Today's log{where} so far (your bullets are appended after it):",
+                render_block("todays_log", note + shown),
+            )
+        )
+    return "\n\n".join(parts)
+
+
 def flush_request(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -322,32 +458,75 @@ def flush_request(
     today: str = "",
     log_path: str = "",
     template: str | None = None,
+    lean: bool = True,
+    reference: str | None = None,
+    conversation: str | None = None,
 ) -> list[Message]:
-    """The ``flush`` request: new ``messages`` plus the dedup reference (read-only)."""
-    parts = []
-    if memory.strip():
-        parts.append("Curated long-term memory (MEMORY.md, read-only):")
-        parts.append(render_block("memory_md", memory))
-    if todays_log.strip():
-        parts.append("Today's log so far (your bullets are appended after it):")
-        parts.append(render_block("todays_log", todays_log))
-    parts.append("Extract only NEW memories from this conversation window:")
-    parts.append(render_block("conversation", render_conversation(messages)))
-    system = _system(template, "flush", today=today or "unknown", log_path=log_path or "")
+    """The ``flush`` request: the instructions, the dedup reference, the new ``messages``
+    (the stable part first, so that a provider's prompt cache can reuse it).
+
+    The reference is ``reference`` when given (:func:`flush_reference`), else the whole
+    of ``memory`` and ``todays_log``. ``conversation``, when given, is ``messages``
+    rendered already with :func:`flush_conversation` (``lean`` as here); the memory flush
+    passes it to render them once.
+    """
+    if reference is None:
+        reference = flush_reference(memory, todays_log, log_path=log_path)
+    if conversation is None:
+        conversation = flush_conversation(messages, lean=lean)
+    parts = [reference] if reference else []
+    parts.append(
+        _section(
+            "Extract only NEW facts worth remembering from this conversation excerpt:",
+            render_block("conversation", conversation),
+        )
+    )
+    system = _system(template, "flush", today=today or "unknown", log_path=log_path)
     return [system, {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def consolidation_request(
-    memory: str, daily_logs: str, *, max_tokens: int, template: str | None = None
+    memory: str,
+    daily_logs: str | Mapping[str, str],
+    *,
+    max_tokens: int,
+    template: str | None = None,
+    memory_tokens: int | None = None,
 ) -> list[Message]:
-    """The ``consolidation`` request: the current MEMORY.md, the new entries, the budget."""
-    user = "\n\n".join(
-        [
-            "Current MEMORY.md:",
-            render_block("memory_md", memory),
-            "New daily-log entries to merge (oldest first):",
-            render_block("daily_logs", daily_logs),
-        ]
-    )
-    system = _system(template, "consolidation", max_tokens=max_tokens, max_chars=max_tokens * 4)
-    return [system, {"role": "user", "content": user}]
+    """The ``consolidation`` request: the current MEMORY.md, the new entries, the budget.
+
+    ``daily_logs`` is the new text, or a mapping of each log's path to its new text (each
+    then under a ``### <path>`` line). ``memory_tokens``, MEMORY.md's size, tells the
+    model whether it is within the budget. The budget also goes into the instructions:
+    through ``$max_tokens`` / ``$max_chars``, or as a sentence after them.
+    """
+    if isinstance(daily_logs, Mapping):
+        daily_logs = "\n\n".join(f"### {path}\n{text.strip()}" for path, text in daily_logs.items())
+    max_chars = max_tokens * 4
+    system = _system(template, "consolidation", max_tokens=max_tokens, max_chars=max_chars)
+    if "$max_tokens" not in (template if template is not None else load_template("consolidation")):
+        system["content"] += f"\n\nStay within {max_tokens} tokens (about {max_chars} characters)."
+    if not memory.strip():
+        state = "empty; "
+    elif memory_tokens is None:
+        state = ""
+    elif memory_tokens > max_tokens:
+        state = f"{memory_tokens} tokens, over budget: trim it; "
+    else:
+        state = f"{memory_tokens} tokens, within budget; "
+    parts = [
+        _section(
+            f"Current MEMORY.md ({state}budget {max_tokens} tokens, about {max_chars} characters):",
+            render_block("memory_md", memory.strip()),
+        )
+    ]
+    if daily_logs.strip():
+        parts.append(
+            _section(
+                "New daily-log entries since the last consolidation:",
+                render_block("daily_logs", daily_logs),
+            )
+        )
+    else:
+        parts.append("No new daily-log entries: rewrite MEMORY.md within its budget.")
+    return [system, {"role": "user", "content": "\n\n".join(parts)}]

@@ -31,6 +31,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from harnessmem import layout
 from harnessmem.settings._sources import DEFAULT_CONFIG_NAME as DEFAULT_CONFIG_NAME
 from harnessmem.settings._sources import ENV_DELIMITER as ENV_DELIMITER
 from harnessmem.settings._sources import ENV_PREFIX as ENV_PREFIX
@@ -60,8 +61,6 @@ __all__ = [
     "parse_duration",
 ]
 
-# Top-level workspace names harnessmem writes itself (DESIGN §6); eviction.path may not be one.
-_RESERVED_FOLDERS = frozenset({"MEMORY.md", "memory", "sessions"})
 DEFAULT_EXCLUDED_TOOLS = (
     "read_file",
     "write_file",
@@ -463,7 +462,7 @@ class EvictionSettings(_Section):
         2_000, ge=0, description="Characters kept from the head and from the tail."
     )
     path: str = Field(
-        "large_tool_results",
+        layout.EVICTION_DIR,
         description=(
             "Workspace folder for evicted results: a relative folder other than memory/, "
             "sessions/, MEMORY.md and hidden names such as .locks."
@@ -486,7 +485,7 @@ class EvictionSettings(_Section):
             raise ValueError(
                 "must name a folder inside the workspace, such as 'large_tool_results'"
             )
-        if parts[0] in _RESERVED_FOLDERS or any(part.startswith(".") for part in parts):
+        if parts[0] in layout.RESERVED_NAMES or any(part.startswith(".") for part in parts):
             raise ValueError(
                 f"{folder!r} is reserved for harnessmem's own files (MEMORY.md, memory/, "
                 "sessions/ and hidden names such as .locks); use a folder of its own, such "

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import builtins
 import errno
-import hashlib
 import logging
 import os
 import random
@@ -49,12 +48,12 @@ from typing import Any
 
 from harnessmem import _text
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
+from harnessmem.layout import HISTORY_DIR, LOCKS_DIR, lease_path, original_path, safe_id
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
 from harnessmem.workspace._s3store import S3Store
 from harnessmem.workspace._stores import LocalStore, inside
 from harnessmem.workspace.store import (
-    LOCKS,
     FsspecStore,
     MemoryStore,
     WorkspaceStore,
@@ -82,34 +81,14 @@ logger = logging.getLogger("harnessmem.workspace")
 
 #: Where the original bytes of a file that was not clean UTF-8 are kept before the first
 #: write that replaces them (beside consolidation's previous versions of MEMORY.md).
-ORIGINALS_DIR = "memory/.history"
+ORIGINALS_DIR = HISTORY_DIR
 
-_SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # A relative path that _rel would return as it is: parts of common file-name characters
 # that do not start with a dot (so no '.', '..', '.locks' or hidden file takes this path).
 _PLAIN = re.compile(r"(?:[\w@+=,-][\w.@+=,-]*/)*[\w@+=,-][\w.@+=,-]*", re.ASCII)
 _APPEND_ATTEMPTS = 60
 _sleep = time.sleep  # the append backoff; tests replace it
-
-
-def safe_id(text: str, *, max_length: int = 80) -> str:
-    """Turn an id (session id, call id, lease name) into one safe path segment.
-
-    Keeps ``[A-Za-z0-9._-]`` and replaces anything else with ``_``. The result is never
-    empty, ``.`` or ``..``, and at most ``max_length`` characters. When the text had to be
-    changed or cut, a hash of the original is appended, so distinct ids stay distinct;
-    safe ids come back unchanged.
-    """
-    if max_length < 24:
-        raise ValueError(f"safe_id max_length must be at least 24, got {max_length}")
-    cleaned = _SAFE_CHARS.sub("_", text)
-    if cleaned.strip(".") == "":
-        cleaned = cleaned.replace(".", "_") or "_"
-    if cleaned == text and len(text) <= max_length:
-        return text
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-    return f"{cleaned[: max_length - len(digest) - 1]}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -250,8 +229,8 @@ class Workspace:
                 parts.pop()
             elif segment not in ("", "."):
                 parts.append(segment)
-        if parts and parts[0] == LOCKS:
-            raise deny(f"{LOCKS}/ holds the workspace's locks and leases")
+        if parts and parts[0] == LOCKS_DIR:
+            raise deny(f"{LOCKS_DIR}/ holds the workspace's locks and leases")
         if not parts and not allow_root:
             raise deny("it names the workspace root, not a file")
         return "/".join(parts)
@@ -514,10 +493,7 @@ class Workspace:
 
     def _keep_original(self, rel: str, data: bytes) -> str:
         """Copy bytes of ``rel`` that are about to be replaced to :data:`ORIGINALS_DIR`."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock()))
-        name = safe_id(rel.replace("/", "--"), max_length=120)
-        digest = hashlib.blake2b(data, digest_size=4).hexdigest()
-        target = f"{ORIGINALS_DIR}/{name}.{stamp}-{digest}.original"
+        target = original_path(rel, self.clock(), data)
         self._store.write(self._full(target), data)
         logger.warning(
             "%s in %s was not clean UTF-8; its original bytes are kept in %s before it is "
@@ -610,7 +586,7 @@ class Workspace:
         a missing directory gives an empty list.
         """
         found = self._store.find(self._full(self._rel(prefix, allow_root=True)), recursive)
-        return sorted({p for p in found if p.split("/", 1)[0] != LOCKS})
+        return sorted({p for p in found if p.split("/", 1)[0] != LOCKS_DIR})
 
     def scan(self, prefix: str = "", *, recursive: bool = True) -> builtins.list[FileInfo]:
         """:meth:`list` with each file's :meth:`info`, from one listing where the store allows.
@@ -623,14 +599,14 @@ class Workspace:
             (
                 FileInfo(path, size, modified, tag)
                 for path, size, modified, tag in found
-                if path.split("/", 1)[0] != LOCKS
+                if path.split("/", 1)[0] != LOCKS_DIR
             ),
             key=lambda info: info.path,
         )
 
     # Leases.
     def _lease_path(self, name: str) -> str:
-        return self._store.join(f"{LOCKS}/{safe_id(name)}.lease")
+        return self._store.join(lease_path(name))
 
     def lock(self, name: str, ttl: float = 60.0, *, timeout: float | None = 0) -> Lease:
         """Take the named lease, excluding other holders across threads, processes, replicas.

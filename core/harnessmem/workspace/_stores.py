@@ -16,7 +16,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from harnessmem.workspace.store import LOCKS, WorkspaceStore, content_hash
+from harnessmem._text import content_hash
+from harnessmem.layout import LOCK_STRIPES, LOCKS_DIR, file_lock_path, lock_stripe
+from harnessmem.workspace.store import WorkspaceStore
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -24,15 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["LOCK_STRIPES", "LocalStore", "inside", "lock_stripe"]
 
 _TMP_SUFFIX = ".harnessmem-tmp"
-
-
-#: Lock files of a local workspace's appends and compare-and-swaps (see LocalStore.file_lock).
-LOCK_STRIPES = 256
-
-
-def lock_stripe(rel: str) -> int:
-    """The lock file (0 to LOCK_STRIPES - 1) that serialises writes to workspace path ``rel``."""
-    return int(content_hash(rel.encode())[:8], 16) % LOCK_STRIPES
 
 
 class LocalStore(WorkspaceStore):
@@ -87,7 +80,7 @@ class LocalStore(WorkspaceStore):
     def file_lock(self, full: str) -> Iterator[None]:
         """Exclusive across threads and processes, for appends and compare-and-swap.
 
-        One of ``LOCK_STRIPES`` lock files, chosen by a hash of the path: their number
+        One of ``layout.LOCK_STRIPES`` lock files, chosen by a hash of the path: their number
         stays bounded however many files a workspace gets (a lock file cannot be deleted
         safely while another process may be waiting on it). Two paths sharing a stripe
         only wait for each other's short critical section; none is ever held while
@@ -95,7 +88,7 @@ class LocalStore(WorkspaceStore):
         """
         from filelock import FileLock
 
-        path = os.path.join(self.root, LOCKS, "files", f"{lock_stripe(self.rel(full)):03d}.lock")
+        path = os.path.join(self.root, file_lock_path(self.rel(full)))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with FileLock(path, poll_interval=0.002):
             yield
@@ -196,7 +189,7 @@ class LocalStore(WorkspaceStore):
         with self.op("list", directory):
             for current, dirs, files in os.walk(directory):
                 if current == self.root:
-                    dirs[:] = [d for d in dirs if d != LOCKS]
+                    dirs[:] = [d for d in dirs if d != LOCKS_DIR]
                 if not recursive:
                     dirs.clear()
                 for name in files:
@@ -224,7 +217,9 @@ class LocalStore(WorkspaceStore):
                     for entry in entries:
                         name = entry.name
                         if entry.is_dir():  # follows links, but a linked folder is not entered
-                            skip = entry.is_symlink() or (current == self.root and name == LOCKS)
+                            skip = entry.is_symlink() or (
+                                current == self.root and name == LOCKS_DIR
+                            )
                             if recursive and not skip:
                                 pending.append(entry.path)
                             continue

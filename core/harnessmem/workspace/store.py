@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import difflib
 import errno
-import hashlib
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -42,7 +41,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from harnessmem._text import content_hash
 from harnessmem.errors import HarnessMemError, WorkspaceError
+from harnessmem.layout import LOCKS_DIR
 from harnessmem.workspace._faults import error_code, hint
 
 if TYPE_CHECKING:
@@ -65,14 +66,9 @@ __all__ = [
 logger = logging.getLogger("harnessmem.workspace")
 
 #: The folder of a workspace's locks and leases; the workspace never lists it.
-LOCKS = ".locks"
+LOCKS = LOCKS_DIR
 # memory:// lives in this process, so one process-wide lock makes its compare-and-swap atomic.
 _PROCESS_LOCK = threading.Lock()
-
-
-def content_hash(data: bytes) -> str:
-    """The version of ``data`` for stores whose storage keeps none: a blake2b hash."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 class WorkspaceStore(ABC):
