@@ -601,3 +601,27 @@ def test_the_help_and_docs_mcp_md_agree() -> None:
     assert not unknown, f"docs/mcp.md gives harnessmem mcp options it does not have: {unknown}"
     for setting in ("mcp.token", "mcp.path", "mcp.flush_tool", "HARNESSMEM_MCP__TOKEN"):
         assert setting in doc
+
+
+def test_the_openai_agents_sdk_recipe_connects(tmp_path: Path) -> None:
+    """docs/mcp.md's MCPServerStdio recipe: the Agents SDK lists the four tools and its calls
+    reach the workspace (the command as docs/mcp.md gives it, run through this Python)."""
+    mcp_module = pytest.importorskip("agents.mcp", reason="the OpenAI Agents SDK is not installed")
+    doc = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    assert 'params={"command": "harnessmem", "args": ["mcp", "-w", "./agent-memory"]}' in doc
+    params = {"command": sys.executable, "args": ["-m", "harnessmem.cli", "mcp", "-w", "mem"]}
+
+    async def scenario() -> None:
+        async with mcp_module.MCPServerStdio(
+            params={**params, "env": _env(), "cwd": str(tmp_path)},
+            cache_tools_list=True,
+            client_session_timeout_seconds=TIMEOUT,
+        ) as memory:
+            names = [tool.name for tool in await memory.list_tools()]
+            assert names == [f["function"]["name"] for f in tool_schemas()]
+            await memory.call_tool("memory_save", {"text": FACT})
+            found = await memory.call_tool("memory_search", {"query": "frequent flyer"})
+            assert "HA-5521-778" in _text(found)
+
+    _run(scenario)
+    assert FACT in (tmp_path / "mem" / "MEMORY.md").read_text()
