@@ -35,7 +35,7 @@ from harnessmem.cli._common import (
 def mcp_command(
     config: str | None, workspace: str | None, address: str | None, flush_tool: bool | None
 ) -> None:
-    """Serve the workspace's memory to MCP clients (Claude Desktop and Code, Cursor, ...).
+    """Serve the workspace's memory to MCP clients such as Claude Desktop, Claude Code or Cursor.
 
     Tools memory_search, memory_get, session_search and memory_save (the agent tools
     of Session.tools), MEMORY.md, the daily logs and the session index as harnessmem://
