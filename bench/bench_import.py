@@ -13,10 +13,17 @@ The ``harnessmem chat`` rows are what a user waits for before the prompt or the 
 litellm is imported); ``import litellm`` with its bundled price list is what both would
 cost if they loaded it. These rows run in an empty folder, without ``HARNESSMEM_*``
 variables or the key, against the bare interpreter start.
+
+The ``harnessmem mcp`` row is what an MCP client waits for when it starts the server over
+stdio: from the start of the process to the server's answer to ``initialize`` (the MCP SDK
+imported, the settings read, the harness opened), against ``harnessmem --help`` of the same
+run. It needs the ``mcp`` extra and is left out without it.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import statistics
@@ -37,6 +44,50 @@ class _Command:
     cwd: str | None = None
     status: int = 0  # the exit status the command must end with
     rounds: int | None = None  # sample only in the first rounds (a slow command)
+    request: bytes | None = None  # a line for stdin: timed to the first line of the answer
+
+
+#: The MCP handshake's first request, as a client sends it over stdio.
+_INITIALIZE = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        }
+    ).encode()
+    + b"\n"
+)
+
+
+def _answer_time(command: _Command) -> tuple[float, int, bytes]:
+    """Seconds from the start of the process to the first line it answers ``request``
+    with; then stdin is closed and the process ends (its status and stderr returned)."""
+    assert command.request is not None
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command.argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=command.env,
+        cwd=command.cwd,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write(command.request)
+    process.stdin.flush()
+    answer = process.stdout.readline()
+    elapsed = time.perf_counter() - start
+    _, errors = process.communicate(timeout=60)  # closes stdin: the server ends
+    if b'"result"' not in answer:
+        raise RuntimeError(f"{' '.join(command.argv)} answered {answer[:300]!r}")
+    return elapsed, process.returncode, errors
 
 
 def _cold(commands: dict[str, _Command], repeat: int) -> dict[str, float]:
@@ -46,15 +97,19 @@ def _cold(commands: dict[str, _Command], repeat: int) -> dict[str, float]:
         for name, command in commands.items():
             if command.rounds is not None and round_ >= command.rounds:
                 continue
-            start = time.perf_counter()
-            done = subprocess.run(
-                command.argv, capture_output=True, env=command.env, cwd=command.cwd
-            )
-            samples[name].append(time.perf_counter() - start)
-            if done.returncode != command.status:
+            if command.request is not None:
+                elapsed, status, errors = _answer_time(command)
+            else:
+                start = time.perf_counter()
+                done = subprocess.run(
+                    command.argv, capture_output=True, env=command.env, cwd=command.cwd
+                )
+                elapsed, status, errors = time.perf_counter() - start, done.returncode, done.stderr
+            samples[name].append(elapsed)
+            if status != command.status:
                 raise RuntimeError(
-                    f"{' '.join(command.argv)} exited {done.returncode}, not {command.status}: "
-                    f"{done.stderr.decode(errors='replace')[-500:]}"
+                    f"{' '.join(command.argv)} exited {status}, not {command.status}: "
+                    f"{errors.decode(errors='replace')[-500:]}"
                 )
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -78,13 +133,22 @@ def _console_script() -> list[str]:
 
 
 def run(quick: bool) -> list[Row]:
-    """Rows for the cold imports, ``harnessmem --help`` and the start of ``harnessmem chat``."""
+    """Rows for the cold imports, ``harnessmem --help``, the start of ``harnessmem chat`` and
+    of ``harnessmem mcp``."""
     repeat = 5 if quick else 15
     python = sys.executable
     script = _console_script()
     with tempfile.TemporaryDirectory(prefix="bench-import-") as scratch:
         env = _offline_env()
         workspace = str(Path(scratch) / "ws")
+        mcp: dict[str, _Command] = {}
+        if importlib.util.find_spec("mcp") is not None:
+            mcp["mcp"] = _Command(
+                [*script, "mcp", "-w", str(Path(scratch) / "mcp-ws")],
+                env,
+                scratch,
+                request=_INITIALIZE,
+            )
         times = _cold(
             {
                 "bare": _Command([python, "-c", "pass"]),
@@ -105,6 +169,7 @@ def run(quick: bool) -> list[Row]:
                 "litellm": _Command(
                     [python, "-c", "import litellm"], env, scratch, rounds=2 if quick else 5
                 ),
+                **mcp,
             },
             repeat,
         )
@@ -113,7 +178,7 @@ def run(quick: bool) -> list[Row]:
     bare, baseline, ours, api, cli = (times[k] for k in ("bare", "baseline", "ours", "api", "cli"))
     base_name = "import pydantic, pluggy"
     bare_name = "python -c pass"
-    return [
+    rows = [
         Row("import", "import harnessmem (cold process)", ours, "s", base_name, baseline),
         Row(
             "import",
@@ -161,6 +226,20 @@ def run(quick: bool) -> list[Row]:
             notes="what chat would pay before its prompt or its error if it imported litellm",
         ),
     ]
+    if "mcp" in times:
+        rows.append(
+            Row(
+                "import",
+                "harnessmem mcp over stdio, to its answer to initialize (cold process)",
+                times["mcp"],
+                "s",
+                "harnessmem --help",
+                cli,
+                notes=f"{times['mcp'] - cli:+.2f} s over --help (goal: under 1 s); "
+                "imports the MCP SDK and opens the harness",
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

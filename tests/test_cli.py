@@ -58,7 +58,7 @@ DATA_COMMANDS = {
 
 
 def test_the_issue_s_commands_exist() -> None:
-    assert set(COMMANDS) == {*DATA_COMMANDS, "replay", "chat", "inspect"}
+    assert set(COMMANDS) == {*DATA_COMMANDS, "replay", "chat", "inspect", "mcp"}
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -79,7 +79,8 @@ def test_help_lists_the_commands_and_starts_lightly() -> None:
         assert f"  {name} " in result.output
     code = (
         "import sys, harnessmem.cli;"
-        "print([m for m in ('litellm', 'tiktoken', 'sqlalchemy', 'fsspec', 'rich', 'pydantic')"
+        "print([m for m in ('litellm', 'tiktoken', 'sqlalchemy', 'fsspec', 'rich', 'pydantic',"
+        " 'mcp', 'starlette', 'uvicorn')"
         " if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -14,7 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness, Session
-from harnessmem.tools import GET_MAX_CHARS, OUTPUT_CHARS, TOOL_NAMES, tool_schemas
+from harnessmem.tools import (
+    GET_MAX_CHARS,
+    LIFECYCLE_TOOL_NAMES,
+    OUTPUT_CHARS,
+    QUERY_MAX_CHARS,
+    SAVE_MAX_CHARS,
+    TOOL_NAMES,
+    run_tool,
+    tool_schemas,
+)
 
 DAILY = "memory/2026-11-30.md"
 
@@ -256,6 +265,83 @@ def test_limits_are_clamped_and_unknown_arguments_ignored(session: Session) -> N
 def test_unknown_tool_raises(session: Session) -> None:
     with pytest.raises(ValueError, match="unknown memory tool 'read_file'"):
         session.call_tool("read_file", {"path": "x"})
+
+
+def test_oversized_queries_and_saves_are_errors(harness: MemoryHarness, session: Session) -> None:
+    """A query the size of a document, or a save bigger than MEMORY.md's budget, is an
+    argument to shorten: nothing is searched or written, and the error does not echo it."""
+    before = harness.workspace.read_text("MEMORY.md")
+    cases = [
+        ("memory_search", "query", "Kyoto " * (QUERY_MAX_CHARS // 6 + 1)),
+        ("session_search", "query", "wifi " * (10 * 1024 * 1024 // 5)),
+        ("memory_save", "text", "- fact\n" * (SAVE_MAX_CHARS // 7 + 1)),
+    ]
+    for name, key, value in cases:
+        answer = session.call_tool(name, {key: value})
+        assert answer.startswith(f"Error: {name}: '{key}' is {len(value):,} characters long"), (
+            answer[:200]
+        )
+        assert len(answer) < 200
+    assert harness.workspace.read_text("MEMORY.md") == before
+    at_the_limit = "Kyoto " + "x" * (QUERY_MAX_CHARS - 6)
+    assert not session.call_tool("memory_search", {"query": at_the_limit}).startswith("Error")
+    limits = {
+        name: {key: spec.get("maxLength") for key, spec in props.items()}
+        for name, props in (
+            (s["function"]["name"], s["function"]["parameters"]["properties"])
+            for s in tool_schemas()
+        )
+    }
+    assert limits["memory_search"]["query"] == QUERY_MAX_CHARS
+    assert limits["session_search"]["query"] == QUERY_MAX_CHARS
+    assert limits["memory_save"]["text"] == SAVE_MAX_CHARS
+
+
+def test_run_tool_flags_the_errors(harness: MemoryHarness) -> None:
+    """run_tool's flag is set exactly when the text is an ``Error: ...`` for the model."""
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("memory_search", {"query": "Kyoto"}),
+        ("memory_search", {"query": "zeppelin"}),
+        ("memory_search", {}),
+        ("memory_get", {"path": "../x"}),
+        ("memory_get", {"path": "memory/missing.md"}),
+        ("memory_get", {"path": DAILY}),
+        ("memory_save", {"text": "- Prefers aisle seats."}),
+    ]
+    for name, arguments in calls:
+        result = run_tool(harness, name, arguments)
+        assert result.is_error == result.text.startswith("Error: "), (name, result)
+    assert [run_tool(harness, n, a).is_error for n, a in calls] == [
+        False, False, True, True, True, False, False,
+    ]  # fmt: skip
+
+
+def test_memory_flush_is_a_lifecycle_tool_only(harness: MemoryHarness, session: Session) -> None:
+    """memory_flush is offered only when asked for: never in Session.tools or call_tool."""
+    assert LIFECYCLE_TOOL_NAMES == ("memory_flush",)
+    assert "memory_flush" not in [s["function"]["name"] for s in session.tools]
+    names = [s["function"]["name"] for s in tool_schemas(lifecycle=True)]
+    assert names == [*TOOL_NAMES, "memory_flush"]
+    with pytest.raises(ValueError, match="unknown memory tool 'memory_flush'"):
+        session.call_tool("memory_flush", {"messages": []})
+    messages = [
+        {"role": "user", "content": "Please remember that my badge number is 88-341."},
+        {"role": "assistant", "content": "Noted: your badge number is 88-341."},
+    ]
+    result = run_tool(harness, "memory_flush", {"messages": messages}, lifecycle=True)
+    assert not result.is_error, result.text
+    assert "2 new message(s) read" in result.text
+    again = run_tool(harness, "memory_flush", {"messages": messages}, lifecycle=True)
+    assert "0 new message(s) read" in again.text
+    for bad, expected in [
+        ({}, "'messages' is required"),
+        ({"messages": "hi"}, "'messages' is required"),
+        ({"messages": [{"content": "no role"}]}, "role"),
+        ({"messages": messages, "session_id": 7}, "'session_id' must be a string"),
+    ]:
+        answer = run_tool(harness, "memory_flush", bad, lifecycle=True)
+        assert answer.is_error, bad
+        assert expected in answer.text, answer.text
 
 
 def test_memory_save_writes_and_is_searchable(session: Session) -> None:

@@ -10,12 +10,19 @@ runs :func:`call_tool`. Four tools:
 - ``session_search(query, session_id, limit)``: the same over raw session logs;
 - ``memory_save(text)``: appends facts to MEMORY.md through ``MemoryHarness.save``.
 
+One more, ``memory_flush(messages, session_id)``, is a lifecycle tool for clients that
+hand over their transcript rather than call ``Session.after_call`` (the MCP server offers
+it when ``mcp.flush_tool`` is on): :func:`tool_schemas` and :func:`run_tool` include it
+only when asked (``lifecycle=True``); ``Session.tools`` never does.
+
 Every result is text for the model and is bounded (these tools are exempt from
 eviction, so they must never flood the context). Mistakes the model can fix — a bad
 argument, a path it may not read, a missing file, a search that timed out, a tool
 that is not available — come back as a one-line ``Error: ...`` text it can act on;
 an unknown tool name raises ``ValueError`` (the caller routed a call that is not ours),
 and failures of the harness itself (a closed harness, a broken index) raise.
+:func:`run_tool` returns the same text with a flag saying whether it is such an error
+(the MCP server turns it into a tool error); :func:`call_tool` returns the text alone.
 """
 
 from __future__ import annotations
@@ -24,10 +31,10 @@ import copy
 import json
 import posixpath
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout
-from harnessmem.errors import PathNotAllowed
+from harnessmem.errors import MessageFormatError, ModelError, PathNotAllowed
 
 if TYPE_CHECKING:
     from harnessmem.services import Services
@@ -37,10 +44,15 @@ __all__ = [
     "GET_MAX_CHARS",
     "GET_MAX_LINES",
     "HIT_CHARS",
+    "LIFECYCLE_TOOL_NAMES",
     "OUTPUT_CHARS",
+    "QUERY_MAX_CHARS",
+    "SAVE_MAX_CHARS",
     "TOOL_NAMES",
+    "ToolResult",
     "call_tool",
     "format_hits",
+    "run_tool",
     "tool_schemas",
 ]
 
@@ -53,6 +65,14 @@ GET_DEFAULT_LINES = 60
 GET_MAX_LINES = 300
 GET_MAX_CHARS = 12_000
 DEFAULT_LIMIT = 8
+#: Longest query the search tools take: 2-6 keywords find the most, and a query the size
+#: of a document is a mistake the model should correct, not a search to run.
+QUERY_MAX_CHARS = 2_000
+#: Longest text one memory_save takes: about MEMORY.md's whole default budget
+#: (consolidation.max_memory_tokens 4,000 ≈ 16,000 characters).
+SAVE_MAX_CHARS = 16_000
+#: memory_flush: the session whose high-water mark a flush without ``session_id`` moves.
+FLUSH_SESSION = "mcp"
 _SINGULAR = {"memories": "memory", "messages": "message"}
 _MODES: dict[str, SearchMode] = {"any": "any", "all": "all", "phrase": "phrase"}
 
@@ -94,6 +114,7 @@ _SCHEMAS: list[dict[str, Any]] = [
         {
             "query": {
                 "type": "string",
+                "maxLength": QUERY_MAX_CHARS,
                 "description": "Keywords or a short question, e.g. 'Kyoto hotel booking'.",
             },
             "limit": _LIMIT,
@@ -141,7 +162,11 @@ _SCHEMAS: list[dict[str, Any]] = [
         "matching messages as `sessions/<id>.log.jsonl:line` with their text; read "
         "around one with memory_get.",
         {
-            "query": {"type": "string", "description": "Keywords to look for."},
+            "query": {
+                "type": "string",
+                "maxLength": QUERY_MAX_CHARS,
+                "description": "Keywords to look for.",
+            },
             "session_id": {
                 "type": "string",
                 "description": "Only search this conversation's log (default: all sessions).",
@@ -160,6 +185,7 @@ _SCHEMAS: list[dict[str, Any]] = [
         {
             "text": {
                 "type": "string",
+                "maxLength": SAVE_MAX_CHARS,
                 "description": "One or more facts, one Markdown bullet each, e.g. "
                 "'- Alice prefers aisle seats on long flights.'",
             }
@@ -168,19 +194,74 @@ _SCHEMAS: list[dict[str, Any]] = [
     ),
 ]
 
+_LIFECYCLE_SCHEMAS: list[dict[str, Any]] = [
+    _schema(
+        "memory_flush",
+        "Hand over the conversation so far: the facts worth remembering from the messages "
+        "not handed over before are written to today's daily log in memory/ (searchable "
+        "at once with memory_search; consolidated into MEMORY.md later). Call it at the "
+        "end of a conversation or every few turns; messages already handed over are "
+        "skipped, so sending the whole transcript again is fine. Returns how many "
+        "messages were read and how many facts were written or were already on file.",
+        {
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "role": {
+                            "type": "string",
+                            "enum": ["system", "user", "assistant", "tool"],
+                        },
+                        "content": {"type": ["string", "array", "null"]},
+                    },
+                    "required": ["role"],
+                },
+                "description": "The conversation as chat messages "
+                "({'role': 'user', 'content': '...'}), oldest first.",
+            },
+            "session_id": {
+                "type": "string",
+                "description": "Which conversation this is; messages already handed over "
+                f"under this id are skipped (default {FLUSH_SESSION!r}).",
+            },
+        },
+        ["messages"],
+    ),
+]
+
 TOOL_NAMES: tuple[str, ...] = tuple(schema["function"]["name"] for schema in _SCHEMAS)
+LIFECYCLE_TOOL_NAMES: tuple[str, ...] = tuple(
+    schema["function"]["name"] for schema in _LIFECYCLE_SCHEMAS
+)
 
 
-def tool_schemas() -> list[dict[str, Any]]:
-    """The four tool schemas in OpenAI function format (a fresh copy each call)."""
-    return copy.deepcopy(_SCHEMAS)
+def tool_schemas(*, lifecycle: bool = False) -> list[dict[str, Any]]:
+    """The four tool schemas in OpenAI function format (a fresh copy each call); with
+    ``lifecycle``, ``memory_flush`` after them."""
+    return copy.deepcopy(_SCHEMAS + (_LIFECYCLE_SCHEMAS if lifecycle else []))
+
+
+class ToolResult(NamedTuple):
+    """What a memory tool answered: the text for the model, and whether that text is an
+    ``Error: ...`` the model can act on (a bad argument, a refused path, a timeout)."""
+
+    text: str
+    is_error: bool = False
 
 
 class _ArgumentError(ValueError):
     """An argument the model should correct; its message goes back to the model."""
 
 
-def _text(args: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
+class _Refusal(Exception):
+    """A call the tool cannot serve as asked; its message is the whole ``Error: ...`` text."""
+
+
+def _text(
+    args: Mapping[str, Any], key: str, *, required: bool = True, max_chars: int | None = None
+) -> str | None:
     value = args.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
@@ -188,6 +269,10 @@ def _text(args: Mapping[str, Any], key: str, *, required: bool = True) -> str | 
         return None
     if not isinstance(value, str):
         raise _ArgumentError(f"'{key}' must be a string, got {type(value).__name__}")
+    if max_chars is not None and len(value) > max_chars:
+        raise _ArgumentError(
+            f"'{key}' is {len(value):,} characters long; at most {max_chars:,} are taken"
+        )
     return value
 
 
@@ -236,7 +321,7 @@ def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> s
 
 
 def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
-    query = _text(args, "query")
+    query = _text(args, "query", max_chars=QUERY_MAX_CHARS)
     assert query is not None
     limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
     mode = args.get("mode") or "any"
@@ -252,7 +337,7 @@ def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
 
 
 def _session_search(harness: Services, args: Mapping[str, Any]) -> str:
-    query = _text(args, "query")
+    query = _text(args, "query", max_chars=QUERY_MAX_CHARS)
     assert query is not None
     session_id = _text(args, "session_id", required=False)
     limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
@@ -276,7 +361,9 @@ def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
         # One line more than asked says whether the file goes on.
         rows = harness.get(path, start_line=start, lines=count + 1).splitlines()
     except FileNotFoundError:
-        return f"Error: {path} does not exist. Use a path exactly as memory_search printed it."
+        raise _Refusal(
+            f"Error: {path} does not exist. Use a path exactly as memory_search printed it."
+        ) from None
     if not rows:
         total = len(harness.get(path).splitlines())
         return f"{path} has {total} lines; start_line {start} is past its end."
@@ -300,7 +387,7 @@ def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
 
 
 def _memory_save(harness: Services, args: Mapping[str, Any]) -> str:
-    text = _text(args, "text")
+    text = _text(args, "text", max_chars=SAVE_MAX_CHARS)
     assert text is not None
     from harnessmem.memory.consolidation import MemoryConsolidator
 
@@ -313,11 +400,46 @@ def _memory_save(harness: Services, args: Mapping[str, Any]) -> str:
     return f"Saved to MEMORY.md{described}." + (f" {note}" if note else "")
 
 
+def _memory_flush(harness: Services, args: Mapping[str, Any]) -> str:
+    from harnessmem.memory.flush import MemoryFlusher
+    from harnessmem.messages import check_messages
+
+    messages = args.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _ArgumentError(
+            "'messages' is required: the conversation as a non-empty list of chat messages "
+            "such as {'role': 'user', 'content': '...'}"
+        )
+    session_id = _text(args, "session_id", required=False) or FLUSH_SESSION
+    try:
+        checked = check_messages(messages, "memory_flush")
+    except MessageFormatError as exc:
+        raise _ArgumentError(exc.message) from None
+    try:
+        result = harness.component(MemoryFlusher).flush(checked, session_id=session_id)
+    except ModelError as exc:
+        raise _Refusal(
+            f"Error: memory_flush: the model that extracts facts failed ({exc.message}); "
+            "nothing was written. Hand the messages over again later."
+        ) from None
+    if not result.ok:
+        raise _Refusal(f"Error: memory_flush {result.status}: {result.error or 'try again'}.")
+    counts = (
+        f"{result.messages} new message(s) read, {len(result.entries)} fact(s) written, "
+        f"{result.duplicates} already on file"
+    )
+    where = f" to {result.path}" if result.written and result.path else ""
+    return f"Flushed session {session_id!r} ({result.status}){where}: {counts}."
+
+
 _HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
     "memory_search": _memory_search,
     "memory_get": _memory_get,
     "session_search": _session_search,
     "memory_save": _memory_save,
+}
+_LIFECYCLE_HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
+    "memory_flush": _memory_flush,
 }
 
 
@@ -353,22 +475,41 @@ def _check_encodable(key: str, value: str) -> None:
         ) from None
 
 
-def call_tool(harness: Services, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+def run_tool(
+    harness: Services,
+    name: str,
+    arguments: Mapping[str, Any] | str | None,
+    *,
+    lifecycle: bool = False,
+) -> ToolResult:
     """Run memory tool ``name`` with ``arguments`` (a mapping or the JSON text a model sent).
 
-    Returns the tool's text for the model; see the module docstring for what raises.
+    Returns the tool's text for the model and whether it is an ``Error: ...`` it can act
+    on; ``lifecycle`` also serves ``memory_flush``. See the module docstring for what raises.
     """
-    handler = _HANDLERS.get(name)
+    handlers = {**_HANDLERS, **_LIFECYCLE_HANDLERS} if lifecycle else _HANDLERS
+    handler = handlers.get(name)
     if handler is None:
-        raise ValueError(f"unknown memory tool {name!r}; memory tools: {', '.join(TOOL_NAMES)}")
+        raise ValueError(f"unknown memory tool {name!r}; memory tools: {', '.join(handlers)}")
     try:
-        return handler(harness, _arguments(arguments))
+        return ToolResult(handler(harness, _arguments(arguments)))
     except _ArgumentError as exc:
-        return f"Error: {name}: {exc}."
+        return ToolResult(f"Error: {name}: {exc}.", is_error=True)
+    except _Refusal as exc:
+        return ToolResult(str(exc), is_error=True)
     except PathNotAllowed as exc:
-        return (
+        return ToolResult(
             f"Error: {exc.message}. memory_get reads MEMORY.md, memory/, sessions/ "
-            "and saved tool outputs only."
+            "and saved tool outputs only.",
+            is_error=True,
         )
     except SearchTimeout:
-        return "Error: the search took too long and was stopped. Use fewer, more specific words."
+        return ToolResult(
+            "Error: the search took too long and was stopped. Use fewer, more specific words.",
+            is_error=True,
+        )
+
+
+def call_tool(harness: Services, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+    """Run memory tool ``name`` with ``arguments``: :func:`run_tool`'s text alone."""
+    return run_tool(harness, name, arguments).text

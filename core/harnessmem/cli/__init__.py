@@ -41,6 +41,7 @@ from harnessmem.cli._commands import (
 from harnessmem.cli._common import HarnessmemGroup, debug_option, enable_logging
 from harnessmem.cli._init import init_command
 from harnessmem.cli._inspect import inspect_command
+from harnessmem.cli._mcp import mcp_command
 from harnessmem.cli._replay import replay_command
 from harnessmem.cli._status import status_command
 from harnessmem.cli._transfer import export_command, import_command
@@ -85,6 +86,7 @@ for _command in (
     import_command,
     inspect_command,
     chat_command,
+    mcp_command,
 ):
     main.add_command(_command)
 del _command

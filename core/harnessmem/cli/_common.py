@@ -279,16 +279,19 @@ def open_harness(
     *,
     plugins: tuple[object, ...] = (),
     reached: bool = False,
+    maintenance: bool = False,
     **kwargs: Any,
 ) -> MemoryHarness:
-    """A harness for one command: no maintenance thread (it would only idle), bucket checked
+    """A harness for one command: no maintenance thread (it would only idle; ``maintenance``
+    keeps it as the settings say, for a command that serves for hours), bucket checked
     (unless ``reached``: the caller just reached it, and a second check is one more request).
 
     The harness checks what the settings name (backends, plugins) before it creates the
     workspace, so a misspelt one leaves nothing behind."""
     from harnessmem.harness import MemoryHarness
 
-    settings.maintenance.enabled = False
+    if not maintenance:
+        settings.maintenance.enabled = False
     harness = MemoryHarness(settings, plugins=plugins, **kwargs)
     if reached:
         return harness

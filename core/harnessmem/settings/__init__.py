@@ -26,6 +26,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SecretStr,
     ValidationError,
     field_validator,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "HarnessSettings",
     "IndexSettings",
     "MaintenanceSettings",
+    "McpSettings",
     "ModelBudgetSettings",
     "ModelPurposeSettings",
     "ModelSettings",
@@ -522,6 +524,34 @@ class PluginSettings(_Section):
     )
 
 
+class McpSettings(_Section):
+    """The MCP server of ``harnessmem mcp`` (needs ``pip install 'harnessmem[mcp]'``)."""
+
+    token: SecretStr | None = Field(
+        None,
+        description=(
+            "Bearer token every HTTP request must carry (Authorization: Bearer <token>); "
+            "without it the server answers 401. Required to serve on a non-loopback address. "
+            "Not used over stdio."
+        ),
+    )
+    path: str = Field("/mcp", description="URL path of the streamable HTTP endpoint.")
+    flush_tool: bool = Field(
+        False,
+        description=(
+            "Also offer the memory_flush tool: a client hands over its messages and their new "
+            "facts go to today's daily log."
+        ),
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/") or any(c in value for c in "?# "):
+            raise ValueError("must be a URL path such as '/mcp'")
+        return value
+
+
 class HarnessSettings(BaseSettings):
     """Every setting of a harness; build with ``HarnessSettings.load()`` to read a config file."""
 
@@ -557,6 +587,7 @@ class HarnessSettings(BaseSettings):
         default_factory=ContextSettings, description="System-prompt memory block."
     )
     plugins: PluginSettings = Field(default_factory=PluginSettings, description="Hook plugins.")
+    mcp: McpSettings = Field(default_factory=McpSettings, description="MCP server.")
     _config_file: Path | None = PrivateAttr(None)
 
     def __init__(self, **values: Any) -> None:

@@ -1,0 +1,72 @@
+"""``harnessmem mcp``: serve a workspace's memory to MCP clients (:mod:`harnessmem.mcp`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from harnessmem.cli._common import (
+    common_options,
+    load_settings,
+    open_harness,
+    shown_url,
+)
+
+
+@click.command("mcp")
+@common_options(as_json=False)
+@click.option(
+    "--http",
+    "address",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve the streamable HTTP transport on HOST:PORT instead of stdio (port 0: any "
+    "free port; the URL is printed on stderr). Requests must carry mcp.token as a bearer "
+    "token; a HOST other than a loopback address refuses to start without one.",
+)
+@click.option(
+    "--flush-tool/--no-flush-tool",
+    "flush_tool",
+    default=None,
+    help="Offer the memory_flush tool (messages in, facts to today's log); default: "
+    "mcp.flush_tool (off).",
+)
+def mcp_command(
+    config: str | None, workspace: str | None, address: str | None, flush_tool: bool | None
+) -> None:
+    """Serve the workspace's memory to MCP clients such as Claude Desktop, Claude Code or Cursor.
+
+    Tools memory_search, memory_get, session_search and memory_save (the agent tools
+    of Session.tools), MEMORY.md, the daily logs and the session index as harnessmem://
+    resources, and the prompt memory_context. Over stdio by default: a client starts
+    one server per workspace. Needs pip install 'harnessmem[mcp]'; see docs/mcp.md.
+    """
+    # The SDK first: without the extra, the error says how to get it and nothing is created.
+    import harnessmem.mcp as server_api
+
+    sections: dict[str, Any] = {}
+    if flush_tool is not None:
+        sections["mcp"] = {"flush_tool": flush_tool}
+    settings, _ = load_settings(config, workspace, **sections)
+    token = settings.mcp.token.get_secret_value() if settings.mcp.token else None
+    host = port = None
+    if address is not None:
+        host, port = server_api.parse_address(address)
+        server_api.check_exposure(host, token)  # before the workspace is opened
+    with open_harness(settings, maintenance=True) as harness:
+        server = server_api.build_server(harness)
+        if host is None or port is None:
+            server_api.serve_stdio(server)
+            return
+        app = server_api.http_app(server, host=host, path=settings.mcp.path, token=token)
+        if not token:
+            click.echo(
+                "warning: no mcp.token: any program on this machine can use this server",
+                err=True,
+            )
+
+        def ready(url: str) -> None:
+            click.echo(f"harnessmem mcp: {shown_url(harness.workspace.url)} on {url}", err=True)
+
+        server_api.serve_http(app, host, port, path=settings.mcp.path, ready=ready)

@@ -1,0 +1,46 @@
+"""An MCP server for one workspace: the memory tools for any MCP client.
+
+``harnessmem mcp -w WORKSPACE`` serves it over stdio, ``--http HOST:PORT`` over the
+streamable HTTP transport (see docs/mcp.md). From Python::
+
+    from harnessmem import MemoryHarness
+    from harnessmem.mcp import build_server, serve_stdio
+
+    with MemoryHarness.open("./ws") as harness:
+        serve_stdio(build_server(harness))
+
+It needs the official MCP SDK, an optional extra: ``pip install 'harnessmem[mcp]'``.
+Importing this package without it raises ``ConfigError`` saying so; nothing else in
+harnessmem imports it (the ``harnessmem mcp`` command does so when it runs).
+"""
+
+from __future__ import annotations
+
+from harnessmem.errors import ConfigError
+
+try:
+    from harnessmem.mcp._http import (
+        check_exposure,
+        http_app,
+        is_loopback,
+        parse_address,
+        serve_http,
+    )
+    from harnessmem.mcp._server import PROMPT_NAME, SCHEME, build_server, serve_stdio
+except ImportError as exc:  # the SDK or one of its dependencies is missing
+    raise ConfigError(
+        f"the MCP server needs the MCP SDK (the 'mcp' package): {exc}",
+        hint="pip install 'harnessmem[mcp]'",
+    ) from exc
+
+__all__ = [
+    "PROMPT_NAME",
+    "SCHEME",
+    "build_server",
+    "check_exposure",
+    "http_app",
+    "is_loopback",
+    "parse_address",
+    "serve_http",
+    "serve_stdio",
+]

@@ -1,0 +1,127 @@
+"""The streamable HTTP transport: the SDK's app behind a bearer token, served by uvicorn.
+
+The token check is the SDK's own bearer middleware with a verifier that knows one token
+(compared in constant time): a request without it, or with another, is answered 401
+before it reaches the MCP session manager, so it reads and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.lowlevel import Server
+from starlette.applications import Starlette
+
+from harnessmem.errors import ConfigError
+
+__all__ = ["check_exposure", "http_app", "is_loopback", "parse_address", "serve_http"]
+
+
+class _StaticToken:
+    """A :class:`mcp.server.auth.provider.TokenVerifier` for one shared bearer token."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if hmac.compare_digest(token.encode(), self._token):
+            return AccessToken(token=token, client_id="harnessmem", scopes=[])
+        return None
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0 picks a free one) as (host, port)."""
+    host, sep, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            f"--http {address!r} is not HOST:PORT",
+            hint="for example --http 127.0.0.1:8765 (port 0: any free port)",
+        )
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """Refuse (``ConfigError``) to serve without a token on a host that is not loopback."""
+    if not token and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve MCP on {host}, which is not a loopback address, without a token",
+            hint="set mcp.token (or HARNESSMEM_MCP__TOKEN) to a long random string, and "
+            "give clients the header Authorization: Bearer <token>",
+        )
+
+
+def http_app(server: Server[Any], *, host: str, path: str, token: str | None) -> Starlette:
+    """The SDK's streamable HTTP app for ``server`` at ``path``; every request must carry
+    ``Authorization: Bearer <token>`` when ``token`` is set.
+
+    Refuses (:func:`check_exposure`) to build an app without a token for a non-loopback
+    ``host``. On a loopback host the SDK also checks the Host and Origin headers (DNS
+    rebinding).
+    """
+    check_exposure(host, token)
+    if not token:
+        return server.streamable_http_app(streamable_http_path=path, host=host)
+    # issuer_url is required by the SDK's settings but serves only OAuth routes, which this
+    # server does not mount (no authorization server provider, no resource metadata).
+    auth = AuthSettings(issuer_url=f"http://{_url_host(host)}", resource_server_url=None)
+    return server.streamable_http_app(
+        streamable_http_path=path, host=host, auth=auth, token_verifier=_StaticToken(token)
+    )
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def serve_http(
+    app: Starlette,
+    host: str,
+    port: int,
+    *,
+    path: str = "/mcp",
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``app`` on ``host:port`` until interrupted (SIGINT, SIGTERM).
+
+    The socket is bound before serving, so ``ready(url)`` gets the real port (useful with
+    port 0) and a client that connects at once is queued rather than refused.
+    """
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {_url_host(host)}:{port}: {exc.strerror or exc}",
+            hint="pick another port, or stop the process that holds this one",
+        ) from exc
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    if ready is not None:
+        ready(f"http://{_url_host(host)}:{bound}{path}")
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
