@@ -31,7 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
 from harnessmem.errors import ConfigError
+from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -44,9 +46,7 @@ __all__ = ["check_exposure", "create_app", "is_loopback", "serve"]
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "harnessmem_inspect"
-_DAILY = re.compile(r"^memory/(?:archive/)?(\d{4}-\d{2}-\d{2})\.md$")
-_HISTORY = re.compile(r"^memory/\.history/MEMORY-(\d{8}T\d{6}Z)(?:-\d+)?\.md$")
-_SESSION = re.compile(r"^sessions/(.+)\.log\.jsonl$")
+_STAMP = re.compile(r"MEMORY-(\d{8}T\d{6}Z)")
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -96,14 +96,14 @@ class Version:
 def _versions(harness: MemoryHarness) -> list[Version]:
     """MEMORY.md's versions, newest first: the current one, then the kept ones."""
     kept = []
-    for rel in harness.workspace.list("memory/.history"):
-        match = _HISTORY.match(rel)
-        if match:
+    for rel in harness.workspace.list(HISTORY_DIR):
+        match = _STAMP.search(rel)
+        if layout.is_history_path(rel) and match:
             moment = datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
             label = "replaced " + moment.strftime("%Y-%m-%d %H:%M UTC")
             kept.append(Version(rel.rsplit("/", 1)[1].removesuffix(".md"), rel, label))
     kept.sort(key=lambda v: v.path, reverse=True)
-    return [Version("current", "MEMORY.md", "current"), *kept]
+    return [Version("current", MEMORY_FILE, "current"), *kept]
 
 
 def _read(harness: MemoryHarness, path: str) -> str:
@@ -116,20 +116,21 @@ def _read(harness: MemoryHarness, path: str) -> str:
 def _daily_logs(harness: MemoryHarness) -> list[tuple[str, str]]:
     """(date, path) of every daily log, archived ones included, newest first."""
     found = []
-    for rel in harness.workspace.list("memory"):
-        match = _DAILY.match(rel)
-        if match:
-            found.append((match[1], rel))
+    for rel in harness.workspace.list(MEMORY_DIR):
+        day = layout.daily_log_date(rel, archived=None)
+        if day:
+            found.append((day, rel))
     return sorted(found, reverse=True)
 
 
 def _sessions(harness: MemoryHarness) -> list[tuple[str, str, int]]:
     """(session id, log path, size) of every session log, largest file last changed first."""
     found = []
-    for info in harness.workspace.scan("sessions", recursive=False):
-        match = _SESSION.match(info.path)
-        if match:
-            found.append((match[1], info.path, info.size, info.modified or 0.0))
+    for info in harness.workspace.scan(SESSIONS_DIR, recursive=False):
+        if info.path.endswith(layout.SESSION_LOG_SUFFIX):
+            sid = layout.session_stem(info.path)
+            if sid:
+                found.append((sid, info.path, info.size, info.modified or 0.0))
     found.sort(key=lambda item: item[3], reverse=True)
     return [(sid, path, size) for sid, path, size, _ in found]
 
@@ -244,7 +245,7 @@ def create_app(
     async def overview(request: Request) -> Response:
         stats = harness.index.stats()
         usage = harness.usage()
-        memory = _read(harness, "MEMORY.md")
+        memory = _read(harness, MEMORY_FILE)
         from harnessmem.tokens import estimate_tokens
 
         return page(
@@ -263,7 +264,7 @@ def create_app(
         return page(
             "memory.html",
             request,
-            html=_render_markdown(_read(harness, "MEMORY.md")),
+            html=_render_markdown(_read(harness, MEMORY_FILE)),
             versions=versions,
         )
 

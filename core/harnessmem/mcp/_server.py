@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from harnessmem.errors import HarnessMemError, WorkspaceFileNotFound
-from harnessmem.memory.files import MEMORY_DIR, MEMORY_FILE, is_daily_log
+from harnessmem.layout import MEMORY_DIR, MEMORY_FILE, is_daily_log
 from harnessmem.tools import FLUSH_SESSION, run_tool, tool_schemas
 
 if TYPE_CHECKING:

@@ -48,6 +48,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem.errors import ArchiveError, PathNotAllowed
+from harnessmem.layout import (
+    ARCHIVE_DIR,
+    CONSOLIDATION_STATE,
+    LOCKS_DIR,
+    MEMORY_DIR,
+    MEMORY_FILE,
+    is_daily_log,
+    session_log_path,
+)
 from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.messages import MessageFormatError, from_java_session_log
 
@@ -75,7 +84,6 @@ VERSION = 1
 #: The manifest's name inside the archive; the files are under ``workspace/``.
 MANIFEST = "harnessmem-export.json"
 _PREFIX = "workspace/"
-_DAILY = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 
 
 @dataclass(frozen=True)
@@ -292,8 +300,8 @@ def _path_problem(rel: str) -> str | None:
         return "it is absolute or a URL"
     if any(part in ("", ".", "..") for part in parts):
         return "it has an empty, '.' or '..' part"
-    if parts[0] == ".locks":
-        return ".locks/ holds a workspace's locks, which are not exported"
+    if parts[0] == LOCKS_DIR:
+        return f"{LOCKS_DIR}/ holds a workspace's locks, which are not exported"
     return None
 
 
@@ -328,7 +336,7 @@ def _plan(
 def _write_all(services: Services, contents: Mapping[str, bytes], write: Sequence[str]) -> None:
     # MEMORY.md and the watermark last: a reader of a half-finished import sees daily logs
     # that are not consolidated yet rather than a watermark claiming logs that are missing.
-    last = ("memory/.consolidation_state", "MEMORY.md")
+    last = (CONSOLIDATION_STATE, MEMORY_FILE)
     for rel in sorted(write, key=lambda p: (p in last, last.index(p) if p in last else 0, p)):
         services.workspace.write_bytes(rel, contents[rel])
 
@@ -381,20 +389,19 @@ def _java_base(root: Path, user: str | None) -> Path:
 def _java_memory_files(base: Path, root: Path, eviction: str) -> tuple[dict[str, bytes], list[str]]:
     contents: dict[str, bytes] = {}
     skipped: list[str] = []
+    # The Java harness's names (its layout: agentscope-java-memory.md §10) -> ours.
     memory_file = base / "MEMORY.md"
     if memory_file.is_file():
-        contents["MEMORY.md"] = memory_file.read_bytes()
-    for folder, prefix in (
-        (base / "memory", "memory/"),
-        (base / "memory" / "archive", "memory/archive/"),
-    ):
+        contents[MEMORY_FILE] = memory_file.read_bytes()
+    folders = ((base / "memory", MEMORY_DIR), (base / "memory" / "archive", ARCHIVE_DIR))
+    for folder, ours in folders:
         if folder.is_dir():
             for item in sorted(folder.iterdir()):
-                if item.is_file() and _DAILY.fullmatch(item.name):
-                    contents[prefix + item.name] = item.read_bytes()
+                if item.is_file() and is_daily_log(item.name):
+                    contents[f"{ours}/{item.name}"] = item.read_bytes()
     state = base / "memory" / ".consolidation_state"
     if state.is_file():
-        contents["memory/.consolidation_state"] = state.read_bytes()
+        contents[CONSOLIDATION_STATE] = state.read_bytes()
     results = root / "large_tool_results"
     if results.is_dir():
         for item in sorted(results.rglob("*")):
@@ -504,7 +511,7 @@ def import_java_workspace(
         result.messages += len(messages)
         result.messages_new += new
         if new:
-            result.written.append(f"sessions/{sid}")
+            result.written.append(session_log_path(sid))
     if write or result.messages_new:
         services.reindex()
     return result
