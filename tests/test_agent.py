@@ -328,3 +328,34 @@ def test_chat_with_every_turn_answered_exits_0(
     result = CliRunner().invoke(main, args, input="hi\n")
     assert result.exit_code == 0, result.output
     assert "failed" not in result.stdout
+
+
+def test_chat_compact_compacts_now_with_a_focus(
+    tmp_path: Path, servers: Callable[[Any], FakeOpenAIServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HARNESSMEM_COMPACTION__KEEP_MESSAGES", "2")
+    summary = (
+        "## SESSION INTENT\nChat.\n## SUMMARY\nThree questions.\n"
+        "## ARTIFACTS\nNone\n## NEXT STEPS\nNone"
+    )
+
+    def reply(body: dict[str, Any]) -> str:
+        text = json.dumps(body["messages"])
+        if "<conversation>" in text and "SESSION INTENT" in text:
+            return summary
+        return "NO_REPLY" if "<conversation>" in text else "ok"
+
+    server = servers(reply)
+    # the upkeep (summaries, flushes) on the same fake server, so the focus can be seen
+    monkeypatch.setenv("HARNESSMEM_MODEL__NAME", MODEL)
+    monkeypatch.setenv("HARNESSMEM_MODEL__OPTIONS", json.dumps({"api_base": server.base_url}))
+    args = ["chat", "-w", str(tmp_path / "ws"), "-m", MODEL, "--api-base", server.base_url]
+    text = "one\ntwo\nthree\n/compact the Postgres decision\n/compact\n/exit\n"
+    result = CliRunner().invoke(main, args, input=text)
+    assert result.exit_code == 0, result.output
+    assert "compacted: 7 -> " in result.output
+    focused = [r for r in server.requests if "<focus>" in json.dumps(r.body["messages"])]
+    assert len(focused) == 1, result.output
+    assert "the Postgres decision" in json.dumps(focused[0].body["messages"])
+    assert "nothing to compact" in result.output, "a second /compact finds nothing left"

@@ -192,6 +192,14 @@ class Agent:
             context_messages=len(self.messages),
         )
 
+    def compact(self, focus: str | None = None) -> tuple[int, int]:
+        """Compact the conversation now (``/compact``); messages before and after.
+
+        ``focus`` tells the summariser what to keep in particular."""
+        before = len(self.messages)
+        self.messages = self.session.compact(self.messages, focus=focus)
+        return before, len(self.messages)
+
     def _refresh_system(self) -> None:
         """Instructions plus the memory block, read again at the start of each turn."""
         memory = self.session.system_context()

@@ -37,6 +37,9 @@ Message = dict[str, Any]
 class TurnContext:
     """State of one lifecycle call, shared by every plugin that handles it.
 
+    ``compact`` is True in the ``pre_reasoning`` of :meth:`Session.compact`: a
+    compaction plugin compacts then whatever its triggers say, keeping what
+    ``compact_focus`` names in the summary.
     ``messages`` is the conversation the session will return (``pre_reasoning``,
     ``overflow``) or has just finished (``post_call``); plugins may
     replace the list. ``tool_result`` is the text ``after_tool`` will return;
@@ -49,6 +52,10 @@ class TurnContext:
     messages: list[Message]
     tool_result: str | None = None
     outcomes: dict[str, Any] = field(default_factory=dict)
+    #: ``pre_reasoning`` of a manual compaction (:meth:`Session.compact`): compact now,
+    #: whatever the triggers, and pass ``compact_focus`` to the summariser.
+    compact: bool = False
+    compact_focus: str | None = None
 
     @property
     def session_id(self) -> str:
@@ -75,7 +82,8 @@ class TurnContext:
 class CompactionEvent:
     """A conversation was compacted, or a compaction was postponed.
 
-    ``trigger``: ``"messages"``, ``"tokens"`` or ``"overflow"``. ``degraded``: the
+    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"`` or ``"manual"``
+    (:meth:`harnessmem.Session.compact`). ``degraded``: the
     summariser failed, answered junk or is backed off, so the summary was built without a
     model (``summary_source="automatic"``; ``reason`` says why), or dropped messages have no
     copy in the session log. ``postponed``: a failed flush or

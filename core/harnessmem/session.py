@@ -60,6 +60,28 @@ class Session:
         self.harness.hooks.pre_reasoning(ctx)
         return ctx.messages
 
+    def compact(self, messages: Sequence[Message], *, focus: str | None = None) -> list[Message]:
+        """Compact now, whatever the triggers (``/compact`` in a chat): ``before_reasoning``
+        with compaction forced. ``focus`` tells the summariser what to keep in particular.
+
+        The older messages are flushed, logged and summarised as at any compaction, and
+        ``on_compaction`` observers get the event (trigger ``"manual"``); a conversation no
+        longer than ``compaction.keep_messages`` comes back as it is, and so does every
+        conversation while ``compaction.enabled`` is off.
+        """
+        ctx = self._compaction_context(messages, focus, "compact")
+        self.harness.hooks.pre_reasoning(ctx)
+        return ctx.messages
+
+    def _compaction_context(
+        self, messages: Sequence[Message], focus: str | None, where: str
+    ) -> TurnContext:
+        if focus is not None and not isinstance(focus, str):
+            raise MessageFormatError(f"{where}: focus is {type(focus).__name__}, not text")
+        ctx = self._context(messages, where)
+        ctx.compact, ctx.compact_focus = True, (focus or "").strip() or None
+        return ctx
+
     def after_tool(self, call: Mapping[str, Any], result: str) -> str:
         """The text to put in the tool message for ``call`` (plugins may evict it)."""
         ctx = self._tool_context(call, result, "after_tool")
@@ -100,6 +122,13 @@ class Session:
 
     async def abefore_reasoning(self, messages: Sequence[Message]) -> list[Message]:
         ctx = self._context(messages, "abefore_reasoning")
+        await self.harness.hooks.apre_reasoning(ctx)
+        return ctx.messages
+
+    async def acompact(
+        self, messages: Sequence[Message], *, focus: str | None = None
+    ) -> list[Message]:
+        ctx = self._compaction_context(messages, focus, "acompact")
         await self.harness.hooks.apre_reasoning(ctx)
         return ctx.messages
 

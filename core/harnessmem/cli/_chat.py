@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from harnessmem.agent import Agent
     from harnessmem.harness import MemoryHarness
 
-_HELP = "/exit (or Ctrl-D) leaves; /memory shows the memory block the model gets; /help shows this"
+_HELP = (
+    "/exit (or Ctrl-D) leaves; /memory shows the memory block the model gets; "
+    "/compact [FOCUS] compacts the conversation now, keeping what FOCUS names; /help shows this"
+)
 
 
 @click.command("chat")
@@ -155,6 +158,13 @@ def _loop(agent: Agent) -> int:
             continue
         if text == "/memory":
             click.echo(agent.session.system_context() or "(MEMORY.md is empty)")
+            continue
+        if text == "/compact" or text.startswith("/compact "):
+            before, after = agent.compact(text.removeprefix("/compact").strip() or None)
+            if after < before:
+                click.echo(f"compacted: {before} -> {after} messages (the rest is summarised)")
+            else:
+                click.echo(f"nothing to compact: {plural(before, 'message')} in the conversation")
             continue
         try:
             reply = agent.run(text)

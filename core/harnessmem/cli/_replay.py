@@ -327,7 +327,12 @@ def _describe(event: ReplayEvent, facts: int, width: int) -> list[str]:
 def _describe_compaction(data: dict[str, Any]) -> list[str]:
     if not data["compacted"]:
         return [f"{_label('postponed', 'yellow')}compaction postponed: {data['reason']}"]
-    trigger = {"messages": "message count", "tokens": "token count", "overflow": "overflow"}
+    trigger = {
+        "messages": "message count",
+        "tokens": "token count",
+        "overflow": "overflow",
+        "manual": "asked for",
+    }
     line = (
         f"{_label('compacted', 'cyan')}{data['messages_before']} -> {data['messages_after']} "
         f"messages, {data['tokens_before']:,} -> {data['tokens_after']:,} tokens "

@@ -84,7 +84,8 @@ class CompactionResult:
     """What compaction did for one call (``ctx.outcomes["compaction"]``).
 
     ``compacted``: the list was rewritten.
-    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, or ``""`` when nothing fired.
+    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, ``"manual"`` (asked for:
+    :meth:`harnessmem.Session.compact`), or ``""`` when nothing fired.
     ``postponed``: a trigger fired but a failed flush or offload kept every message.
     ``flush``: ``"done (...)"``, ``"failed: ..."``, ``"disabled"`` or
     ``"nothing to flush"``; ``flush_result`` is the
@@ -161,16 +162,22 @@ class ConversationCompactor:
     # the turn -------------------------------------------------------------------------------
 
     def compact(
-        self, messages: Sequence[Message], *, budget: int | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        budget: int | None = None,
+        force: bool = False,
+        focus: str | None = None,
     ) -> tuple[list[Message], CompactionResult]:
         """The list to send, and what was done.
 
         ``budget`` forces a compaction whose result must stay under ``budget`` tokens
-        (overflow recovery); without it the triggers decide. Never mutates ``messages``
-        or the dicts in it.
+        (overflow recovery); ``force`` compacts whatever the triggers say (a manual
+        compaction, trigger ``"manual"``), with ``focus`` passed to the summariser;
+        otherwise the triggers decide. Never mutates ``messages`` or the dicts in it.
         """
         with self.lock:
-            out, result = self._compact(list(messages), budget)
+            out, result = self._compact(list(messages), budget, force=force, focus=focus)
             self.last_result = result
             return out, result
 
@@ -197,7 +204,12 @@ class ConversationCompactor:
         return out if self.counter.count_messages(out) < tokens else None
 
     def _compact(
-        self, messages: list[Message], budget: int | None
+        self,
+        messages: list[Message],
+        budget: int | None,
+        *,
+        force: bool = False,
+        focus: str | None = None,
     ) -> tuple[list[Message], CompactionResult]:
         count = self.counter.count_messages
         head = head_length(messages)
@@ -206,7 +218,10 @@ class ConversationCompactor:
         work, truncated = self._truncate_args(messages, head)
         # Token counts only when a token trigger or a compaction needs them (cached per message).
         tokens = count(work) if self.settings.trigger_tokens or budget is not None else None
-        trigger = "overflow" if budget is not None else self._trigger(work, tokens)
+        if budget is not None:
+            trigger = "overflow"
+        else:
+            trigger = "manual" if force else self._trigger(work, tokens)
         if trigger and tokens is None:
             tokens = count(work)
         base: dict[str, Any] = {
@@ -247,7 +262,9 @@ class ConversationCompactor:
                 flush, flush_result = self._flush(
                     plan,
                     backoff=may_wait,
-                    ask=lambda reference: self.summariser.ask_both(plan, reference, asked),
+                    ask=lambda reference: self.summariser.ask_both(
+                        plan, reference, asked, focus=focus
+                    ),
                 )
                 failures += [flush] if flush.startswith("failed") else []
         else:
@@ -260,7 +277,9 @@ class ConversationCompactor:
         if failures and may_wait:
             reason = "postponed: " + "; ".join(failures)
             return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
-        answer, usage, problem = asked["summary"] if asked else self.summariser.summarise(plan)
+        answer, usage, problem = (
+            asked["summary"] if asked else self.summariser.summarise(plan, focus=focus)
+        )
         automatic = answer is None
         note = None
         if answer is None:
@@ -533,10 +552,12 @@ class CompactionPlugin:
 
     @hookimpl(trylast=True)
     def pre_reasoning(self, ctx: TurnContext) -> None:
-        """Compact ``ctx.messages`` when a trigger fires (and cut old tool arguments)."""
+        """Compact ``ctx.messages`` when a trigger fires, or now when ``ctx.compact`` asks
+        (a manual compaction, with ``ctx.compact_focus``); cut old tool arguments."""
         if not ctx.settings.compaction.enabled:
             return
-        out, result = self.compactor(ctx.harness, ctx.session_id).compact(ctx.messages)
+        compactor = self.compactor(ctx.harness, ctx.session_id)
+        out, result = compactor.compact(ctx.messages, force=ctx.compact, focus=ctx.compact_focus)
         ctx.messages = out
         if result.trigger or result.truncated_args:
             ctx.outcomes["compaction"] = result

@@ -50,7 +50,9 @@ class Summariser:
     def settings(self) -> CompactionSettings:
         return self.harness.settings.compaction
 
-    def ask_both(self, plan: Plan, reference: str, asked: dict[str, Any]) -> Completion | None:
+    def ask_both(
+        self, plan: Plan, reference: str, asked: dict[str, Any], *, focus: str | None = None
+    ) -> Completion | None:
         """The flush's ``ask``: one summary call that also asks for the new facts. Keeps
         the summary outcome in ``asked``; returns the facts as the flush model's answer,
         or None (missing or junk: the flush asks its own model)."""
@@ -60,7 +62,7 @@ class Summariser:
         if not self.backoff.ready():
             asked["summary"] = (None, None, self._backed_off())
             return None
-        text, completion, problem, facts = self._ask(plan, facts_reference=reference)
+        text, completion, problem, facts = self._ask(plan, facts_reference=reference, focus=focus)
         asked["summary"] = (text, completion, problem)
         self._record_outcome(text, completion, problem)
         if facts is None or not (mf.is_no_reply(facts) or mf.has_bullets(facts)):
@@ -68,14 +70,17 @@ class Summariser:
         model = completion.model if completion is not None else ""
         return Completion(text=facts, prompt_tokens=0, completion_tokens=0, model=model)
 
-    def summarise(self, plan: Plan) -> tuple[str | None, Completion | None, str]:
+    def summarise(
+        self, plan: Plan, *, focus: str | None = None
+    ) -> tuple[str | None, Completion | None, str]:
         """One ``summary`` call; the validated summary, or None and what went wrong.
 
         While the summariser is backed off after failures, it is not asked at all.
+        ``focus``: what a manual compaction asked the summary to keep.
         """
         if not self.backoff.ready():
             return None, None, self._backed_off()
-        text, completion, problem, _ = self._ask(plan)
+        text, completion, problem, _ = self._ask(plan, focus=focus)
         self._record_outcome(text, completion, problem)
         return text, completion, problem
 
@@ -98,7 +103,7 @@ class Summariser:
             self.backoff.succeeded()
 
     def _ask(
-        self, plan: Plan, *, facts_reference: str | None = None
+        self, plan: Plan, *, facts_reference: str | None = None, focus: str | None = None
     ) -> tuple[str | None, Completion | None, str, str | None]:
         """One summary call: the summary (or None), the completion, what went wrong, and
         (when ``facts_reference`` asked for them) the text of the answer's facts section."""
@@ -115,6 +120,7 @@ class Summariser:
                 today=layout.local_date(self.harness.clock(), settings.workspace.timezone),
                 max_result_chars=_RESULT_CHARS,
                 max_words=bound * 3 // 4,
+                focus=focus,
             )
             extra = FACTS_TOKENS if facts_reference is not None else 0
             completion = self.harness.model_for("summary").complete(
