@@ -34,6 +34,17 @@ class TestSQLiteIndexConformance(IndexBackendSuite):
         yield backend
         backend.close()
 
+    def damage(self, index: IndexBackend) -> None:
+        """Garbage in the FTS5 segments of the memory table, as a torn write leaves it."""
+        assert isinstance(index, SQLiteIndex)
+        with closing(sqlite3.connect(index.path, isolation_level=None)) as db:
+            for block_id, block in db.execute("SELECT id, block FROM memory_fts_data").fetchall():
+                if block_id > 10:  # past FTS5's averages (1) and structure (10) records
+                    db.execute(
+                        "UPDATE memory_fts_data SET block = ? WHERE id = ?",
+                        (bytes(b ^ 0x5A for b in block), block_id),
+                    )
+
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
@@ -148,7 +159,7 @@ def test_database_deleted_while_open_is_recreated(db_path: Path) -> None:
 def test_wal_journal_and_busy_timeout(db_path: Path) -> None:
     index = _open(db_path, busy_timeout=3)
     try:
-        pooled = index._engine.raw_connection()
+        pooled = index._file.engine.raw_connection()
         try:
             db = pooled.driver_connection
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -103,7 +103,7 @@ def prepare_schema(conn: Any) -> str | None:
     if found == str(SCHEMA_VERSION):
         return found
     # "entries" is schema 1's table of entries.
-    for name in ("meta", "files", "entries", "entry_blocks", *FTS_TABLES.values()):
+    for name in ("meta", "workspaces", "files", "entries", "entry_blocks", *FTS_TABLES.values()):
         if name in tables:
             conn.exec_driver_sql(f"DROP TABLE {name}")
     for statement in schema_statements(list(FTS_TABLES.values())):
