@@ -30,11 +30,13 @@ it says so.
 Workspaces: one file serves every workspace that shares it (sibling folders under one
 parent, the tenants of a ``HarnessPool``). Each instance serves one, its ``workspace_id``;
 :meth:`SQLiteIndex.scoped` gives another workspace's instance on the same connections.
-Rows carry the workspace's number and a workspace's entry ids are one range, which every
-search is confined to, so a tenant's search costs about what it costs in a file of its
-own (``bench/bench_tenants.py``); writes, ``clear`` (a full reindex) and ``stats`` name
-the workspace too. A rebuild of a damaged file rebuilds it for all of them: every
-instance on it counts the reset, so each harness hands its own files again.
+Rows carry the workspace's number, a workspace's entry ids are one range, which every
+search is confined to, and each group of 16 workspaces has FTS5 tables of its own (bm25
+counts a term over its whole table), so a tenant's search among 1,000 costs about what it
+costs in a file of its own (``bench/bench_tenants.py``); writes, ``clear`` (a full
+reindex) and ``stats`` name the workspace too. A rebuild of a damaged file rebuilds it
+for all of them: every instance on it counts the reset, so each harness hands its own
+files again.
 
 This module holds the options and the lifecycle (open, rebuild, reopen, close); the
 connections are built in ``_engine``, writes run in ``_sync`` and searches in ``_search``.
@@ -76,10 +78,10 @@ from harnessmem.backends.sqlite._engine import (
 from harnessmem.backends.sqlite._search import EntrySearcher, interrupt_after
 from harnessmem.backends.sqlite._store import (
     FILE_SHIFT,
-    FTS_TABLES,
     SCHEMA_VERSION,
     TOKENIZER,
     WorkspaceFull,
+    fts_table,
     is_corrupt,
 )
 from harnessmem.backends.sqlite._sync import (
@@ -512,7 +514,7 @@ class SQLiteIndex(IndexBackend):
                 self._number = (self._file.resets, number)
             with interrupt_after(db, timeout, self.path):
                 return self._file.searcher.search(
-                    db, FTS_TABLES[source], number, terms, limit, mode, path_prefix
+                    db, fts_table(source, number), number, terms, limit, mode, path_prefix
                 )
         finally:
             pooled.close()

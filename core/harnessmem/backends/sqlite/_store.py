@@ -13,7 +13,14 @@ Tables (schema version :data:`SCHEMA_VERSION`):
   workspace's entries one larger range (:func:`workspace_range`, which every search of
   that workspace is confined to), and entry ``id`` lives in block ``id >> BLOCK_SHIFT``;
 - ``memory_fts``, ``sessions_fts``: contentless FTS5 over ``content`` and ``context``
-  (CJK segmented, see ``_fts``), rowid = entry id.
+  (CJK segmented, see ``_fts``), rowid = entry id, for the first
+  :data:`WORKSPACES_PER_TABLE` workspaces; ``memory_fts_<g>``, ``sessions_fts_<g>`` for
+  group ``g`` of the next ones, made when its first workspace joins (:func:`fts_table`).
+  A search is confined to its workspace's rowid range, but FTS5's bm25 counts a term's
+  rows over its whole table (its idf), and that count, not the range, is what a search
+  costs beyond the raw query: a table per small group of workspaces keeps a tenant's
+  search near what it costs alone, where one table for a thousand tenants cost 4x (and
+  a table per workspace costs ~7 ms to create and slows every connection's first use).
 
 Why blocks rather than a row per entry: a row per entry cost a rebuild as much as a
 third of the raw FTS5 inserts (one B-tree insert and nine bound values per entry);
@@ -44,6 +51,7 @@ __all__ = [
     "MAX_WORKSPACES",
     "SCHEMA_VERSION",
     "TOKENIZER",
+    "WORKSPACES_PER_TABLE",
     "WORKSPACE_SHIFT",
     "BatchWriter",
     "EntryBlock",
@@ -51,6 +59,9 @@ __all__ = [
     "StoredEntry",
     "WorkspaceFull",
     "file_blocks",
+    "fts_group",
+    "fts_statements",
+    "fts_table",
     "is_corrupt",
     "load_hits",
     "load_places",
@@ -77,6 +88,21 @@ _FIELDS = 7  # ints a slot takes in a block's ``places`` (see EntryBlock)
 _SWAP = sys.byteorder == "big"  # blocks are stored little-endian, whatever the machine
 
 
+def fts_statements(table: str) -> list[str]:
+    """The DDL of one FTS5 table with its settings."""
+    return [
+        f"CREATE VIRTUAL TABLE {table} USING fts5(content, context, content='', "
+        f"tokenize='{TOKENIZER}')",
+        # A bigger in-memory term buffer (8 MB, default 1 MB) means fewer, larger
+        # segments to merge while a rebuild inserts 100,000s of rows: ~10% faster.
+        f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {8 * 1024 * 1024})",
+        # Merge 8 segments of a level at a time, not 4 (FTS4's setting): a rebuild
+        # of 100,000 entries then merges nothing, 15% of its FTS5 cost; searches
+        # were no slower at 20,000 or 100,000 entries (bench/bench_index.py).
+        f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 8)",
+    ]
+
+
 def schema_statements(fts_tables: Sequence[str]) -> list[str]:
     """The DDL of an empty index with these FTS5 tables."""
     statements = [
@@ -92,22 +118,25 @@ def schema_statements(fts_tables: Sequence[str]) -> list[str]:
         "texts TEXT NOT NULL)",
     ]
     for table in fts_tables:
-        statements += [
-            f"CREATE VIRTUAL TABLE {table} USING fts5(content, context, content='', "
-            f"tokenize='{TOKENIZER}')",
-            # A bigger in-memory term buffer (8 MB, default 1 MB) means fewer, larger
-            # segments to merge while a rebuild inserts 100,000s of rows: ~10% faster.
-            f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {8 * 1024 * 1024})",
-            # Merge 8 segments of a level at a time, not 4 (FTS4's setting): a rebuild
-            # of 100,000 entries then merges nothing, 15% of its FTS5 cost; searches
-            # were no slower at 20,000 or 100,000 entries (bench/bench_index.py).
-            f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 8)",
-        ]
+        statements += fts_statements(table)
     return statements
 
 
-#: The FTS5 table of each source.
+#: The FTS5 table of each source for the first group of workspaces (see :func:`fts_table`).
 FTS_TABLES = {source: f"{source}_fts" for source in INDEX_SOURCES}
+#: Workspaces whose entries share one FTS5 table per source.
+WORKSPACES_PER_TABLE = 16
+
+
+def fts_group(workspace_no: int) -> int:
+    """The group of FTS5 tables a workspace's entries go to (workspace numbers start at 1)."""
+    return (workspace_no - 1) // WORKSPACES_PER_TABLE
+
+
+def fts_table(source: str, workspace_no: int) -> str:
+    """The FTS5 table of ``source`` that holds workspace ``workspace_no``'s entries."""
+    group = fts_group(workspace_no)
+    return FTS_TABLES[source] if group == 0 else f"{FTS_TABLES[source]}_{group}"
 
 
 def is_corrupt(exc: BaseException) -> bool:

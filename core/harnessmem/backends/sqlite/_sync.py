@@ -13,12 +13,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from harnessmem.backends.base import FileUpdate
+from harnessmem.backends.base import INDEX_SOURCES, FileUpdate
 from harnessmem.backends.sqlite._store import (
     BLOCK_SHIFT,
-    FTS_TABLES,
     MAX_WORKSPACES,
+    WORKSPACES_PER_TABLE,
     BatchWriter,
+    fts_group,
+    fts_statements,
+    fts_table,
     workspace_range,
 )
 
@@ -30,8 +33,6 @@ __all__ = [
     "find_workspace",
     "remove_file",
 ]
-
-_MEMORY_FTS = FTS_TABLES["memory"]
 
 
 def find_workspace(db: sqlite3.Connection, key: str) -> int | None:
@@ -48,8 +49,14 @@ def attach_workspace(db: sqlite3.Connection, key: str) -> int:
     (last,) = db.execute("SELECT coalesce(max(workspace_no), 0) FROM workspaces").fetchone()
     if last >= MAX_WORKSPACES:
         raise OverflowError(f"the index file holds the most workspaces it can ({MAX_WORKSPACES:,})")
-    db.execute("INSERT INTO workspaces(workspace_no, key) VALUES (?, ?)", (last + 1, key))
-    return int(last) + 1
+    number = int(last) + 1
+    db.execute("INSERT INTO workspaces(workspace_no, key) VALUES (?, ?)", (number, key))
+    for source in INDEX_SOURCES:
+        table = fts_table(source, number)
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is None:
+            for statement in fts_statements(table):
+                db.execute(statement)
+    return number
 
 
 def _stored_files(
@@ -94,8 +101,8 @@ def apply_updates(
                 tokens[path] = update.change_token
             changed.append(False)
             continue
-        old = (row[2], FTS_TABLES.get(row[1], _MEMORY_FTS)) if row is not None else None
-        number = writer.replace(path, update.entries, old, FTS_TABLES[update.source])
+        old = (row[2], _fts(row[1], workspace_no)) if row is not None else None
+        number = writer.replace(path, update.entries, old, fts_table(update.source, workspace_no))
         stored[path] = (update.content_hash, update.source, number)
         file_rows[path] = (
             workspace_no,
@@ -149,7 +156,7 @@ def remove_file(db: sqlite3.Connection, workspace_no: int, path: str) -> bool:
     ).fetchone()
     if row is None:
         return False
-    fts = FTS_TABLES.get(row[0], _MEMORY_FTS)
+    fts = _fts(row[0], workspace_no)
     BatchWriter(db, workspace_no).replace(path, (), (row[1], fts), fts)
     db.execute("DELETE FROM files WHERE workspace_no = ? AND path = ?", (workspace_no, path))
     return True
@@ -158,17 +165,26 @@ def remove_file(db: sqlite3.Connection, workspace_no: int, path: str) -> bool:
 def clear_workspace(db: sqlite3.Connection, workspace_no: int) -> None:
     """Delete every file and entry of one workspace; its file numbers start afresh.
 
-    When no other workspace holds a file the FTS5 tables are emptied at once (a rebuild of
-    a file serving one workspace costs what it did before workspaces were kept apart);
-    otherwise each entry is deleted from FTS5 with its text, as a contentless table needs.
+    When no other workspace of its group holds a file, the group's FTS5 tables are emptied
+    at once (a rebuild of a file serving one workspace costs what it did before workspaces
+    were kept apart); otherwise each entry is deleted from FTS5 with its text, as a
+    contentless table needs.
     """
+    group = fts_group(workspace_no)
+    first = group * WORKSPACES_PER_TABLE + 1
     others = db.execute(
-        "SELECT 1 FROM files WHERE workspace_no != ? LIMIT 1", (workspace_no,)
+        "SELECT 1 FROM files WHERE workspace_no != ? AND workspace_no BETWEEN ? AND ? LIMIT 1",
+        (workspace_no, first, first + WORKSPACES_PER_TABLE - 1),
     ).fetchone()
+    low, high = workspace_range(workspace_no)
     if others is None:
-        db.execute("DELETE FROM entry_blocks")
-        db.execute("DELETE FROM files")
-        for table in FTS_TABLES.values():
+        db.execute(
+            "DELETE FROM entry_blocks WHERE id BETWEEN ? AND ?",
+            (low >> BLOCK_SHIFT, high >> BLOCK_SHIFT),
+        )
+        db.execute("DELETE FROM files WHERE workspace_no = ?", (workspace_no,))
+        for source in INDEX_SOURCES:
+            table = fts_table(source, workspace_no)
             db.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
     else:
         paths = [
@@ -177,9 +193,13 @@ def clear_workspace(db: sqlite3.Connection, workspace_no: int) -> None:
         ]
         for path in paths:
             remove_file(db, workspace_no, path)
-        low, high = workspace_range(workspace_no)
         db.execute(
             "DELETE FROM entry_blocks WHERE id BETWEEN ? AND ?",
             (low >> BLOCK_SHIFT, high >> BLOCK_SHIFT),
         )
     db.execute("UPDATE workspaces SET last_file_no = 0 WHERE workspace_no = ?", (workspace_no,))
+
+
+def _fts(source: str, workspace_no: int) -> str:
+    """The FTS5 table of a stored file's source (an unknown one is read as memory)."""
+    return fts_table(source if source in INDEX_SOURCES else "memory", workspace_no)
