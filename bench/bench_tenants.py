@@ -188,7 +188,8 @@ def _memory_rows(quick: bool, scratch: Path) -> list[Row]:
             unit="bytes",
             baseline=f"{count} harnesses opened one by one",
             baseline_value=single / count,
-            notes=f"threads added: {pool_threads} in the pool, {single_threads} one by one",
+            notes=f"threads the {count} added: {pool_threads} in the pool (its one maintenance "
+            f"thread ran already), {single_threads} one by one; Python objects only",
         )
     ]
 
