@@ -522,7 +522,7 @@ class SQLiteIndex(IndexBackend):
     # state ----------------------------------------------------------------------------------
 
     def stats(self) -> IndexStats:
-        """This workspace's files and entries; ``file_bytes`` is the file's (all workspaces)."""
+        """This workspace's files and entries; ``bytes`` is the whole file's (all workspaces)."""
 
         def work() -> IndexStats:
             with self._file.read() as conn:
@@ -542,7 +542,7 @@ class SQLiteIndex(IndexBackend):
                 "workspace_id": self.workspace_id,
                 "schema_version": SCHEMA_VERSION,
                 "tokenizer": TOKENIZER,
-                "file_bytes": sum(
+                "bytes": sum(
                     os.path.getsize(f"{self.path}{s}")
                     for s in ("", "-wal")
                     if os.path.exists(f"{self.path}{s}")
