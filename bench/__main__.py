@@ -45,6 +45,7 @@ ORDER = [
     "locomo",
     "index",
     "postgres",
+    "tenants",
     "s3",
     "workspace",
     "eviction",

@@ -109,11 +109,12 @@ def test_at_most_twenty_modules_at_the_top() -> None:
 
 
 def test_only_the_faces_import_the_facade() -> None:
-    """Below the faces (cli, inspector, agent, replay, mcp, the lazy exports) nothing imports
-    ``harnessmem.harness``, not even for type hints: components see ``Services``."""
+    """Below the faces (cli, inspector, agent, pool, replay, mcp, the lazy exports) nothing
+    imports ``harnessmem.harness``, not even for type hints: components see ``Services``."""
     faces = (
         "harnessmem",
         "harnessmem.agent",
+        "harnessmem.pool",
         "harnessmem.replay",
         "harnessmem.cli",
         "harnessmem.inspector",

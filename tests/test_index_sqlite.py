@@ -34,6 +34,17 @@ class TestSQLiteIndexConformance(IndexBackendSuite):
         yield backend
         backend.close()
 
+    def damage(self, index: IndexBackend) -> None:
+        """Garbage in the FTS5 segments of the memory table, as a torn write leaves it."""
+        assert isinstance(index, SQLiteIndex)
+        with closing(sqlite3.connect(index.path, isolation_level=None)) as db:
+            for block_id, block in db.execute("SELECT id, block FROM memory_fts_data").fetchall():
+                if block_id > 10:  # past FTS5's averages (1) and structure (10) records
+                    db.execute(
+                        "UPDATE memory_fts_data SET block = ? WHERE id = ?",
+                        (bytes(b ^ 0x5A for b in block), block_id),
+                    )
+
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
@@ -148,7 +159,7 @@ def test_database_deleted_while_open_is_recreated(db_path: Path) -> None:
 def test_wal_journal_and_busy_timeout(db_path: Path) -> None:
     index = _open(db_path, busy_timeout=3)
     try:
-        pooled = index._engine.raw_connection()
+        pooled = index._file.engine.raw_connection()
         try:
             db = pooled.driver_connection
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -446,3 +457,36 @@ def test_path_prefix_over_one_or_several_files(db_path: Path) -> None:
         }
     finally:
         index.close()
+
+
+def test_many_workspaces_in_one_file_keep_apart(db_path: Path) -> None:
+    """Past the first group of workspaces (one FTS5 table each 16), nothing crosses over."""
+    from harnessmem.backends.sqlite._store import WORKSPACES_PER_TABLE
+
+    root = _open(db_path)
+    count = 2 * WORKSPACES_PER_TABLE + 3
+    views = [root.scoped(f"ws-{n}") for n in range(count)]
+    try:
+        for n, view in enumerate(views):
+            sync_text(view, "MEMORY.md", f"- the shared heron note of ws{n}\n- only ws{n}x here\n")
+        for n, view in enumerate(views):
+            assert [h.content for h in view.search("heron")] == [
+                f"- the shared heron note of ws{n}"
+            ]
+            assert view.search(f"ws{(n + 1) % count}x") == []
+        with closing(sqlite3.connect(db_path)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert {"memory_fts", "memory_fts_1", "memory_fts_2"} <= tables
+        group_mate, first = views[WORKSPACES_PER_TABLE + 1], views[0]
+        views[WORKSPACES_PER_TABLE].clear()
+        assert views[WORKSPACES_PER_TABLE].search("heron") == []
+        assert len(group_mate.search("heron")) == 1
+        assert len(first.search("heron")) == 1
+        for view in views[2 * WORKSPACES_PER_TABLE :]:  # alone in their group: delete-all
+            view.clear()
+            assert view.files() == {}
+        assert len(views[2 * WORKSPACES_PER_TABLE - 1].search("heron")) == 1
+    finally:
+        for view in views:
+            view.close()
+        root.close()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
     from harnessmem.memory.flush import FlushResult
     from harnessmem.plugins import hookimpl
+    from harnessmem.pool import HarnessPool
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace.store import WorkspaceStore
 
@@ -62,6 +63,7 @@ _EXPORTS = {
     "MemoryHarness": "harnessmem.harness",
     "Session": "harnessmem.harness",
     "hookimpl": "harnessmem.plugins",
+    "HarnessPool": "harnessmem.pool",
     "HarnessSettings": "harnessmem.settings",
     "WorkspaceStore": "harnessmem.workspace.store",
 }
@@ -75,6 +77,7 @@ __all__ = [
     "ContextOverflowError",
     "FlushResult",
     "HarnessMemError",
+    "HarnessPool",
     "HarnessSettings",
     "IndexBackend",
     "LeaseError",

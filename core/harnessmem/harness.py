@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from harnessmem import layout
-from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
+from harnessmem.errors import ConfigError, HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
 from harnessmem.models.routes import PURPOSES as PURPOSES
 from harnessmem.models.routes import ModelRoutes
 from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         SearchMode,
     )
     from harnessmem.index import IndexSync, ReindexResult
-    from harnessmem.maintenance import MaintenanceReport, MaintenanceScheduler
+    from harnessmem.maintenance import MaintenanceReport, MaintenanceRunner, MaintenanceScheduler
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
     from harnessmem.memory.flush import FlushResult
     from harnessmem.models.usage import MeteredModel, UsageReport
@@ -88,10 +88,13 @@ class MemoryHarness:
         index: IndexBackend | None = None,
         plugins: Sequence[object] = (),
         clock: Callable[[], float] | None = None,
+        maintenance_runner: MaintenanceRunner | None = None,
     ) -> None:
         self.settings = settings if settings is not None else HarnessSettings.load()
         self.clock: Callable[[], float] = clock or time.time
-        self._index = index
+        self._index: IndexBackend | None = None
+        self._given_index = index
+        self._maintenance_runner = maintenance_runner
         self._lock = threading.RLock()
         self._closed = False
         self._sessions: dict[str, Session] = {}
@@ -136,6 +139,7 @@ class MemoryHarness:
         plugins: Sequence[object] | Mapping[str, Any] = (),
         clock: Callable[[], float] | None = None,
         config: str | os.PathLike[str] | None = None,
+        maintenance_runner: MaintenanceRunner | None = None,
         **sections: Any,
     ) -> Self:
         """Open the workspace at ``url`` (a folder or any fsspec URL).
@@ -145,7 +149,10 @@ class MemoryHarness:
         a backend instance or a settings section, ``plugins=`` a list of plugin
         objects to register or the ``plugins`` settings section. Other settings
         come from the environment and the config file as
-        :meth:`HarnessSettings.load` reads them.
+        :meth:`HarnessSettings.load` reads them. An ``index=`` instance of another
+        workspace (or of none) is used through ``index.scoped(...)`` for this one; a
+        ``maintenance_runner`` runs background maintenance on its thread instead of one
+        of the harness's own (what ``HarnessPool`` shares between its tenants).
         """
         workspace = dict(sections.pop("workspace", None) or {})
         workspace["url"] = os.fspath(url)
@@ -155,6 +162,7 @@ class MemoryHarness:
             index=index,
             plugins=plugins,
             clock=clock,
+            maintenance_runner=maintenance_runner,
             workspace=workspace,
             **sections,
         )
@@ -168,6 +176,7 @@ class MemoryHarness:
         index: IndexBackend | Mapping[str, Any] | None = None,
         plugins: Sequence[object] | Mapping[str, Any] = (),
         clock: Callable[[], float] | None = None,
+        maintenance_runner: MaintenanceRunner | None = None,
         **sections: Any,
     ) -> Self:
         """Build a harness from a TOML or YAML config file (plus environment and ``sections``).
@@ -182,7 +191,14 @@ class MemoryHarness:
         if isinstance(plugins, Mapping):
             sections["plugins"], plugins = plugins, ()
         settings = HarnessSettings.load(path, **sections)
-        return cls(settings, model=model, index=index, plugins=plugins, clock=clock)
+        return cls(
+            settings,
+            model=model,
+            index=index,
+            plugins=plugins,
+            clock=clock,
+            maintenance_runner=maintenance_runner,
+        )
 
     # backends -------------------------------------------------------------------------------
 
@@ -196,9 +212,19 @@ class MemoryHarness:
 
     @property
     def index(self) -> IndexBackend:
-        """The index backend, created on first use from ``index.backend``."""
+        """The index backend, created on first use from ``index.backend``.
+
+        It serves this workspace only (``index.workspace_id`` is the workspace URL, unless
+        the backend's options name another id). An ``index=`` instance built without a
+        workspace is used through ``index.scoped(...)``, which the harness closes (the
+        instance given stays open for its owner); one built for another workspace is
+        refused.
+        """
         with self._lock:
             self.check_open()
+            given = self._given_index
+            if self._index is None and given is not None:
+                self._index = self._scope(given)
             if self._index is None:
                 cls = index_registry().load(self.settings.index.backend)
                 self._index = cls.create(
@@ -208,6 +234,20 @@ class MemoryHarness:
                     settings=self.settings,
                 )
             return self._index
+
+    def _scope(self, given: IndexBackend) -> IndexBackend:
+        key = self.workspace.url
+        if not given.workspace_id:
+            return given.scoped(key, workspace=self.workspace)
+        built_for = getattr(given.context.get("workspace"), "url", None)
+        if built_for is not None and built_for != key:
+            raise ConfigError(
+                f"the index instance given to the harness of {key} serves workspace "
+                f"{given.workspace_id!r}",
+                hint="give each harness its own instance: index.scoped(workspace_id), or "
+                "share one store through HarnessPool",
+            )
+        return given
 
     def model_for(self, purpose: str) -> MeteredModel:
         """The model serving ``purpose`` (``summary``, ``flush`` or ``consolidation``).
@@ -394,7 +434,7 @@ class MemoryHarness:
             if self._scheduler is None:
                 from harnessmem.maintenance import MaintenanceScheduler
 
-                self._scheduler = MaintenanceScheduler(self)
+                self._scheduler = MaintenanceScheduler(self, runner=self._maintenance_runner)
             return self._scheduler
 
     def reindex(self, full: bool = False, *, paths: Sequence[str] | None = None) -> ReindexResult:

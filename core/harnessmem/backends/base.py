@@ -41,6 +41,7 @@ __all__ = [
     "SearchHit",
     "SearchMode",
     "SearchTimeout",
+    "workspace_id_of",
 ]
 
 
@@ -241,6 +242,29 @@ class IndexStats:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
+def workspace_id_of(context: Mapping[str, Any]) -> str:
+    """The workspace an index instance built with ``context`` serves (see ``IndexBackend``).
+
+    ``context["workspace_id"]`` when given, else the URL of ``context["workspace"]``
+    (``Workspace.url``: normalised, so ``./ws``, ``/abs/ws``, ``file:///abs/ws`` and a
+    symlink to the folder are one workspace), else ``""`` (an instance built without a
+    workspace, as the conformance suite builds them).
+    """
+    given = context.get("workspace_id")
+    if given is not None:
+        return _checked_workspace_id(given)
+    url = getattr(context.get("workspace"), "url", None)
+    return str(url) if url else ""
+
+
+def _checked_workspace_id(value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > 1_000:
+        raise ValueError(
+            f"a workspace id must be a non-empty string of at most 1,000 characters, got {value!r}"
+        )
+    return value
+
+
 class IndexBackend(_Backend, ABC):
     """A full-text index over workspace files.
 
@@ -254,6 +278,13 @@ class IndexBackend(_Backend, ABC):
     raises on what the query text contains; it raises :class:`SearchTimeout` when it
     runs past ``timeout``. A backend that finds its store missing or unusable and starts
     empty increments ``resets``; the harness then hands it every file again.
+
+    Isolation: an instance serves one workspace, :attr:`workspace_id`, and every method
+    reads and writes only that workspace's files and entries. Many workspaces share one
+    store (one database, one file) through :meth:`scoped`, which gives an instance for
+    another workspace on the same store; a search, ``files``, ``stats``, ``remove`` or
+    ``clear`` of one never sees or touches another's rows, even at the same path and
+    content hash (the conformance suite checks it).
     """
 
     #: Declared abilities (see :data:`INDEX_CAPABILITIES`).
@@ -275,9 +306,27 @@ class IndexBackend(_Backend, ABC):
     def __init__(self, options: BackendOptions, **context: Any) -> None:
         self.options = options
         self.context = context
+        #: The workspace whose files this instance indexes (see :func:`workspace_id_of`).
+        self.workspace_id: str = workspace_id_of(context)
         #: Times this instance found its store missing, of another version or corrupt
         #: and started empty; the harness re-syncs every file when it changes.
         self.resets = 0
+
+    def scoped(self, workspace_id: str, **context: Any) -> Self:
+        """An instance for workspace ``workspace_id`` on the same store as this one.
+
+        ``context`` replaces entries of this instance's context (``workspace=`` the
+        other ``Workspace``). Closing the scoped instance releases what it alone holds;
+        closing the instance it came from closes the store for every scoped one.
+
+        The default builds a new instance with ``workspace_id`` in its context, which
+        is right for a backend that keys its rows by ``self.workspace_id``; a backend
+        with connections worth sharing overrides it (the built-ins do).
+        """
+        return type(self).create(
+            self.options,
+            **{**self.context, **context, "workspace_id": _checked_workspace_id(workspace_id)},
+        )
 
     @abstractmethod
     def files(self) -> dict[str, IndexedFile]:

@@ -11,6 +11,9 @@ How it meets the contract:
 - ``sync_file`` replaces a file's entries in one assignment under a lock, so a reader
   sees the old entries or the new ones, never half of each; the same hash only updates
   the change token and returns False.
+- Every file is kept under the instance's ``workspace_id``: instances made with
+  :meth:`scoped` share one dict of workspaces and each sees only its own, so that
+  a search, ``remove`` or ``clear`` of one workspace never reaches another's files.
 - ``search`` reads the query with :func:`~harnessmem.backends.fulltext.parse_query` (as
   every backend must, through ``_search_terms``), tokenises entries the same way, and
   ranks with BM25 over the content plus a lower weight for the headings above it.
@@ -24,7 +27,7 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from harnessmem.backends.base import (
     BackendOptions,
@@ -76,7 +79,7 @@ def _matches(term: QueryTerm, words: Sequence[str]) -> int:
 
 
 class InMemoryIndex(IndexBackend):
-    """Entries in a dict keyed by path; BM25 ranking; lost when the process ends."""
+    """Entries in a dict keyed by workspace and path; BM25 ranking; lost when the process ends."""
 
     name: ClassVar[str] = "inmemory"
     capabilities: ClassVar[frozenset[str]] = frozenset({"phrase", "cjk", "concurrent"})
@@ -86,8 +89,19 @@ class InMemoryIndex(IndexBackend):
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
         super().__init__(options, **context)
-        self._files: dict[str, _File] = {}
+        # workspace id -> path -> file; shared by the instances scoped() makes.
+        self._workspaces: dict[str, dict[str, _File]] = {}
         self._lock = threading.Lock()
+
+    def scoped(self, workspace_id: str, **context: Any) -> Self:
+        other = super().scoped(workspace_id, **context)
+        other._workspaces, other._lock = self._workspaces, self._lock
+        return other
+
+    @property
+    def _files(self) -> dict[str, _File]:
+        """This workspace's files (the lock must be held)."""
+        return self._workspaces.setdefault(self.workspace_id, {})
 
     def files(self) -> dict[str, IndexedFile]:
         with self._lock:

@@ -27,7 +27,10 @@ window (never the lease).
 
 :class:`MaintenanceScheduler` owns the daemon thread: a tick every ``maintenance.interval``
 and opportunistic ticks (``consolidate`` and ``reindex``) when a flush asks, at most every
-``maintenance.min_gap``. All times come from the harness clock; the thread waits on a
+``maintenance.min_gap``. Given a :class:`MaintenanceRunner`, its background ticks run on
+that runner's one thread instead, which works through the schedulers of many harnesses
+(a ``HarnessPool``'s tenants) one tick at a time, so one tenant never has two at once.
+All times come from the harness clock; the thread waits on a
 condition, so tests move a fake clock and call :meth:`MaintenanceScheduler.wake` instead of
 sleeping.
 """
@@ -47,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from harnessmem import layout
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.events import MaintenanceEvent
+from harnessmem.maintenance._runner import MaintenanceRunner
 from harnessmem.maintenance._steps import (
     ARCHIVE_DIR,
     DEFAULT_STEPS,
@@ -65,6 +69,7 @@ __all__ = [
     "OPPORTUNISTIC_STEPS",
     "STATE_PATH",
     "MaintenanceReport",
+    "MaintenanceRunner",
     "MaintenanceScheduler",
     "MaintenanceStep",
     "StepDone",
@@ -251,9 +256,17 @@ class MaintenanceScheduler:
     """
 
     def __init__(
-        self, harness: Services, *, steps: Sequence[MaintenanceStep] = DEFAULT_STEPS
+        self,
+        harness: Services,
+        *,
+        steps: Sequence[MaintenanceStep] = DEFAULT_STEPS,
+        runner: MaintenanceRunner | None = None,
     ) -> None:
         self._harness = weakref.ref(harness)
+        #: Where background ticks run: None, a thread of this scheduler's own.
+        self.runner = runner
+        self._attached = False  # added to the runner by start()
+        self._ticking = False  # the runner is running a tick of this scheduler
         self.settings = harness.settings.maintenance
         self.clock = harness.clock
         self.steps = tuple(steps)
@@ -416,22 +429,28 @@ class MaintenanceScheduler:
 
     @property
     def running(self) -> bool:
-        """Whether the thread is alive and not told to stop."""
+        """Whether the thread (or the runner, for this scheduler) is alive and not told to stop."""
+        if self.runner is not None:
+            return self._attached and self.runner.running and not self._stopping
         return self._thread is not None and self._thread.is_alive() and not self._stopping
 
     def start(self) -> None:
-        """Start the daemon thread (idempotent; refused after :meth:`stop`)."""
+        """Start the daemon thread, or join the runner (idempotent; refused after :meth:`stop`)."""
         harness = self._harness()
         with self._cond:
-            if self._thread is not None or self._stopping or harness is None:
+            if self._thread is not None or self._attached or self._stopping or harness is None:
                 return
             self._started_at = self.clock()
             # Ends the thread when the harness is garbage collected without close().
             self._finalizer = weakref.finalize(harness, self.signal_stop)
-            self._thread = threading.Thread(
-                target=self._run, name=f"harnessmem-maintenance {self._label}", daemon=True
-            )
-            self._thread.start()
+            if self.runner is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"harnessmem-maintenance {self._label}", daemon=True
+                )
+                self._thread.start()
+                return
+            self._attached = True
+        self.runner.add(self)
 
     def request(self) -> bool:
         """Ask for an opportunistic tick (consolidate, reindex); never blocks.
@@ -448,21 +467,38 @@ class MaintenanceScheduler:
             self._last_request = now
             self._requested = True
             self._cond.notify_all()
-            return True
+        if self.runner is not None:
+            self.runner.wake()
+        return True
 
     def wake(self) -> None:
         """Make the thread look at the clock now (after moving a fake clock, say)."""
         with self._cond:
             self._cond.notify_all()
+        if self.runner is not None:
+            self.runner.wake()
 
     def signal_stop(self) -> None:
         """Tell the thread to end after the tick it is running, if any; does not wait."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        if self.runner is not None:
+            self.runner.wake()
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds for the thread to end; True when it has."""
+        """Wait up to ``timeout`` seconds for the thread to end; True when it has.
+
+        On a runner: for its tick of this scheduler, if one is running, to end.
+        """
+        if self.runner is not None:
+            if self.runner.on_runner_thread():
+                return not self._ticking
+            with self._cond:
+                done = self._cond.wait_for(lambda: not self._ticking, timeout)
+            if done and self._finalizer is not None:
+                self._finalizer.detach()
+            return done
         thread = self._thread
         if thread is None or thread is threading.current_thread():
             return thread is None
@@ -482,6 +518,36 @@ class MaintenanceScheduler:
         """Block until ``count`` background ticks have finished (or ``timeout`` seconds)."""
         with self._cond:
             return self._cond.wait_for(lambda: self.ticks >= count, timeout)
+
+    def poll(self) -> tuple[str | None, float | None]:
+        """For a :class:`MaintenanceRunner`: the trigger of a tick due now, or the seconds
+        until one may be; ``(None, None)`` once this scheduler is done (stopped, or its
+        harness gone). A trigger returned marks the tick as running: the runner must then
+        call :meth:`run_polled` with it."""
+        if self._next_due is None:
+            self._next_due = self._first_due()
+        with self._cond:
+            if self._stopping or self._harness() is None:
+                return None, None
+            trigger = None
+            if self._requested:
+                self._requested = False
+                trigger = "request"
+            elif self._next_due - self.clock() <= 0:
+                trigger = "interval"
+            if trigger is None:
+                return None, self._next_due - self.clock()
+            self._ticking = True
+            return trigger, 0.0
+
+    def run_polled(self, trigger: str) -> None:
+        """For a :class:`MaintenanceRunner`: run the background tick :meth:`poll` gave."""
+        try:
+            self._background_tick(trigger)
+        finally:
+            with self._cond:
+                self._ticking = False
+                self._cond.notify_all()
 
     def _run(self) -> None:
         try:

@@ -33,6 +33,12 @@ class TestPostgresIndexConformance(IndexBackendSuite):
         yield backend
         backend.close()
 
+    def damage(self, index: IndexBackend) -> None:
+        """Drop the schema (every workspace's tables); the next call rebuilds them."""
+        assert isinstance(index, PostgresIndex)
+        with index._engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{index.schema}" CASCADE')
+
 
 @pytest.fixture
 def index(pg_options: dict[str, Any]) -> Iterator[PostgresIndex]:
@@ -76,9 +82,20 @@ def test_plain_postgresql_urls_mean_psycopg() -> None:
     assert options.url == "postgresql+psycopg://u@h:5433/db"
 
 
-def test_a_workspace_id_is_needed_without_a_workspace(pg_url: str) -> None:
-    with pytest.raises(ConfigError, match="workspace_id"):
-        PostgresIndex.create({"url": pg_url})
+def test_a_workspace_id_is_needed_without_a_workspace(pg_url: str, pg_schema: str) -> None:
+    """Built without one, an instance serves no workspace: it is there to be scoped."""
+    store = PostgresIndex.create({"url": pg_url, "schema": pg_schema})
+    try:
+        with pytest.raises(ConfigError, match="workspace_id"):
+            store.files()
+        with pytest.raises(ConfigError, match="workspace_id"):
+            store.search("anything")
+        scoped = store.scoped("tenant-a")
+        sync_text(scoped, "MEMORY.md", MEMORY)
+        assert [h.path for h in scoped.search("Alice")] == ["MEMORY.md"]
+        scoped.close()
+    finally:
+        store.close()
 
 
 def test_an_unknown_text_search_config_lists_the_known_ones(

@@ -27,9 +27,19 @@ damaged FTS5 structure record causes on the next write): the file is checked aga
 a file lock, deleted only when the check confirms it, and the one process that deletes
 it says so.
 
+Workspaces: one file serves every workspace that shares it (sibling folders under one
+parent, the tenants of a ``HarnessPool``). Each instance serves one, its ``workspace_id``;
+:meth:`SQLiteIndex.scoped` gives another workspace's instance on the same connections.
+Rows carry the workspace's number, a workspace's entry ids are one range, which every
+search is confined to, and each group of 16 workspaces has FTS5 tables of its own (bm25
+counts a term over its whole table), so a tenant's search among 1,000 costs about what it
+costs in a file of its own (``bench/bench_tenants.py``); writes, ``clear`` (a full
+reindex) and ``stats`` name the workspace too. A rebuild of a damaged file rebuilds it
+for all of them: every instance on it counts the reset, so each harness hands its own
+files again.
+
 This module holds the options and the lifecycle (open, rebuild, reopen, close); the
-connections are built in ``_sqlite_engine``, writes run in ``_sqlite_sync`` and searches
-in ``_sqlite_search``.
+connections are built in ``_engine``, writes run in ``_sync`` and searches in ``_search``.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import Field
 
@@ -68,12 +78,20 @@ from harnessmem.backends.sqlite._engine import (
 from harnessmem.backends.sqlite._search import EntrySearcher, interrupt_after
 from harnessmem.backends.sqlite._store import (
     FILE_SHIFT,
-    FTS_TABLES,
     SCHEMA_VERSION,
     TOKENIZER,
+    WorkspaceFull,
+    fts_table,
     is_corrupt,
 )
-from harnessmem.backends.sqlite._sync import all_current, apply_updates, clear_all, remove_file
+from harnessmem.backends.sqlite._sync import (
+    all_current,
+    apply_updates,
+    attach_workspace,
+    clear_workspace,
+    find_workspace,
+    remove_file,
+)
 from harnessmem.errors import ConfigError, HarnessMemError
 
 __all__ = ["FILE_SHIFT", "SCHEMA_VERSION", "TOKENIZER", "SQLiteIndex", "SQLiteIndexOptions"]
@@ -109,43 +127,33 @@ class SQLiteIndexOptions(RankingOptions):
     )
 
 
-class SQLiteIndex(IndexBackend):
-    """SQLite FTS5 index in one local file; see the module docstring."""
+class _IndexFile:
+    """The database file and its connections, shared by the instances of every workspace.
 
-    name: ClassVar[str] = "sqlite"
-    Options: ClassVar[type[BackendOptions]] = SQLiteIndexOptions
-    capabilities: ClassVar[frozenset[str]] = frozenset(
-        {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent"}
-    )
+    Owns the engine and the recovery rules: open, rebuild a damaged or replaced file,
+    reopen one another process rebuilt, close. ``resets`` counts the times the file
+    started empty; every instance on it reports that count.
+    """
 
-    def __init__(self, options: BackendOptions, **context: Any) -> None:
-        super().__init__(options, **context)
-        assert isinstance(options, SQLiteIndexOptions)
-        self.opts = options
-        raw_path = context.get("index_path")
-        if raw_path is None:
-            raise ConfigError(
-                "the sqlite index needs a file: no index_path was given",
-                hint="set workspace.index_path, or open it through MemoryHarness",
-            )
-        self.path = Path(raw_path).expanduser()
-        self._lock = threading.RLock()
-        self._closed = False
-        self._engine: Any = None
-        self._identity: tuple[int, int] | None = None
-        self._searcher = EntrySearcher(
-            max_terms=options.max_terms,
-            neighbor_weight=options.neighbor_weight,
-            candidates=options.candidates,
+    def __init__(self, path: Path, opts: SQLiteIndexOptions) -> None:
+        self.path = path
+        self.opts = opts
+        self.lock = threading.RLock()
+        self.closed = False
+        self.resets = 0
+        self.engine: Any = None
+        self.identity: tuple[int, int] | None = None
+        self.searcher = EntrySearcher(
+            max_terms=opts.max_terms,
+            neighbor_weight=opts.neighbor_weight,
+            candidates=opts.candidates,
         )
-        self._open()
+        self.open()
 
-    # connection management ------------------------------------------------------------------
-
-    def _create_engine(self) -> Any:
+    def create_engine(self) -> Any:
         return create_engine(self.path, busy_timeout=self.opts.busy_timeout, wal=self.opts.wal)
 
-    def _open(self) -> None:
+    def open(self) -> None:
         """Connect and make sure the schema is ours; rebuild when missing, stale or corrupt."""
         hint = "set workspace.index_path to a file in a writable local folder"
         try:
@@ -153,18 +161,18 @@ class SQLiteIndex(IndexBackend):
         except OSError as exc:
             raise HarnessMemError(f"cannot create the index folder: {exc}", hint=hint) from exc
         existed = self.path.exists() and self.path.stat().st_size > 0
-        self._engine = self._create_engine()
+        self.engine = self.create_engine()
         try:
-            version = self._prepare_schema()
+            version = self.prepare_schema()
         except Exception as exc:
             if isinstance(exc, IndexDamaged) or is_corrupt(exc):
-                self._replace_damaged(exc)
+                self.replace_damaged(exc)
                 return
-            self._engine.dispose()
+            self.engine.dispose()
             raise HarnessMemError(
                 f"cannot open the index {self.path}: {getattr(exc, 'orig', exc)}", hint=hint
             ) from exc
-        self._identity = file_identity(self.path)
+        self.identity = file_identity(self.path)
         if version is None:
             if existed:
                 logger.warning("index %s had no harnessmem schema; built a new one", self.path)
@@ -180,14 +188,14 @@ class SQLiteIndex(IndexBackend):
             )
             self.resets += 1
 
-    def _prepare_schema(self) -> str | None:
+    def prepare_schema(self) -> str | None:
         """Create or rebuild the schema; the version found (None when there was none).
 
         A current schema is checked for damage in the same write transaction, which
         holds the write lock anyway (IndexDamaged; ``check_on_open``): ~60-80 ms at
         20,000 entries, ~270 ms at 100,000, most of it FTS5's integrity check.
         """
-        with self._write() as conn:
+        with self.write() as conn:
             version = prepare_schema(conn)
             if version == str(SCHEMA_VERSION) and self.opts.check_on_open:
                 problem = index_damage(conn.connection.driver_connection)
@@ -195,7 +203,7 @@ class SQLiteIndex(IndexBackend):
                     raise IndexDamaged(problem)
             return version
 
-    def _replace_damaged(self, exc: BaseException) -> bool:
+    def replace_damaged(self, exc: BaseException) -> bool:
         """Delete the database if a check confirms the damage ``exc`` suggests; build it anew.
 
         It is derived data: the harness re-syncs every file once ``resets`` has grown.
@@ -204,21 +212,21 @@ class SQLiteIndex(IndexBackend):
         """
         from filelock import FileLock
 
-        self._engine.dispose()
+        self.engine.dispose()
         with FileLock(f"{self.path}.lock"):
             # Another process may have replaced it already: only delete what is still bad.
             problem = damage_of(self.path, busy_timeout=self.opts.busy_timeout)
             if problem is None and not (isinstance(exc, IndexDamaged) or is_corrupt(exc)):
-                self._engine = self._create_engine()
+                self.engine = self.create_engine()
                 return False
             if problem is not None:
                 for suffix in ("", "-wal", "-shm", "-journal"):
                     with suppress(FileNotFoundError):
                         os.unlink(f"{self.path}{suffix}")
-            self._engine = self._create_engine()
-            self._prepare_schema()
-        self._identity = file_identity(self.path)
-        self._searcher.forget_frequencies()
+            self.engine = self.create_engine()
+            self.prepare_schema()
+        self.identity = file_identity(self.path)
+        self.searcher.forget_frequencies()
         self.resets += 1
         if problem is not None:
             logger.warning(
@@ -230,50 +238,146 @@ class SQLiteIndex(IndexBackend):
             logger.info("index %s was replaced meanwhile (%s); reopened it", self.path, exc)
         return True
 
-    def _check_file(self) -> None:
+    def check_file(self) -> None:
         """Reopen when the file was deleted or replaced under us (another process rebuilt it)."""
-        if self._closed:
+        if self.closed:
             raise HarnessMemError(f"the sqlite index {self.path} is closed")
-        if file_identity(self.path) != self._identity:
-            with self._lock:
-                if file_identity(self.path) != self._identity:
-                    self._engine.dispose()
-                    self._searcher.forget_frequencies()
-                    self._open()
+        if file_identity(self.path) != self.identity:
+            with self.lock:
+                if file_identity(self.path) != self.identity:
+                    self.engine.dispose()
+                    self.searcher.forget_frequencies()
+                    self.open()
                     self.resets += 1
 
-    def _guarded(self, work: Callable[[], _T]) -> _T:
+    def guarded(self, work: Callable[[], _T]) -> _T:
         """Run ``work``; on confirmed damage rebuild the database and run it once more."""
-        self._check_file()
+        self.check_file()
         try:
             return work()
         except Exception as exc:
             if not (is_corrupt(exc) or _may_be_damage(exc)):
                 raise
-            with self._lock:
-                if not self._replace_damaged(exc):
+            with self.lock:
+                if not self.replace_damaged(exc):
                     raise
             return work()
 
     @contextmanager
-    def _write(self) -> Iterator[Any]:
-        with self._engine.connect() as conn:
+    def write(self) -> Iterator[Any]:
+        with self.engine.connect() as conn:
             conn.execution_options(harnessmem_write=True)
             with conn.begin():
                 yield conn
 
     @contextmanager
-    def _read(self) -> Iterator[Any]:
-        with self._engine.connect() as conn, conn.begin():
+    def read(self) -> Iterator[Any]:
+        with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.engine is not None:
+                self.engine.dispose()
+
+
+class SQLiteIndex(IndexBackend):
+    """SQLite FTS5 index in one local file; see the module docstring."""
+
+    name: ClassVar[str] = "sqlite"
+    Options: ClassVar[type[BackendOptions]] = SQLiteIndexOptions
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent"}
+    )
+
+    def __init__(self, options: BackendOptions, **context: Any) -> None:
+        assert isinstance(options, SQLiteIndexOptions)
+        shared = context.pop("_shared_file", None)
+        super().__init__(options, **context)
+        self.opts = options
+        self._closed = False
+        # (the file's resets when it was looked up, the workspace's number or None)
+        self._number: tuple[int, int | None] = (-1, None)
+        if isinstance(shared, _IndexFile):
+            self._file, self._owner = shared, False
+        else:
+            raw_path = context.get("index_path")
+            if raw_path is None:
+                raise ConfigError(
+                    "the sqlite index needs a file: no index_path was given",
+                    hint="set workspace.index_path, or open it through MemoryHarness",
+                )
+            self._file, self._owner = _IndexFile(Path(raw_path).expanduser(), options), True
+        self.path = self._file.path
+
+    @property
+    def resets(self) -> int:
+        """Times the file started empty (every workspace's instance counts each one)."""
+        return self._file.resets
+
+    @resets.setter
+    def resets(self, value: int) -> None:
+        # IndexBackend.__init__ starts the count; an instance on a shared file keeps its.
+        if value:
+            self._file.resets = value
+
+    def scoped(self, workspace_id: str, **context: Any) -> Self:
+        """An instance for another workspace on this file's connections; see the module doc."""
+        if not isinstance(workspace_id, str) or not workspace_id:
+            return super().scoped(workspace_id, **context)  # raises the usual error
+        self._check_open()
+        merged = {**self.context, **context, "workspace_id": workspace_id}
+        return type(self)(self.opts, _shared_file=self._file, **merged)
+
+    # workspace ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HarnessMemError(
+                f"the sqlite index {self.path} is closed for workspace {self.workspace_id!r}"
+            )
+
+    def _guarded(self, work: Callable[[], _T]) -> _T:
+        self._check_open()
+        return self._file.guarded(work)
+
+    def _workspace_no(self, conn: Any, *, create: bool) -> int | None:
+        """This workspace's number in the file (given one on first write); cached per file."""
+        resets, number = self._number
+        if resets == self._file.resets and number is not None:
+            return number
+        db = conn.connection.driver_connection
+        if create:
+            try:
+                number = attach_workspace(db, self.workspace_id)
+            except OverflowError as exc:
+                raise HarnessMemError(
+                    f"the sqlite index {self.path} cannot take workspace {self.workspace_id!r}: "
+                    f"{exc}",
+                    hint="give some workspaces another workspace.index_path, or use the "
+                    "postgres index",
+                ) from exc
+        else:
+            number = find_workspace(db, self.workspace_id)
+        if number is not None:
+            self._number = (self._file.resets, number)
+        return number
 
     # writing --------------------------------------------------------------------------------
 
     def files(self) -> dict[str, IndexedFile]:
         def work() -> dict[str, IndexedFile]:
-            with self._read() as conn:
+            with self._file.read() as conn:
+                number = self._workspace_no(conn, create=False)
+                if number is None:
+                    return {}
                 rows = conn.exec_driver_sql(
-                    "SELECT path, source, content_hash, change_token, entries FROM files"
+                    "SELECT path, source, content_hash, change_token, entries FROM files "
+                    "WHERE workspace_no = ?",
+                    (number,),
                 ).all()
             return {row[0]: IndexedFile(*row) for row in rows}
 
@@ -317,10 +421,18 @@ class SQLiteIndex(IndexBackend):
     def _apply(self, batch: Sequence[FileUpdate]) -> list[bool]:
         if self._all_current(batch):
             return [False] * len(batch)
-        with self._write() as conn:
-            changed = apply_updates(conn.connection.driver_connection, batch)
+        try:
+            with self._file.write() as conn:
+                number = self._workspace_no(conn, create=True)
+                assert number is not None
+                changed = apply_updates(conn.connection.driver_connection, number, batch)
+        except WorkspaceFull as exc:
+            raise HarnessMemError(
+                f"the sqlite index {self.path}, workspace {self.workspace_id!r}: {exc}",
+                hint="rebuild its index (harnessmem index rebuild, or harness.reindex(full=True))",
+            ) from exc
         if any(changed):
-            self._searcher.forget_frequencies()
+            self._file.searcher.forget_frequencies()
         return changed
 
     def _all_current(self, batch: Sequence[FileUpdate]) -> bool:
@@ -331,24 +443,34 @@ class SQLiteIndex(IndexBackend):
         """
         if len(batch) > 100:
             return False
-        with self._read() as conn:
-            return all_current(conn.connection.driver_connection, batch)
+        with self._file.read() as conn:
+            number = self._workspace_no(conn, create=False)
+            if number is None:
+                return False
+            return all_current(conn.connection.driver_connection, number, batch)
 
     def remove(self, path: str) -> bool:
         def work() -> bool:
-            with self._write() as conn:
-                if not remove_file(conn.connection.driver_connection, path):
+            with self._file.write() as conn:
+                number = self._workspace_no(conn, create=False)
+                if number is None or not remove_file(
+                    conn.connection.driver_connection, number, path
+                ):
                     return False
-            self._searcher.forget_frequencies()
+            self._file.searcher.forget_frequencies()
             return True
 
         return self._guarded(work)
 
     def clear(self) -> None:
+        """Forget every file of this workspace (other workspaces in the file keep theirs)."""
+
         def work() -> None:
-            with self._write() as conn:
-                clear_all(conn)
-            self._searcher.forget_frequencies()
+            with self._file.write() as conn:
+                number = self._workspace_no(conn, create=False)
+                if number is not None:
+                    clear_workspace(conn.connection.driver_connection, number)
+            self._file.searcher.forget_frequencies()
 
         self._guarded(work)
 
@@ -381,12 +503,18 @@ class SQLiteIndex(IndexBackend):
         # The hot path talks to the pooled DBAPI connection directly: no transaction, no
         # SQLAlchemy result machinery. That keeps a search within a few dozen microseconds
         # of what the raw FTS5 query costs.
-        pooled = self._engine.raw_connection()
+        resets, number = self._number
+        pooled = self._file.engine.raw_connection()
         try:
             db: sqlite3.Connection = pooled.driver_connection
+            if resets != self._file.resets or number is None:
+                number = find_workspace(db, self.workspace_id)
+                if number is None:
+                    return []
+                self._number = (self._file.resets, number)
             with interrupt_after(db, timeout, self.path):
-                return self._searcher.search(
-                    db, FTS_TABLES[source], terms, limit, mode, path_prefix
+                return self._file.searcher.search(
+                    db, fts_table(source, number), number, terms, limit, mode, path_prefix
                 )
         finally:
             pooled.close()
@@ -394,18 +522,24 @@ class SQLiteIndex(IndexBackend):
     # state ----------------------------------------------------------------------------------
 
     def stats(self) -> IndexStats:
+        """This workspace's files and entries; ``bytes`` is the whole file's (all workspaces)."""
+
         def work() -> IndexStats:
-            with self._read() as conn:
+            with self._file.read() as conn:
+                number = self._workspace_no(conn, create=False)
                 per_source = {
                     row[0]: (row[1], row[2] or 0)
                     for row in conn.exec_driver_sql(
-                        "SELECT source, count(*), sum(entries) FROM files GROUP BY source"
+                        "SELECT source, count(*), sum(entries) FROM files "
+                        "WHERE workspace_no = ? GROUP BY source",
+                        (number if number is not None else -1,),
                     )
                 }
             files = sum(count for count, _ in per_source.values())
             entries = sum(count for _, count in per_source.values())
             details = {
                 "path": str(self.path),
+                "workspace_id": self.workspace_id,
                 "schema_version": SCHEMA_VERSION,
                 "tokenizer": TOKENIZER,
                 "bytes": sum(
@@ -423,12 +557,11 @@ class SQLiteIndex(IndexBackend):
         return self._guarded(work)
 
     def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._engine is not None:
-                self._engine.dispose()
+        """Close this instance; the one the others were scoped from closes the file too."""
+        self._closed = True
+        if self._owner:
+            self._file.close()
 
     def __repr__(self) -> str:
-        return f"<SQLiteIndex {self.path}{' (closed)' if self._closed else ''}>"
+        closed = " (closed)" if self._closed or self._file.closed else ""
+        return f"<SQLiteIndex {self.path} workspace {self.workspace_id!r}{closed}>"

@@ -24,6 +24,7 @@ from harnessmem.backends.sqlite._store import (
     TOKENIZER,
     EntryBlock,
     file_blocks,
+    fts_table,
     is_corrupt,
     schema_statements,
 )
@@ -102,8 +103,10 @@ def prepare_schema(conn: Any) -> str | None:
         found = row[0] if row else "unknown"
     if found == str(SCHEMA_VERSION):
         return found
-    # "entries" is schema 1's table of entries.
-    for name in ("meta", "files", "entries", "entry_blocks", *FTS_TABLES.values()):
+    # Our FTS5 tables first (their shadow tables go with them); "entries" is schema 1's.
+    for name in _fts_tables(conn):
+        conn.exec_driver_sql(f"DROP TABLE {name}")
+    for name in ("meta", "workspaces", "files", "entries", "entry_blocks"):
         if name in tables:
             conn.exec_driver_sql(f"DROP TABLE {name}")
     for statement in schema_statements(list(FTS_TABLES.values())):
@@ -113,6 +116,19 @@ def prepare_schema(conn: Any) -> str | None:
         (str(SCHEMA_VERSION), TOKENIZER),
     )
     return found
+
+
+def _fts_tables(conn: Any) -> list[str]:
+    """Our FTS5 tables in the database (``conn``: SQLAlchemy or DBAPI), by name."""
+    run = getattr(conn, "exec_driver_sql", None) or conn.execute
+    names = [
+        row[0]
+        for row in run(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
+        )
+    ]
+    return sorted(n for n in names if n.startswith(tuple(FTS_TABLES.values())))
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:
@@ -139,7 +155,8 @@ def index_damage(db: sqlite3.Connection) -> str | None:
         (result,) = db.execute("PRAGMA quick_check").fetchone()
         if result != "ok":
             return f"quick_check: {result}"
-        for source, table in FTS_TABLES.items():
+        for table in _fts_tables(db):
+            source = "sessions" if table.startswith(FTS_TABLES["sessions"]) else "memory"
             step = "FTS5 integrity-check"
             try:
                 db.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
@@ -166,10 +183,16 @@ def _vocabulary_problem(db: sqlite3.Connection, source: str, table: str) -> str 
     have a rank (with the statistics record gone, bm25 is NULL). Only the newest file's first block
     and one term are read: a few small reads whatever the size of the index.
     """
-    row = db.execute(
-        "SELECT file_no FROM files WHERE source = ? AND entries > 0 ORDER BY file_no DESC LIMIT 1",
-        (source,),
-    ).fetchone()
+    found = [
+        file_no
+        for workspace_no, file_no in db.execute(
+            "SELECT workspace_no, max(file_no) FROM files WHERE source = ? AND entries > 0 "
+            "GROUP BY workspace_no",
+            (source,),
+        )
+        if fts_table(source, workspace_no) == table
+    ]
+    row = (max(found),) if found else None
     if row is None:
         return None
     low, high = file_blocks(row[0])

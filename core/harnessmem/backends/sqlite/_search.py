@@ -22,6 +22,7 @@ from harnessmem.backends.sqlite._store import (
     load_hits,
     load_places,
     neighbour_scores,
+    workspace_range,
 )
 
 __all__ = ["EntrySearcher", "interrupt_after"]
@@ -35,14 +36,18 @@ class EntrySearcher:
     """Ranks the entries of one FTS table for a query's terms; see ``backends.sqlite``.
 
     Holds the ranking options and a cache of term document frequencies, which the owner
-    empties (:meth:`forget_frequencies`) after every write.
+    empties (:meth:`forget_frequencies`) after every write. Every statement is confined
+    to one workspace's rowid range (:func:`~harnessmem.backends.sqlite._store.workspace_range`),
+    which FTS5 seeks to in each term's doclist: another workspace's entries are neither
+    returned nor counted, and cost a search little however many there are. (bm25's corpus
+    figures, the row count and average length FTS5 keeps per table, are the file's.)
     """
 
     def __init__(self, *, max_terms: int, neighbor_weight: float, candidates: int) -> None:
         self.max_terms = max_terms
         self.neighbor_weight = neighbor_weight
         self.candidates = candidates
-        self._df_cache: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._df_cache: OrderedDict[tuple[str, int, str], int] = OrderedDict()
 
     def forget_frequencies(self) -> None:
         """Drop the cached document frequencies (the index changed)."""
@@ -52,18 +57,21 @@ class EntrySearcher:
         self,
         db: sqlite3.Connection,
         fts: str,
+        workspace_no: int,
         terms: list[QueryTerm],
         limit: int,
         mode: SearchMode,
         path_prefix: str | None,
     ) -> list[SearchHit]:
-        """The best ``limit`` hits in ``fts`` for ``terms`` (not empty), best first.
+        """The best ``limit`` hits of one workspace in ``fts`` for ``terms`` (not empty).
 
         Two statements, no transaction: each reads its own snapshot, and an entry deleted
         in between is left out.
         """
         if mode != "phrase" and len(terms) > self.max_terms:
-            terms = select_terms(terms, self.max_terms, lambda t: self._frequency(db, fts, t))
+            terms = select_terms(
+                terms, self.max_terms, lambda t: self._frequency(db, fts, workspace_no, t)
+            )
         expression = fts5_expression(terms, mode)
         if expression is None:
             return []
@@ -71,12 +79,12 @@ class EntrySearcher:
         pool = max(limit, self.candidates) if spread else limit
         # bm25() ordered by SQLite's sorter beats FTS5's "ORDER BY rank" path.
         if path_prefix:
-            ranked = self._ranked_in(db, fts, expression, path_prefix, pool)
+            ranked = self._ranked_in(db, fts, workspace_no, expression, path_prefix, pool)
         else:
             ranked = db.execute(
                 f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} "
-                f"WHERE {fts} MATCH ? ORDER BY s LIMIT ?",
-                (expression, pool),
+                f"WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY s LIMIT ?",
+                (expression, *workspace_range(workspace_no), pool),
             ).fetchall()
         if not ranked:
             return []
@@ -93,7 +101,13 @@ class EntrySearcher:
         ]
 
     def _ranked_in(
-        self, db: sqlite3.Connection, fts: str, expression: str, prefix: str, pool: int
+        self,
+        db: sqlite3.Connection,
+        fts: str,
+        workspace_no: int,
+        expression: str,
+        prefix: str,
+        pool: int,
     ) -> list[tuple[int, float]]:
         """The best ``pool`` (id, bm25) of files whose path starts with ``prefix``.
 
@@ -103,7 +117,8 @@ class EntrySearcher:
         numbers = [
             row[0]
             for row in db.execute(
-                "SELECT file_no FROM files WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+                "SELECT file_no FROM files WHERE workspace_no = ? AND substr(path, 1, ?) = ?",
+                (workspace_no, len(prefix), prefix),
             )
         ]
         if not numbers:
@@ -116,21 +131,25 @@ class EntrySearcher:
                 (expression, low, low + FILE_SPAN - 1, pool),
             ).fetchall()
         return db.execute(
-            select + f"AND (rowid >> {FILE_SHIFT}) IN "
-            "(SELECT file_no FROM files WHERE substr(path, 1, ?) = ?) ORDER BY s LIMIT ?",
-            (expression, len(prefix), prefix, pool),
+            select + f"AND rowid BETWEEN ? AND ? AND (rowid >> {FILE_SHIFT}) IN "
+            "(SELECT file_no FROM files WHERE workspace_no = ? AND substr(path, 1, ?) = ?) "
+            "ORDER BY s LIMIT ?",
+            (expression, *workspace_range(workspace_no), workspace_no, len(prefix), prefix, pool),
         ).fetchall()
 
-    def _frequency(self, db: sqlite3.Connection, fts: str, term: QueryTerm) -> int:
-        """Documents holding ``term``, counted up to ``_DF_SAMPLE`` (cached until a write)."""
-        key = (fts, term.text)
+    def _frequency(
+        self, db: sqlite3.Connection, fts: str, workspace_no: int, term: QueryTerm
+    ) -> int:
+        """A workspace's documents holding ``term``, up to ``_DF_SAMPLE`` (cached until a write)."""
+        key = (fts, workspace_no, term.text)
         cached = self._df_cache.get(key)
         if cached is not None:
             return cached
         count = int(
             db.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)",
-                (fts5_expression([term]), _DF_SAMPLE),
+                f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? "
+                "AND rowid BETWEEN ? AND ? LIMIT ?)",
+                (fts5_expression([term]), *workspace_range(workspace_no), _DF_SAMPLE),
             ).fetchone()[0]
         )
         self._df_cache[key] = count

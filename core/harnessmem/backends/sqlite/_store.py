@@ -2,13 +2,25 @@
 
 Tables (schema version :data:`SCHEMA_VERSION`):
 
-- ``meta(key, value)``: ``schema_version``, ``tokenizer``, ``last_file_no``;
-- ``files(path, source, content_hash, change_token, entries, file_no, indexed_at)``;
+- ``meta(key, value)``: ``schema_version``, ``tokenizer``;
+- ``workspaces(workspace_no, key, last_file_no)``: one row per workspace the file serves
+  (``key`` is ``IndexBackend.workspace_id``), with the last file number it handed out;
+- ``files(workspace_no, path, source, content_hash, change_token, entries, file_no,
+  indexed_at)``, keyed by ``(workspace_no, path)``;
 - ``entry_blocks(id, places, texts)``: the entries themselves, up to :data:`BLOCK_SLOTS`
-  to a row (see :class:`EntryBlock`). Entry ids are ``file_no << FILE_SHIFT | n``, so a
-  file's entries are one id range and entry ``id`` lives in block ``id >> BLOCK_SHIFT``;
+  to a row (see :class:`EntryBlock`). Entry ids are ``file_no << FILE_SHIFT | n`` and file
+  numbers ``workspace_no << WORKSPACE_SHIFT | m``, so a file's entries are one id range, a
+  workspace's entries one larger range (:func:`workspace_range`, which every search of
+  that workspace is confined to), and entry ``id`` lives in block ``id >> BLOCK_SHIFT``;
 - ``memory_fts``, ``sessions_fts``: contentless FTS5 over ``content`` and ``context``
-  (CJK segmented, see ``_fts``), rowid = entry id.
+  (CJK segmented, see ``_fts``), rowid = entry id, for the first
+  :data:`WORKSPACES_PER_TABLE` workspaces; ``memory_fts_<g>``, ``sessions_fts_<g>`` for
+  group ``g`` of the next ones, made when its first workspace joins (:func:`fts_table`).
+  A search is confined to its workspace's rowid range, but FTS5's bm25 counts a term's
+  rows over its whole table (its idf), and that count, not the range, is what a search
+  costs beyond the raw query: a table per small group of workspaces keeps a tenant's
+  search near what it costs alone, where one table for a thousand tenants cost 4x (and
+  a table per workspace costs ~7 ms to create and slows every connection's first use).
 
 Why blocks rather than a row per entry: a row per entry cost a rebuild as much as a
 third of the raw FTS5 inserts (one B-tree insert and nine bound values per entry);
@@ -36,26 +48,39 @@ __all__ = [
     "FILE_SHIFT",
     "FILE_SPAN",
     "FTS_TABLES",
+    "MAX_WORKSPACES",
     "SCHEMA_VERSION",
     "TOKENIZER",
+    "WORKSPACES_PER_TABLE",
+    "WORKSPACE_SHIFT",
     "BatchWriter",
     "EntryBlock",
     "HitText",
     "StoredEntry",
+    "WorkspaceFull",
     "file_blocks",
+    "fts_group",
+    "fts_statements",
+    "fts_table",
     "is_corrupt",
     "load_hits",
     "load_places",
     "neighbour_scores",
     "schema_statements",
     "stored_entries",
+    "workspace_range",
 ]
 
 #: Bumped whenever tables, tokenizer or the indexed text form change; another version rebuilds.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TOKENIZER = "porter unicode61 remove_diacritics 2"
-FILE_SHIFT = 24  # entry ids: file number << 24 | entry number (16.7 M entries a file)
+FILE_SHIFT = 22  # entry ids: file number << 22 | entry number (4.2 M entries a file)
 FILE_SPAN = 1 << FILE_SHIFT
+# File numbers: workspace number << 23 | file of the workspace (8.4 M new files of one
+# workspace between two full rebuilds, which number them afresh); 18 bits of workspace
+# number keep entry ids within SQLite's 63-bit rowids.
+WORKSPACE_SHIFT = 23
+MAX_WORKSPACES = (1 << (63 - FILE_SHIFT - WORKSPACE_SHIFT)) - 1
 BLOCK_SHIFT = 6  # entries of a block: id >> 6 is the block's id
 BLOCK_SLOTS = 1 << BLOCK_SHIFT
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -63,34 +88,55 @@ _FIELDS = 7  # ints a slot takes in a block's ``places`` (see EntryBlock)
 _SWAP = sys.byteorder == "big"  # blocks are stored little-endian, whatever the machine
 
 
+def fts_statements(table: str) -> list[str]:
+    """The DDL of one FTS5 table with its settings."""
+    return [
+        f"CREATE VIRTUAL TABLE {table} USING fts5(content, context, content='', "
+        f"tokenize='{TOKENIZER}')",
+        # A bigger in-memory term buffer (8 MB, default 1 MB) means fewer, larger
+        # segments to merge while a rebuild inserts 100,000s of rows: ~10% faster.
+        f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {8 * 1024 * 1024})",
+        # Merge 8 segments of a level at a time, not 4 (FTS4's setting): a rebuild
+        # of 100,000 entries then merges nothing, 15% of its FTS5 cost; searches
+        # were no slower at 20,000 or 100,000 entries (bench/bench_index.py).
+        f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 8)",
+    ]
+
+
 def schema_statements(fts_tables: Sequence[str]) -> list[str]:
     """The DDL of an empty index with these FTS5 tables."""
     statements = [
         "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-        "CREATE TABLE files(path TEXT PRIMARY KEY, source TEXT NOT NULL, "
-        "content_hash TEXT NOT NULL, change_token TEXT, entries INTEGER NOT NULL, "
-        "file_no INTEGER NOT NULL UNIQUE, indexed_at REAL NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE workspaces(workspace_no INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, "
+        "last_file_no INTEGER NOT NULL DEFAULT 0)",
+        "CREATE TABLE files(workspace_no INTEGER NOT NULL, path TEXT NOT NULL, "
+        "source TEXT NOT NULL, content_hash TEXT NOT NULL, change_token TEXT, "
+        "entries INTEGER NOT NULL, file_no INTEGER NOT NULL UNIQUE, indexed_at REAL NOT NULL, "
+        "PRIMARY KEY (workspace_no, path)) WITHOUT ROWID",
         # id = entry id >> BLOCK_SHIFT: see EntryBlock.
         "CREATE TABLE entry_blocks(id INTEGER PRIMARY KEY, places BLOB NOT NULL, "
         "texts TEXT NOT NULL)",
     ]
     for table in fts_tables:
-        statements += [
-            f"CREATE VIRTUAL TABLE {table} USING fts5(content, context, content='', "
-            f"tokenize='{TOKENIZER}')",
-            # A bigger in-memory term buffer (8 MB, default 1 MB) means fewer, larger
-            # segments to merge while a rebuild inserts 100,000s of rows: ~10% faster.
-            f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {8 * 1024 * 1024})",
-            # Merge 8 segments of a level at a time, not 4 (FTS4's setting): a rebuild
-            # of 100,000 entries then merges nothing, 15% of its FTS5 cost; searches
-            # were no slower at 20,000 or 100,000 entries (bench/bench_index.py).
-            f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 8)",
-        ]
+        statements += fts_statements(table)
     return statements
 
 
-#: The FTS5 table of each source.
+#: The FTS5 table of each source for the first group of workspaces (see :func:`fts_table`).
 FTS_TABLES = {source: f"{source}_fts" for source in INDEX_SOURCES}
+#: Workspaces whose entries share one FTS5 table per source.
+WORKSPACES_PER_TABLE = 16
+
+
+def fts_group(workspace_no: int) -> int:
+    """The group of FTS5 tables a workspace's entries go to (workspace numbers start at 1)."""
+    return (workspace_no - 1) // WORKSPACES_PER_TABLE
+
+
+def fts_table(source: str, workspace_no: int) -> str:
+    """The FTS5 table of ``source`` that holds workspace ``workspace_no``'s entries."""
+    group = fts_group(workspace_no)
+    return FTS_TABLES[source] if group == 0 else f"{FTS_TABLES[source]}_{group}"
 
 
 def is_corrupt(exc: BaseException) -> bool:
@@ -107,6 +153,10 @@ def is_corrupt(exc: BaseException) -> bool:
 StoredEntry = tuple[int, str, str, int, int, int, int, str | None]
 
 _CONTENT, _CONTEXT = itemgetter(3), itemgetter(4)
+
+
+class WorkspaceFull(Exception):
+    """A workspace handed out every file number it has; a full rebuild numbers it afresh."""
 
 
 class EntryBlock:
@@ -232,6 +282,12 @@ class EntryBlock:
         return struct.pack(f"<{len(ints)}i", *ints), "".join(pieces)
 
 
+def workspace_range(workspace_no: int) -> tuple[int, int]:
+    """The first and last possible entry id of a workspace."""
+    low = workspace_no << (WORKSPACE_SHIFT + FILE_SHIFT)
+    return low, low + (1 << (WORKSPACE_SHIFT + FILE_SHIFT)) - 1
+
+
 def file_blocks(file_no: int) -> tuple[int, int]:
     """The first and last possible block id of a file."""
     low = file_no << (FILE_SHIFT - BLOCK_SHIFT)
@@ -281,8 +337,9 @@ class BatchWriter:
     ``executemany`` per table.
     """
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, workspace_no: int) -> None:
         self.db = db
+        self.workspace_no = workspace_no
         self.next_file: int | None = None
         self.blocks: list[tuple[int, bytes, str]] = []
         # FTS rows by table, with their context; rows of files without headings apart,
@@ -292,13 +349,19 @@ class BatchWriter:
         self.paths: set[str] = set()
 
     def file_no(self) -> int:
-        """A file number never used before in this database (numbers are not reused)."""
+        """A file number of the workspace not in use (numbers are reused only after clear)."""
         if self.next_file is None:
-            row = self.db.execute("SELECT value FROM meta WHERE key = 'last_file_no'").fetchone()
+            row = self.db.execute(
+                "SELECT last_file_no FROM workspaces WHERE workspace_no = ?", (self.workspace_no,)
+            ).fetchone()
             self.next_file = int(row[0]) + 1 if row else 1
         number = self.next_file
+        if number >= 1 << WORKSPACE_SHIFT:
+            raise WorkspaceFull(
+                f"workspace number {self.workspace_no} used up its {number - 1:,} file numbers"
+            )
         self.next_file += 1
-        return number
+        return self.workspace_no << WORKSPACE_SHIFT | number
 
     def replace(
         self, path: str, entries: Sequence[IndexEntry], old: tuple[int, str] | None, fts: str
@@ -430,8 +493,8 @@ class BatchWriter:
             )
         if self.next_file is not None:
             self.db.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_file_no', ?)",
-                (str(self.next_file - 1),),
+                "UPDATE workspaces SET last_file_no = ? WHERE workspace_no = ?",
+                (self.next_file - 1, self.workspace_no),
             )
         self.blocks, self.paths = [], set()
         self.fts_rows, self.fts_bare = defaultdict(list), defaultdict(list)

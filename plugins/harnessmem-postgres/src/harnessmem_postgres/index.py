@@ -20,6 +20,12 @@ private modules, one concern each:
 - ``_search`` (and ``_rows``): idf-weighted ranking, neighbour lifting;
 - ``_errors``: what server errors become.
 
+Workspaces: an instance serves one workspace (``workspace_id``); :meth:`PostgresIndex.scoped`
+gives another workspace's instance on the same engine (connection pool), which is how a
+``HarnessPool`` serves thousands of tenants with one pool of connections. Every statement
+names the workspace's number; searches count term frequencies over that workspace only.
+An instance made without any workspace id serves none (it exists to be scoped).
+
 The backend builds and migrates its tables itself; when they disappear it builds them
 again, and when another replica empties the workspace (``clear``, or a changed
 ``text_search_config``) it notices by the workspace's ``generation`` and increments
@@ -33,7 +39,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from harnessmem.backends import (
     BackendOptions,
@@ -109,17 +115,11 @@ class PostgresIndex(IndexBackend):
             ) from None
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
+        shared = context.pop("_shared_engine", None)
         super().__init__(options, **context)
         assert isinstance(options, PostgresIndexOptions)
         self.opts = options
-        key = workspace_key(options, context)
-        if key is None:
-            raise ConfigError(
-                "the postgres index needs a workspace id: index.options.workspace_id is unset "
-                "and no workspace was given",
-                hint="set index.options.workspace_id, or open the index through MemoryHarness",
-            )
-        self.workspace_id = key
+        self.workspace_id = workspace_key(options, context) or ""
         self.url = mask_url(options.url)
         self.schema = options.db_schema
         self._quoted = quote_ident(self.schema)
@@ -131,38 +131,65 @@ class PostgresIndex(IndexBackend):
         self._staging = True
         self._lock_timeout = f"{math.ceil(options.lock_timeout * 1000)}ms"
         self._frequencies = DocumentFrequencies(self._sql)
-        self._engine = create_engine(options)
+        self._owner = shared is None
+        self._engine = create_engine(options) if shared is None else shared
         try:
-            self._prepare()
+            self._prepare(migrate=self._owner)
         except BaseException:
-            self._engine.dispose()
+            if self._owner:
+                self._engine.dispose()
             raise
+
+    def scoped(self, workspace_id: str, **context: Any) -> Self:
+        """Workspace ``workspace_id``'s instance on this one's engine (its connection pool).
+
+        Closing it leaves the engine open; closing the instance it came from disposes it.
+        """
+        if not isinstance(workspace_id, str) or not workspace_id:
+            return super().scoped(workspace_id, **context)  # raises the usual error
+        self._check_open()
+        merged = {**self.context, **context, "workspace_id": workspace_id}
+        return type(self)(self.opts, _shared_engine=self._engine, **merged)
 
     # connection and schema ------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        """Create or migrate the tables, check the text search config, attach the workspace."""
+    def _prepare(self, *, migrate: bool = True) -> None:
+        """Create or migrate the tables, check the text search config, attach the workspace.
+
+        ``migrate`` False (a scoped instance: the one it came from did that) only attaches.
+        """
         config = self.opts.text_search_config
         try:
             with self._engine.begin() as conn:
                 conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
-                _schema.migrate(conn, self.schema, self.url)
-                _schema.check_text_search_config(conn, config)
-                attached = _schema.attach_workspace(
-                    conn,
-                    self.schema,
-                    self.workspace_id,
-                    workspace_url(self.context),
-                    config,
-                    self._lock_timeout,
-                )
+                if migrate:
+                    _schema.migrate(conn, self.schema, self.url)
+                    _schema.check_text_search_config(conn, config)
                 stemming = _schema.stems(conn, config)
                 staging = _schema.can_stage(conn)
+                if not self.workspace_id:
+                    attached = None
+                else:
+                    attached = _schema.attach_workspace(
+                        conn,
+                        self.schema,
+                        self.workspace_id,
+                        workspace_url(self.context),
+                        config,
+                        self._lock_timeout,
+                    )
         except Exception as exc:
             error = self._error(exc, "cannot open")
             if error is exc:
                 raise
             raise error from exc
+        self._staging = staging
+        # The class declares what the default ('english') gives; a configuration without
+        # a stemmer ('simple') takes 'stemming' away, so the suite skips that test.
+        caps = type(self).capabilities
+        self.capabilities = caps if stemming else caps - {"stemming"}  # type: ignore[misc]
+        if attached is None:
+            return
         if attached.emptied_from is not None:
             logger.warning(
                 "index workspace %r in %s was built with text search configuration %r, not "
@@ -174,11 +201,6 @@ class PostgresIndex(IndexBackend):
             )
             self.resets += 1
         self._workspace_no, self._generation = attached.number, attached.generation
-        self._staging = staging
-        # The class declares what the default ('english') gives; a configuration without
-        # a stemmer ('simple') takes 'stemming' away, so the suite skips that test.
-        caps = type(self).capabilities
-        self.capabilities = caps if stemming else caps - {"stemming"}  # type: ignore[misc]
 
     def _target(self) -> Target:
         """Where writes go now (the workspace number changes when the tables are rebuilt)."""
@@ -205,6 +227,16 @@ class PostgresIndex(IndexBackend):
         if self._closed:
             raise HarnessMemError(f"the postgres index {self.workspace_id!r} is closed")
 
+    def _check_workspace(self) -> None:
+        self._check_open()
+        if not self.workspace_id:
+            raise ConfigError(
+                "the postgres index needs a workspace id: index.options.workspace_id is unset "
+                "and no workspace was given",
+                hint="set index.options.workspace_id, open the index through MemoryHarness, "
+                "or use index.scoped(workspace_id)",
+            )
+
     def _guarded(self, work: Callable[[], _T], doing: str) -> _T:
         """Run ``work``, once more after a dropped connection or after rebuilding our tables.
 
@@ -215,7 +247,7 @@ class PostgresIndex(IndexBackend):
         """
         from sqlalchemy.exc import DBAPIError
 
-        self._check_open()
+        self._check_workspace()
         retried = rebuilt = False
         while True:
             try:
@@ -475,11 +507,13 @@ class PostgresIndex(IndexBackend):
         return self._guarded(work, "reading stats")
 
     def close(self) -> None:
+        """Close this instance; the one the others were scoped from disposes the engine."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._engine.dispose()
+            if self._owner:
+                self._engine.dispose()
 
     def __repr__(self) -> str:
         closed = " (closed)" if self._closed else ""

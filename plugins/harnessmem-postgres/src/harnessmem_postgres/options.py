@@ -124,8 +124,10 @@ def mask_url(url: str | None) -> str:
 
 
 def workspace_key(options: PostgresIndexOptions, context: dict[str, Any]) -> str | None:
-    """The workspace id: the option, else the workspace URL without credentials."""
-    return options.workspace_id or workspace_url(context)
+    """The workspace id: ``workspace_id`` of the context (what ``scoped`` gives), else the
+    option, else the workspace URL without credentials."""
+    given = context.get("workspace_id")
+    return given or options.workspace_id or workspace_url(context)
 
 
 def workspace_url(context: dict[str, Any]) -> str | None:

@@ -1,0 +1,319 @@
+"""``HarnessPool``: many tenants in one process, at most ``max_open`` harnesses, nothing leaked.
+
+The scale test serves 200 tenants with at most 20 harnesses open, on local folders and on
+an S3 bucket (moto); the PostgreSQL variant is in the plugin's tests
+(``plugins/harnessmem-postgres/tests/test_postgres_tenants.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnessmem import HarnessPool, MemoryHarness, hookimpl
+from harnessmem.errors import ConfigError, HarnessMemError
+from harnessmem.events import MaintenanceEvent
+from harnessmem.testing import ScriptedModel
+from harnessmem.testing.workspace_suite import FakeClock
+
+OPTIONS: dict[str, Any] = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
+
+
+def _fact(tenant: str) -> str:
+    return f"- {tenant} keeps the spare key in tin-{tenant}; the shared word is heliotrope"
+
+
+def serve_and_check(pool: HarnessPool, tenants: int) -> None:
+    """Every tenant saves a fact; then every tenant (reopened) finds its own fact only.
+
+    Checked after every call: never more than ``max_open`` harnesses open.
+    """
+    names = [f"tenant-{n:03d}" for n in range(tenants)]
+    for name in names:
+        pool.harness(name).save(_fact(name))
+        assert len(pool) <= pool.max_open
+    for name in reversed(names):  # the most recently used were evicted first: reopen them all
+        harness = pool.harness(name)
+        assert len(pool) <= pool.max_open
+        hits = harness.search("heliotrope spare key", 50)
+        assert [h.content for h in hits] == [_fact(name)], name
+        assert harness.search(f"tin-{names[0] if name != names[0] else names[1]}") == []
+    assert pool.opened >= 2 * tenants - pool.max_open
+    assert pool.evicted == pool.opened - len(pool)
+
+
+# -- tenant ids and templates -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tenant", "why"),
+    [
+        ("../x", "path separator"),
+        ("a/b", "path separator"),
+        ("a\\b", "path separator"),
+        ("..", "path separator"),
+        ("", "empty"),
+        ("bad\x00id", "control"),
+        ("tab\tid", "control"),
+        (".hidden", "starts with a dot"),
+        ("-rf", "starts with a dot or a dash"),
+        ("x" * 129, "longer than 128"),
+        ("a b", "characters other than"),
+        ("ü", "characters other than"),
+        ("a?b", "characters other than"),
+    ],
+)
+def test_bad_tenant_ids_get_a_clear_error(tmp_path: Path, tenant: str, why: str) -> None:
+    with HarnessPool(str(tmp_path / "agents" / "{tenant}"), **OPTIONS) as pool:
+        with pytest.raises(ValueError, match=f"invalid tenant id.*{why}"):
+            pool.harness(tenant)
+        assert len(pool) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing created"
+
+
+def test_a_non_string_tenant_is_refused(tmp_path: Path) -> None:
+    with (
+        HarnessPool(str(tmp_path / "{tenant}"), **OPTIONS) as pool,
+        pytest.raises(ValueError, match="must be a string"),
+    ):
+        pool.harness(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tenant", ["alice", "user_42", "a.b", "x@example.com", "A-Z+0=9"])
+def test_good_tenant_ids_name_a_folder(tmp_path: Path, tenant: str) -> None:
+    with HarnessPool(str(tmp_path / "agents" / "{tenant}"), **OPTIONS) as pool:
+        harness = pool.harness(tenant)
+        assert harness.workspace.local_root == (tmp_path / "agents" / tenant).resolve()
+
+
+@pytest.mark.parametrize("template", ["./agents", "./{user}/x", "./{tenant}/{tenant}", "./{}"])
+def test_the_template_needs_one_tenant_field(template: str) -> None:
+    with pytest.raises(ConfigError, match="exactly once"):
+        HarnessPool(template)
+
+
+def test_max_open_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="max_open"):
+        HarnessPool(str(tmp_path / "{tenant}"), max_open=0)
+
+
+# -- many tenants -------------------------------------------------------------------------------
+
+
+def test_200_tenants_with_20_open_on_local_folders(tmp_path: Path) -> None:
+    template = str(tmp_path / "agents" / "{tenant}")
+    with HarnessPool(template, max_open=20, **OPTIONS) as pool:
+        serve_and_check(pool, 200)
+        shared = pool.index
+        assert shared is not None
+        assert pool.harness("tenant-000").index.path == tmp_path / "agents" / "memory_index.db"  # type: ignore[attr-defined]
+        assert shared.workspace_id == "", "the shared instance serves no tenant itself"
+    assert sorted(p.name for p in (tmp_path / "agents").iterdir())[-1] == "tenant-199"
+    # A harness opened alone on one tenant uses the same file and sees only that tenant.
+    with MemoryHarness.open(tmp_path / "agents" / "tenant-007", **OPTIONS) as alone:
+        assert alone.reindex().indexed == 0, "already indexed by the pool"
+        assert [h.content for h in alone.search("heliotrope")] == [_fact("tenant-007")]
+
+
+@pytest.mark.s3
+def test_200_tenants_with_20_open_on_s3(
+    s3_bucket: str, s3_storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    workspace = {"storage_options": s3_storage_options, "index_path": str(tmp_path / "pool.db")}
+    with HarnessPool(
+        f"s3://{s3_bucket}/agents/{{tenant}}",
+        max_open=20,
+        workspace=workspace,
+        index={"refresh_interval": 0},
+        **OPTIONS,
+    ) as pool:
+        serve_and_check(pool, 200)
+    with HarnessPool(
+        f"s3://{s3_bucket}/agents/{{tenant}}", workspace=workspace, **OPTIONS
+    ) as again:
+        harness = again.harness("tenant-123")
+        assert harness.workspace.url == f"s3://{s3_bucket}/agents/tenant-123"
+        assert [h.content for h in harness.search("heliotrope")] == [_fact("tenant-123")]
+
+
+def test_the_shared_s3_index_lives_in_the_cache_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pool = HarnessPool("s3://bucket/agents/{tenant}", **OPTIONS)
+    path = pool.shared_index_path
+    assert path.parent.parent == tmp_path / "cache" / "harnessmem"
+    assert path == HarnessPool("s3://bucket/agents/{tenant}").shared_index_path
+    assert path != HarnessPool("s3://bucket/others/{tenant}").shared_index_path
+
+
+# -- threads ------------------------------------------------------------------------------------
+
+
+def test_threads_asking_for_tenants_at_once(tmp_path: Path) -> None:
+    """8 threads, 30 tenants, 5 open: each save is found by its tenant, none lost or leaked."""
+    template = str(tmp_path / "agents" / "{tenant}")
+    errors: list[BaseException] = []
+    saved: dict[str, set[str]] = {f"t{n}": set() for n in range(30)}
+    lock = threading.Lock()
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for step in range(25):
+                tenant = f"t{rng.randrange(30)}"
+                word = f"marmot{seed}x{step}"
+                with pool.use(tenant) as harness:
+                    harness.save(f"- {tenant} noted {word}")
+                    hits = harness.search(word)
+                    assert [h.content for h in hits] == [f"- {tenant} noted {word}"]
+                with lock:
+                    saved[tenant].add(word)
+        except BaseException as exc:
+            errors.append(exc)
+
+    with HarnessPool(template, max_open=5, **OPTIONS) as pool:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert len(pool) <= 5
+        for tenant, words in saved.items():
+            hits = pool.harness(tenant).search("noted", 200)
+            assert {h.content.rsplit(" ", 1)[1] for h in hits} == words, tenant
+
+
+def test_a_pinned_harness_is_not_evicted(tmp_path: Path) -> None:
+    with HarnessPool(str(tmp_path / "{tenant}"), max_open=2, **OPTIONS) as pool:
+        with pool.use("alice") as alice:
+            for name in ("b", "c", "d"):
+                pool.harness(name)
+            assert not alice.closed
+            assert pool.open_tenants == ["alice", "d"], "the unpinned ones went"
+            with pool.use("d"), pool.use("e"):
+                assert len(pool) == 3, "over max_open while all are pinned"
+            assert len(pool) == 2
+        pool.harness("f")
+        assert alice.closed, "evicted once unpinned"
+
+
+# -- closing ------------------------------------------------------------------------------------
+
+
+def test_eviction_drains_queued_flushes(tmp_path: Path) -> None:
+    model = ScriptedModel("- Ana lives in Lisbon")
+    with HarnessPool(
+        str(tmp_path / "{tenant}"), max_open=1, model=model, flush={"mode": "background"}, **OPTIONS
+    ) as pool:
+        ana = pool.harness("ana")
+        messages = [
+            {"role": "user", "content": "I live in Lisbon"},
+            {"role": "assistant", "content": "Noted."},
+        ]
+        ctx = ana.session("s").after_call(messages)
+        assert ctx.outcomes["flush"].status == "queued"
+        pool.harness("bea")  # evicts ana: her queued flush is written first
+        assert ana.closed
+        assert "- Ana lives in Lisbon" in "".join(
+            ana.workspace.read_text(p) for p in ana.workspace.list("memory")
+        )
+        again = pool.harness("ana")
+        assert [h.content for h in again.search("Lisbon")] == ["- Ana lives in Lisbon"]
+        assert pool.harness("bea").search("Lisbon") == []
+
+
+def test_close_closes_every_harness_and_refuses_more(tmp_path: Path) -> None:
+    pool = HarnessPool(str(tmp_path / "{tenant}"), max_open=3, **OPTIONS)
+    opened = [pool.harness(name) for name in ("a", "b", "c")]
+    shared = pool.index
+    pool.close()
+    pool.close()
+    assert all(h.closed for h in opened)
+    with pytest.raises(HarnessMemError, match="closed"):
+        pool.harness("a")
+    with pytest.raises(HarnessMemError, match="closed"):
+        shared.files()  # type: ignore[union-attr]
+
+
+def test_a_given_model_is_shared_and_closed_once(tmp_path: Path) -> None:
+    closed: list[str] = []
+
+    class Model(ScriptedModel):
+        def close(self) -> None:
+            closed.append("model")
+
+    with HarnessPool(str(tmp_path / "{tenant}"), max_open=1, model=Model("- x"), **OPTIONS) as pool:
+        pool.harness("a")
+        pool.harness("b")  # evicts a, whose close must not close the shared model
+        assert closed == []
+    assert closed == ["model"]
+
+
+# -- maintenance --------------------------------------------------------------------------------
+
+
+class _TickLog:
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    @hookimpl
+    def on_maintenance(self, event: MaintenanceEvent) -> None:
+        self.threads.append(threading.current_thread().name)
+
+
+@pytest.fixture
+def ticking_pool(tmp_path: Path) -> Iterator[tuple[HarnessPool, FakeClock, _TickLog]]:
+    clock = FakeClock()
+    log = _TickLog()
+    pool = HarnessPool(
+        str(tmp_path / "{tenant}"),
+        max_open=10,
+        clock=clock,
+        plugins=[log],
+        maintenance={"enabled": True, "interval": 3_600, "min_gap": 60},
+    )
+    yield pool, clock, log
+    pool.close()
+
+
+def test_one_maintenance_thread_works_through_the_tenants(
+    ticking_pool: tuple[HarnessPool, FakeClock, _TickLog],
+) -> None:
+    pool, clock, log = ticking_pool
+    harnesses = [pool.harness(f"t{n}") for n in range(5)]
+    runner = pool.maintenance_runner
+    assert runner is not None
+    assert len(runner) == 5
+    names = {t.name for t in threading.enumerate()}
+    assert not any(name.startswith("harnessmem-maintenance ") for name in names), names
+    clock.advance(3_601)
+    runner.wake()
+    assert runner.wait_for_ticks(5, timeout=60)
+    assert log.threads == ["harnessmem-pool-maintenance"] * 5, "one thread, one tick each"
+    assert all(h.request_maintenance() for h in harnesses[:2]), "requests reach the runner"
+    runner.wake()
+    assert runner.wait_for_ticks(7, timeout=60)
+    assert len(log.threads) == 7
+
+
+def test_an_evicted_tenant_leaves_the_runner(
+    ticking_pool: tuple[HarnessPool, FakeClock, _TickLog],
+) -> None:
+    pool, clock, _log = ticking_pool
+    first = pool.harness("t0")
+    for n in range(1, 11):
+        pool.harness(f"t{n}")
+    assert first.closed
+    runner = pool.maintenance_runner
+    assert runner is not None
+    clock.advance(3_601)
+    runner.wake()
+    assert runner.wait_for_ticks(10, timeout=60)
+    assert len(runner) == 10, "the closed tenant's scheduler was dropped"
