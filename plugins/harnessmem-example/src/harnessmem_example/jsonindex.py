@@ -188,13 +188,23 @@ class JsonFileIndex(IndexBackend):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
-        # Checks the arguments and parses the query as every backend must (_search_terms).
+        # Checks the arguments and parses the query as every backend must (_search_terms);
+        # the in-memory reference also keeps the hits dated within since..until.
         with self._lock:
             self._refresh()
             engine = self._engine
         return engine.search(
-            query, limit, source=source, mode=mode, path_prefix=path_prefix, timeout=timeout
+            query,
+            limit,
+            source=source,
+            mode=mode,
+            path_prefix=path_prefix,
+            timeout=timeout,
+            since=since,
+            until=until,
         )
 
     def files(self) -> dict[str, IndexedFile]:
