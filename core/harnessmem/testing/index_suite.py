@@ -348,8 +348,9 @@ class IndexBackendSuite(ConformanceSuite):
         memory = "# Memory\n\n- the otter is a regular visitor\n\n## 2026-11-20\n- otter tracks\n"
         sync_text(index, "MEMORY.md", memory)
 
-        def paths(**dates: str | None) -> list[tuple[str, int]]:
-            return sorted((h.path, h.start_line) for h in index.search("otter", 10, **dates))
+        def paths(since: str | None = None, until: str | None = None) -> list[tuple[str, int]]:
+            hits = index.search("otter", 10, since=since, until=until)
+            return sorted((h.path, h.start_line) for h in hits)
 
         assert len(paths()) == 5
         november = paths(since="2026-11-10", until="2026-11-30")
