@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         BackendNotFound,
         ConfigError,
         ContextOverflowError,
+        ForgetError,
         HarnessMemError,
         LeaseError,
         MessageFormatError,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from harnessmem.events import TurnContext
     from harnessmem.harness import MemoryHarness, Session
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
+    from harnessmem.memory.erasure import ForgetResult
     from harnessmem.memory.flush import FlushResult
     from harnessmem.plugins import hookimpl
     from harnessmem.settings import HarnessSettings
@@ -44,6 +46,7 @@ _EXPORTS = {
     "BackendNotFound": "harnessmem.errors",
     "ConfigError": "harnessmem.errors",
     "ContextOverflowError": "harnessmem.errors",
+    "ForgetError": "harnessmem.errors",
     "HarnessMemError": "harnessmem.errors",
     "LeaseError": "harnessmem.errors",
     "MessageFormatError": "harnessmem.errors",
@@ -59,6 +62,7 @@ _EXPORTS = {
     "ConsolidationResult": "harnessmem.memory.consolidation",
     "SaveResult": "harnessmem.memory.consolidation",
     "FlushResult": "harnessmem.memory.flush",
+    "ForgetResult": "harnessmem.memory.erasure",
     "MemoryHarness": "harnessmem.harness",
     "Session": "harnessmem.harness",
     "hookimpl": "harnessmem.plugins",
@@ -74,6 +78,8 @@ __all__ = [
     "ConsolidationResult",
     "ContextOverflowError",
     "FlushResult",
+    "ForgetError",
+    "ForgetResult",
     "HarnessMemError",
     "HarnessSettings",
     "IndexBackend",
