@@ -7,6 +7,7 @@ unless ``--yes``; with ``--json`` (one document, no prompt) they need ``--yes`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -43,6 +44,23 @@ def _print(result: ForgetResult) -> None:
         click.echo(f"  new text: {result.replacement}")
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+
+
+def _preview_then_run(
+    run: Callable[[bool], ForgetResult], *, dry_run: bool, yes: bool, as_json: bool
+) -> None:
+    """The dry run first (a bad query fails there, before any question), then, once
+    confirmed, the real run; prints the result."""
+    result = run(True)
+    if not dry_run:
+        if not _confirmed(result, yes=yes, as_json=as_json):
+            click.echo("nothing changed", err=True)
+            return
+        result = run(False)
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        _print(result)
 
 
 def _confirmed(preview: ForgetResult, *, yes: bool, as_json: bool) -> bool:
@@ -83,18 +101,11 @@ def forget_command(
     keeps later flushes and consolidations from writing it again. See docs/memory.md.
     """
     with command_harness(config, workspace) as harness:
-        preview = harness.forget(query, dry_run=True, sessions=sessions, limit=limit)
-        if dry_run:
-            result = preview
-        elif _confirmed(preview, yes=yes, as_json=as_json):
-            result = harness.forget(query, sessions=sessions, limit=limit)
-        else:
-            click.echo("nothing changed", err=True)
-            return
-    if as_json:
-        echo_json(result.to_dict())
-    else:
-        _print(result)
+
+        def run(dry_run: bool) -> ForgetResult:
+            return harness.forget(query, dry_run=dry_run, sessions=sessions, limit=limit)
+
+        _preview_then_run(run, dry_run=dry_run, yes=yes, as_json=as_json)
 
 
 @click.command("edit")
@@ -120,15 +131,8 @@ def edit_command(
     least one of them.
     """
     with command_harness(config, workspace) as harness:
-        preview = harness.edit(old, new, dry_run=True, limit=limit)
-        if dry_run:
-            result = preview
-        elif _confirmed(preview, yes=yes, as_json=as_json):
-            result = harness.edit(old, new, limit=limit)
-        else:
-            click.echo("nothing changed", err=True)
-            return
-    if as_json:
-        echo_json(result.to_dict())
-    else:
-        _print(result)
+
+        def run(dry_run: bool) -> ForgetResult:
+            return harness.edit(old, new, dry_run=dry_run, limit=limit)
+
+        _preview_then_run(run, dry_run=dry_run, yes=yes, as_json=as_json)
