@@ -13,6 +13,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -83,6 +84,16 @@ def browser() -> Iterator[object]:
         launched.close()
 
 
+def _watched(browser: object) -> tuple[Any, list[str]]:
+    """A new page, and the script errors and blocked resources it reports."""
+    page = browser.new_page(viewport={"width": 1100, "height": 800})  # type: ignore[attr-defined]
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    return page, errors
+
+
 def _shots() -> Path | None:
     where = os.environ.get("SCREENSHOT_DIR")
     return Path(where) if where else None
@@ -91,11 +102,7 @@ def _shots() -> Path | None:
 def test_a_person_reads_memory_searches_it_and_opens_a_session(
     served: str, browser: object
 ) -> None:
-    page = browser.new_page(viewport={"width": 1100, "height": 800})  # type: ignore[attr-defined]
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page, errors = _watched(browser)
     shots = _shots()
 
     page.goto(served + "/")
@@ -134,11 +141,7 @@ def test_a_person_reads_memory_searches_it_and_opens_a_session(
 def test_a_person_forgets_a_fact_and_it_is_gone_from_the_page_and_search(
     served: str, browser: object
 ) -> None:
-    page = browser.new_page(viewport={"width": 1100, "height": 800})  # type: ignore[attr-defined]
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page, errors = _watched(browser)
     shots = _shots()
 
     page.goto(served + "/memory")
