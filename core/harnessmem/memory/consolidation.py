@@ -337,9 +337,10 @@ class MemoryConsolidator:
             )
             watermark = Watermark(input_limit=watermark.input_limit, history=watermark.history)
         segments, pending = self._collect(watermark)
-        # What was forgotten does not come back from an older daily log (see forget).
-        tombstones = read_tombstones(self.workspace)
-        segments = [replace(s, text=tombstones.scrub(s.text)) for s in segments]
+        if any(s.text.strip() for s in segments):
+            # What was forgotten does not come back from an older daily log (see forget).
+            tombstones = read_tombstones(self.workspace)
+            segments = [replace(s, text=tombstones.scrub(s.text)) for s in segments]
         tokens_before = self.tokens(prior)
         text_segments = [s for s in segments if s.text.strip()]
         if not text_segments and tokens_before <= budget:
