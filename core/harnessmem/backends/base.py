@@ -416,6 +416,18 @@ class IndexBackend(_Backend, ABC):
         for path in self.files():
             self.remove(path)
 
+    def scrub(self) -> bool:
+        """Overwrite the bytes of removed entries in the store itself (``forget`` calls it
+        after removing a fact's rows); True when this backend did so.
+
+        A database keeps deleted text in free pages, full-text segments and its log until
+        they are reused; a backend that can rewrite them (SQLite: secure delete, FTS5
+        ``optimize``, ``VACUUM``, a truncating WAL checkpoint) does it here. The default
+        does nothing and returns False: ``forget`` then reports the rows as removed and
+        the bytes as not scrubbed.
+        """
+        return False
+
     @abstractmethod
     def search(
         self,
