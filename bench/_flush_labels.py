@@ -196,7 +196,9 @@ class Verdicts:
 
     def counts(self) -> tuple[int, int, int]:
         """True positives, kept sentences, sentences labelled keep."""
-        tp = sum(1 for label, kept in zip(self.labels, self.kept, strict=True) if kept and label.keep)
+        tp = sum(
+            1 for label, kept in zip(self.labels, self.kept, strict=True) if kept and label.keep
+        )
         return tp, sum(self.kept), sum(1 for label in self.labels if label.keep)
 
     def precision(self) -> float:
