@@ -48,6 +48,7 @@ from harnessmem.index.chunking import (
     chunk_markdown,
     chunk_session_log,
 )
+from harnessmem.index.repeats import search_distinct
 from harnessmem.layout import session_log_path, source_of
 
 if TYPE_CHECKING:
@@ -194,8 +195,14 @@ class IndexSync:
         for _ in range(2):
             self.refresh(source)
             resets = self.backend.resets
-            hits = self.backend.search(
-                query, limit, source=source, mode=mode, path_prefix=prefix, timeout=timeout
+            hits = search_distinct(
+                self.backend,
+                query,
+                limit,
+                source=source,
+                mode=mode,
+                path_prefix=prefix,
+                timeout=timeout,
             )
             if self.backend.resets == resets:
                 break
