@@ -76,7 +76,7 @@ class LabelledSet:
     changed: list[str] = field(default_factory=list)
 
 
-def _text(message: dict[str, Any]) -> str:
+def message_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -140,7 +140,7 @@ def sentence_at(unit: Unit, message: str, index: int) -> str | None:
     position = unit.by_locator.get(message)
     if position is None:
         return None
-    found = label_sentences(_text(unit.messages[position]))
+    found = label_sentences(message_text(unit.messages[position]))
     return found[index] if 0 <= index < len(found) else None
 
 
@@ -247,7 +247,7 @@ def evaluate(labelled: LabelledSet, flush: Any) -> Verdicts:
                 continue
             if isinstance(message.get("name"), str):
                 names.update(term_set(message["name"]))
-            for index, sentence in enumerate(label_sentences(_text(message))):
+            for index, sentence in enumerate(label_sentences(message_text(message))):
                 sentences.append((sentence, term_set(sentence)))
                 where.append((located[position], index))
         answer = flush(unit.messages)
