@@ -343,7 +343,8 @@ def _location(hit: SearchHit) -> str:
     if hit.end_line != hit.start_line:
         lines += f"-{hit.end_line}"
     about = " · ".join(part for part in (hit.date, hit.context) if part)
-    return f"{hit.path}:{lines}" + (f" · {about}" if about else "")
+    also = f"\n(also in {', '.join(hit.also[:3])}{' …' if len(hit.also) > 3 else ''})"
+    return f"{hit.path}:{lines}" + (f" · {about}" if about else "") + (also if hit.also else "")
 
 
 def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> str:

@@ -156,7 +156,10 @@ class SearchHit:
     ``path`` is relative to the workspace root; ``start_line`` and ``end_line``
     are 1-based and inclusive; a higher ``score`` is a better match (scores compare
     only within one result list). ``context`` is the path of headings above the entry
-    (``"Projects > Kyoto"``), ``date`` the ISO day it belongs to, when known.
+    (``"Projects > Kyoto"``), ``date`` the ISO day it belongs to, when known. ``also``
+    lists other places that hold the same text (``"memory/2026-05-01.md:12-12"``), left
+    out of the results so that each hit is a different memory
+    (:func:`harnessmem.index.repeats.collapse_repeats`).
     """
 
     path: str
@@ -166,6 +169,7 @@ class SearchHit:
     score: float
     context: str = ""
     date: str | None = None
+    also: tuple[str, ...] = ()
 
 
 class IndexEntry(NamedTuple):
