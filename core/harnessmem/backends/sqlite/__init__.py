@@ -487,7 +487,7 @@ class SQLiteIndex(IndexBackend):
         """
 
         def work() -> bool:
-            raw = self._engine.raw_connection()
+            raw = self._file.engine.raw_connection()
             try:
                 db = raw.driver_connection
                 db.execute("PRAGMA secure_delete = ON")
