@@ -42,6 +42,7 @@ ORDER = [
     "compaction",
     "upkeep",
     "extractive",
+    "facts",
     "locomo",
     "index",
     "postgres",

@@ -52,7 +52,8 @@ def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
 
 COMMANDS = _commands(main)
 DATA_COMMANDS = {
-    "search", "get", "save", "status", "consolidate", "maintain", "usage", "plugins", "init",
+    "search", "get", "save", "forget", "edit", "status", "consolidate", "maintain", "usage",
+    "plugins", "init",
     "index rebuild", "index status", "config show", "config validate", "export", "import",
 }  # fmt: skip
 
@@ -320,6 +321,40 @@ def test_save(tmp_path: Path) -> None:
     again = invoke("save", "-w", ws, "--json", "--", "- Maya prefers small pull requests")
     assert json.loads(again.output)["duplicates"] == 1
     assert invoke("save", "  ", "-w", ws).exit_code == EXIT["usage"]
+
+
+def test_forget_previews_asks_and_removes(tmp_path: Path) -> None:
+    ws = str(tmp_path / "ws")
+    invoke("save", "-w", ws, "--", "- Maya's cat is called Mirko\n- Maya lives in Porto")
+    declined = invoke("forget", "Mirko", "-w", ws, input="n\n")
+    assert declined.exit_code == 0, declined.output
+    assert "would remove 1 fact matching 'Mirko'" in declined.output
+    assert "MEMORY.md:" in declined.output
+    assert "Mirko" in (tmp_path / "ws" / "MEMORY.md").read_text()
+    done = invoke("forget", "Mirko", "-w", ws, input="y\n")
+    assert done.exit_code == 0, done.output
+    assert "removed 1 fact matching 'Mirko' in 1 file" in done.output
+    assert "Mirko" not in (tmp_path / "ws" / "MEMORY.md").read_text()
+    assert json.loads(invoke("search", "Mirko", "-w", ws, "--json").output) == []
+    assert_one_error(invoke("forget", "Mirko", "-w", ws, "--yes"), EXIT["input"], "nothing")
+    assert_one_error(invoke("forget", "Maya", "-w", ws, "--json"), EXIT["usage"], "--yes")
+
+
+def test_forget_refuses_a_query_that_matches_too_much(tmp_path: Path) -> None:
+    ws = str(tmp_path / "ws")
+    invoke("save", "-w", ws, "--", "- Maya likes tea\n- Maya likes jazz\n- Maya likes Porto")
+    result = invoke("forget", "Maya likes", "--limit", "2", "--yes", "-w", ws)
+    assert_one_error(result, EXIT["input"], "3 facts match", "limit of 2")
+    assert (tmp_path / "ws" / "MEMORY.md").read_text().count("Maya likes") == 3
+
+
+def test_edit_replaces_a_fact(tmp_path: Path) -> None:
+    ws = str(tmp_path / "ws")
+    invoke("save", "-w", ws, "--", "- Maya lives in Porto")
+    result = invoke("edit", "Porto", "Maya lives in Braga", "--yes", "-w", ws, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["replacement"] == "Maya lives in Braga"
+    assert "- Maya lives in Braga" in (tmp_path / "ws" / "MEMORY.md").read_text()
 
 
 def test_save_keeps_prose_and_reports_headings(tmp_path: Path) -> None:

@@ -153,3 +153,54 @@ def test_inspect_of_a_folder_that_is_no_workspace_creates_nothing(tmp_path: Path
     result = CliRunner().invoke(main, ["inspect", "-w", str(tmp_path / "nothing")])
     assert result.exit_code == 5
     assert not (tmp_path / "nothing").exists()
+
+
+def _csrf(html: str) -> str:
+    import re
+
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+def test_forget_previews_then_needs_the_form_s_token(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    with harness_on(root) as harness, TestClient(create_app(harness)) as client:
+        harness.save("- Maya's cat is called Mirko\n- Maya lives in Porto")
+        preview = client.get("/forget", params={"q": "Mirko"})
+        assert preview.status_code == 200
+        assert "would remove 1 fact matching &#39;Mirko&#39;" in preview.text
+        assert "Mirko" in harness.workspace.read_text("MEMORY.md")  # a preview changes nothing
+        form = {"q": "Mirko", "csrf": "forged"}
+        assert client.post("/forget", data=form).status_code == 403
+        assert client.post("/forget", data={"q": "Mirko"}).status_code == 403
+        assert "Mirko" in harness.workspace.read_text("MEMORY.md")
+        done = client.post("/forget", data={"q": "Mirko", "csrf": _csrf(preview.text)})
+        assert done.status_code == 200
+        assert "removed 1 fact" in done.text
+        assert "Mirko" not in harness.workspace.read_text("MEMORY.md")
+        assert "Mirko" not in client.get("/memory").text
+        assert "0 hits for" in client.get("/search/results", params={"q": "Mirko"}).text
+        missing = client.get("/forget", params={"q": "unicorn"})
+        assert missing.status_code == 400
+        assert "nothing in" in missing.text
+
+
+def test_edit_through_the_inspector(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    with harness_on(root) as harness, TestClient(create_app(harness)) as client:
+        harness.save("- Maya lives in Porto")
+        assert client.get("/forget", params={"q": "Porto", "new": ""}).status_code == 200
+        preview = client.get("/forget", params={"q": "Porto", "new": "Maya lives in Braga"})
+        assert "would replace 1 fact" in preview.text
+        form = {"q": "Porto", "new": "Maya lives in Braga", "csrf": _csrf(preview.text)}
+        assert "replaced 1 fact" in client.post("/forget", data=form).text
+        assert "- Maya lives in Braga" in harness.workspace.read_text("MEMORY.md")
+
+
+def test_forget_text_is_escaped(tmp_path: Path) -> None:
+    with harness_on(tmp_path / "ws") as harness, TestClient(create_app(harness)) as client:
+        harness.save(HOSTILE)
+        page = client.get("/forget", params={"q": "script alert memory"}).text
+        assert "<script>alert" not in page
+        assert "&lt;script&gt;" in page

@@ -13,6 +13,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -83,6 +84,16 @@ def browser() -> Iterator[object]:
         launched.close()
 
 
+def _watched(browser: object) -> tuple[Any, list[str]]:
+    """A new page, and the script errors and blocked resources it reports."""
+    page = browser.new_page(viewport={"width": 1100, "height": 800})  # type: ignore[attr-defined]
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    return page, errors
+
+
 def _shots() -> Path | None:
     where = os.environ.get("SCREENSHOT_DIR")
     return Path(where) if where else None
@@ -91,11 +102,7 @@ def _shots() -> Path | None:
 def test_a_person_reads_memory_searches_it_and_opens_a_session(
     served: str, browser: object
 ) -> None:
-    page = browser.new_page(viewport={"width": 1100, "height": 800})  # type: ignore[attr-defined]
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page, errors = _watched(browser)
     shots = _shots()
 
     page.goto(served + "/")
@@ -129,3 +136,34 @@ def test_a_person_reads_memory_searches_it_and_opens_a_session(
     if shots:
         page.screenshot(path=str(shots / "inspect-diff.png"), full_page=True)
     assert errors == [], errors  # no script error, no resource the CSP blocked
+
+
+def test_a_person_forgets_a_fact_and_it_is_gone_from_the_page_and_search(
+    served: str, browser: object
+) -> None:
+    page, errors = _watched(browser)
+    shots = _shots()
+
+    page.goto(served + "/memory")
+    assert "Argo CD" in page.inner_text("#memory")
+    page.goto(served + "/search")
+    page.fill("input[name=q]", "Argo CD")
+    page.wait_for_selector("ol.hits li mark")
+    page.click("a.forget")  # the preview: what would go, and where
+    page.wait_for_selector("#removals li")
+    assert page.inner_text("#outcome").startswith("would remove")
+    assert "MEMORY.md" in page.inner_text("#removals")
+    if shots:
+        page.screenshot(path=str(shots / "inspect-forget.png"), full_page=True)
+    page.click("#confirm")
+    page.wait_for_selector("#outcome")
+    assert page.inner_text("#outcome").startswith("removed")
+
+    page.goto(served + "/memory")
+    assert "Argo CD" not in page.inner_text("#memory")
+    assert "staging database" in page.inner_text("#memory")  # the rest stays
+    page.goto(served + "/search")
+    page.fill("input[name=q]", "Argo CD")
+    page.wait_for_selector("#hits p.count")
+    assert page.inner_text("#hits p.count").startswith("0 hits")
+    assert errors == [], errors

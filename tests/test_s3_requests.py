@@ -207,12 +207,14 @@ def test_compaction_of_a_flushed_session_costs_five_requests(
     assert positions == sorted(set(positions)), "each message once, in order"
 
 
-def test_compaction_of_a_new_session_flushes_then_offloads_in_eleven_requests(
+def test_compaction_of_a_new_session_flushes_then_offloads_in_twelve_requests(
     s3_server: S3TestServer, new_harness: Callable[..., MemoryHarness]
 ) -> None:
     """The benchmark's case: the offload, then the session never flushed, so the
     compaction's flush (its facts asked for in the summary call) reads its mark, MEMORY.md
-    and today's log and writes mark and log."""
+    and today's log, then the tombstones (after the log: a forget writes them before it
+    rewrites the log, so a flush racing it cannot write a forgotten fact back), and writes
+    mark and log."""
     harness = new_harness()
     harness.save("- the user likes trains")
     with s3_server.record() as requests:
@@ -224,6 +226,7 @@ def test_compaction_of_a_new_session_flushes_then_offloads_in_eleven_requests(
         "GetObject memory/.flush_state/trip.json",
         "GetObject MEMORY.md",
         f"GetObject {TODAY}",
+        "GetObject memory/.tombstones.json",
         "PutObject memory/.flush_state/trip.json",
         f"PutObject {TODAY} [If-None-Match]",
     ]
@@ -276,6 +279,7 @@ def test_a_flush_after_a_restart_reads_the_pending_log_once(
         "GetObject memory/.flush_state/trip.json",
         f"GetObject {TODAY}",
         "GetObject MEMORY.md",
+        "GetObject memory/.tombstones.json",  # after the log (see above)
         "PutObject memory/.flush_state/trip.json",
         f"PutObject {TODAY} [If-Match]",
     ]
@@ -284,7 +288,7 @@ def test_a_flush_after_a_restart_reads_the_pending_log_once(
 # -- consolidation ------------------------------------------------------------------------------
 
 
-def test_consolidation_costs_eleven_requests_and_nothing_new_six(
+def test_consolidation_costs_twelve_requests_and_nothing_new_six(
     s3_server: S3TestServer, new_harness: Callable[..., MemoryHarness], clock: FakeClock
 ) -> None:
     harness = new_harness()
@@ -313,6 +317,7 @@ def test_consolidation_costs_eleven_requests_and_nothing_new_six(
         lease,
         *look,
         f"GetObject {TODAY}",
+        "GetObject memory/.tombstones.json",  # read only when there is log text to curate
         "PutObject memory/.consolidation_state",  # pending
         f"PutObject {result.history_path}",
         "PutObject MEMORY.md [If-Match]",

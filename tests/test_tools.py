@@ -380,3 +380,35 @@ def test_search_timeout_comes_back_as_an_error(tmp_path: Path) -> None:
         harness.workspace.write_text("MEMORY.md", "".join(f"- common {i}\n" for i in range(3_000)))
         answer = harness.session("s").call_tool("memory_search", {"query": "common"})
         assert answer.startswith("Error: the search took too long")
+
+
+def test_memory_forget_is_offered_only_when_turned_on(tmp_path: Path) -> None:
+    with MemoryHarness.open(tmp_path / "off", maintenance={"enabled": False}) as harness:
+        session = harness.session("chat-1")
+        assert "memory_forget" not in [s["function"]["name"] for s in session.tools]
+        harness.save("- Maya's cat is called Mirko")
+        answer = session.call_tool("memory_forget", {"query": "Mirko"})
+        assert answer.startswith("Error: memory_forget is not available")
+        assert "Mirko" in harness.workspace.read_text("MEMORY.md")
+
+
+def test_memory_forget_previews_removes_and_refuses_mass_deletes(tmp_path: Path) -> None:
+    with MemoryHarness.open(
+        tmp_path / "ws", maintenance={"enabled": False}, tools={"forget": True}
+    ) as harness:
+        session = harness.session("chat-1")
+        assert "memory_forget" in [s["function"]["name"] for s in session.tools]
+        harness.save("\n".join(f"- Maya owns plant {n}" for n in range(6)) + "\n- Mirko is a cat")
+        preview = session.call_tool("memory_forget", {"query": "Mirko cat", "dry_run": True})
+        assert preview.startswith("would remove 1 fact matching 'Mirko cat'")
+        assert "MEMORY.md:" in preview
+        assert "Mirko" in harness.workspace.read_text("MEMORY.md")
+        done = session.call_tool("memory_forget", '{"query": "Mirko cat"}')
+        assert done.startswith("removed 1 fact")
+        assert "Mirko" not in harness.workspace.read_text("MEMORY.md")
+        refused = session.call_tool("memory_forget", {"query": "Maya plant"})
+        assert refused.startswith("Error: memory_forget: 6 facts match")
+        assert "nothing was changed" in refused
+        assert session.call_tool("memory_forget", {"query": "x", "dry_run": "yes"}).startswith(
+            "Error: memory_forget: 'dry_run' must be"
+        )

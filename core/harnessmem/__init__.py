@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         BackendNotFound,
         ConfigError,
         ContextOverflowError,
+        ForgetError,
         HarnessMemError,
         LeaseError,
         MessageFormatError,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from harnessmem.events import TurnContext
     from harnessmem.harness import MemoryHarness, Session
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
+    from harnessmem.memory.erasure import ForgetResult
     from harnessmem.memory.flush import FlushResult
     from harnessmem.plugins import hookimpl
     from harnessmem.pool import HarnessPool
@@ -45,6 +47,7 @@ _EXPORTS = {
     "BackendNotFound": "harnessmem.errors",
     "ConfigError": "harnessmem.errors",
     "ContextOverflowError": "harnessmem.errors",
+    "ForgetError": "harnessmem.errors",
     "HarnessMemError": "harnessmem.errors",
     "LeaseError": "harnessmem.errors",
     "MessageFormatError": "harnessmem.errors",
@@ -60,6 +63,7 @@ _EXPORTS = {
     "ConsolidationResult": "harnessmem.memory.consolidation",
     "SaveResult": "harnessmem.memory.consolidation",
     "FlushResult": "harnessmem.memory.flush",
+    "ForgetResult": "harnessmem.memory.erasure",
     "MemoryHarness": "harnessmem.harness",
     "Session": "harnessmem.harness",
     "hookimpl": "harnessmem.plugins",
@@ -76,6 +80,8 @@ __all__ = [
     "ConsolidationResult",
     "ContextOverflowError",
     "FlushResult",
+    "ForgetError",
+    "ForgetResult",
     "HarnessMemError",
     "HarnessPool",
     "HarnessSettings",

@@ -11,6 +11,7 @@ __all__ = [
     "BackendNotFound",
     "ConfigError",
     "ContextOverflowError",
+    "ForgetError",
     "HarnessMemError",
     "LeaseError",
     "MessageFormatError",
@@ -60,6 +61,11 @@ class MessageFormatError(HarnessMemError, ValueError):
     ) -> None:
         self.problems = list(problems or [message])
         super().__init__(message, hint=hint)
+
+
+class ForgetError(HarnessMemError, ValueError):
+    """``forget`` or ``edit`` was given a query that names no fact, or too many: nothing
+    was changed."""
 
 
 class PluginError(HarnessMemError):

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from harnessmem.index import IndexSync, ReindexResult
     from harnessmem.maintenance import MaintenanceReport, MaintenanceRunner, MaintenanceScheduler
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
+    from harnessmem.memory.erasure import ForgetResult
     from harnessmem.memory.flush import FlushResult
     from harnessmem.models.usage import MeteredModel, UsageReport
     from harnessmem.services import Services
@@ -400,6 +401,41 @@ class MemoryHarness:
 
         return self.component(MemoryConsolidator).consolidate(backoff=backoff)
 
+    def forget(
+        self,
+        query: str,
+        *,
+        dry_run: bool = False,
+        sessions: bool = False,
+        limit: int = 20,
+    ) -> ForgetResult:
+        """Remove every fact matching ``query`` from the workspace and the index, for good.
+
+        A fact (a list item, or a line of prose) matches when it holds every word of
+        ``query`` (case-insensitive) or its exact text. It is removed from MEMORY.md,
+        the daily logs and their archive, the previous MEMORY.md versions, evicted tool
+        results and, with ``sessions``, the session logs (a marker stands in for the
+        message); the index drops it and scrubs its bytes; a tombstone keeps flush and
+        consolidation from writing it again. ``dry_run`` only lists what would go.
+        Raises ``ForgetError`` when nothing matches or more than ``limit`` facts do
+        (nothing is changed then). See :mod:`harnessmem.memory.erasure`.
+        """
+        from harnessmem.memory.erasure import MemoryEraser
+
+        return self.component(MemoryEraser).forget(
+            query, dry_run=dry_run, sessions=sessions, limit=limit
+        )
+
+    def edit(self, old: str, new: str, *, dry_run: bool = False, limit: int = 20) -> ForgetResult:
+        """Replace the facts matching ``old`` in MEMORY.md and the daily logs with ``new``.
+
+        Same matching and safety as :meth:`forget`; the old words are tombstoned, so
+        ``new`` must drop at least one of them (``ForgetError`` otherwise).
+        """
+        from harnessmem.memory.erasure import MemoryEraser
+
+        return self.component(MemoryEraser).edit(old, new, dry_run=dry_run, limit=limit)
+
     def component(self, kind: Callable[[Services], C]) -> C:
         """This harness's one instance of the component ``kind`` (a class taking the
         services, e.g. ``MemoryFlusher``), built on first use; see :mod:`harnessmem.services`."""
@@ -456,6 +492,14 @@ class MemoryHarness:
         """
         self.check_open()
         return self._index_sync().sync(full=full, paths=paths)
+
+    def scrub_index(self) -> bool:
+        """Have the index backend overwrite the bytes of the entries it removed (``forget``
+        calls it); False when the backend cannot (see ``IndexBackend.scrub``)."""
+        self.check_open()
+        with self._lock:
+            index = self.index
+        return index.scrub()
 
     _index_syncer: IndexSync | None = None
 

@@ -8,6 +8,7 @@ The one owner of the workspace layout; every other module takes its paths from h
     memory/.consolidation_state                consolidation's watermark
     memory/.maintenance_state                  the last maintenance tick
     memory/.flush_state/<session>.json         the flush's high-water mark per session
+    memory/.tombstones.json                    what was forgotten (salted word hashes)
     memory/.history/                           previous MEMORY.md versions, and the original
                                                bytes of files that were not clean UTF-8
     sessions/<session>.log.jsonl               raw messages offloaded before compaction
@@ -53,6 +54,7 @@ __all__ = [
     "RESERVED_NAMES",
     "SESSIONS_DIR",
     "SESSION_LOG_SUFFIX",
+    "TOMBSTONES",
     "USAGE_DIR",
     "archive_path",
     "daily_log_date",
@@ -90,6 +92,8 @@ HISTORY_DIR = "memory/.history"
 CONSOLIDATION_STATE = "memory/.consolidation_state"
 MAINTENANCE_STATE = "memory/.maintenance_state"
 FLUSH_STATE_DIR = "memory/.flush_state"
+#: What ``forget`` removed, as salted word hashes that flush and consolidation honour.
+TOMBSTONES = "memory/.tombstones.json"
 SESSIONS_DIR = "sessions"
 SESSION_LOG_SUFFIX = ".log.jsonl"
 OFFLOAD_MARK_SUFFIX = ".offload.json"

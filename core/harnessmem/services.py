@@ -80,6 +80,10 @@ class Services(Protocol):
         """Bring the index up to date with the workspace (all files, or just ``paths``)."""
         ...
 
+    def scrub_index(self) -> bool:
+        """Have the index overwrite the bytes of removed entries (True when it can)."""
+        ...
+
     @property
     def refresh_interval(self) -> float:
         """Seconds between looks for files other processes changed (``index.refresh_interval``)."""

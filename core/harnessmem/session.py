@@ -174,12 +174,13 @@ class Session:
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI function schemas of the memory tools (see :mod:`harnessmem.tools`).
 
-        ``memory_search``, ``memory_get``, ``session_search``, ``memory_save``; pass
-        them with your own tools and route calls of these names to :meth:`call_tool`.
+        ``memory_search``, ``memory_get``, ``session_search``, ``memory_save``, and
+        ``memory_forget`` when ``tools.forget`` is on; pass them with your own tools and
+        route calls of these names to :meth:`call_tool`.
         """
         from harnessmem.tools import tool_schemas
 
-        return tool_schemas()
+        return tool_schemas(self.harness.settings)
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
         """Run memory tool ``name`` with the model's ``arguments`` (dict or JSON text).

@@ -1,7 +1,7 @@
 """The agent's memory tools: OpenAI function schemas and the handlers behind them.
 
 ``Session.tools`` returns :func:`tool_schemas`; ``Session.call_tool(name, arguments)``
-runs :func:`call_tool`. Four tools:
+runs :func:`call_tool`. Four tools, and one behind a setting:
 
 - ``memory_search(query, limit, mode, since, until)``: ranked hits from MEMORY.md and
   memory/*.md (those dated within ``since``..``until`` when given), each as
@@ -9,7 +9,9 @@ runs :func:`call_tool`. Four tools:
 - ``memory_get(path, start_line, lines)``: numbered lines of a memory file, session log
   or evicted tool result (``MemoryHarness.get`` confines the path);
 - ``session_search(query, session_id, limit)``: the same over raw session logs;
-- ``memory_save(text)``: appends facts to MEMORY.md through ``MemoryHarness.save``.
+- ``memory_save(text)``: appends facts to MEMORY.md through ``MemoryHarness.save``;
+- ``memory_forget(query, dry_run)`` (only with ``tools.forget``): removes at most
+  :data:`FORGET_LIMIT` matching facts for good through ``MemoryHarness.forget``.
 
 One more, ``memory_flush(messages, session_id)``, is a lifecycle tool for clients that
 hand over their transcript rather than call ``Session.after_call`` (the MCP server offers
@@ -39,8 +41,11 @@ from harnessmem.errors import MessageFormatError, ModelError, PathNotAllowed
 
 if TYPE_CHECKING:
     from harnessmem.services import Services
+    from harnessmem.settings import HarnessSettings
 
 __all__ = [
+    "FORGET_LIMIT",
+    "FORGET_TOOL",
     "GET_DEFAULT_LINES",
     "GET_MAX_CHARS",
     "GET_MAX_LINES",
@@ -249,18 +254,48 @@ LIFECYCLE_TOOL_NAMES: tuple[str, ...] = tuple(
 )
 
 
-def tool_schemas(*, lifecycle: bool = False) -> list[dict[str, Any]]:
-    """The four tool schemas in OpenAI function format (a fresh copy each call); with
-    ``lifecycle``, ``memory_flush`` after them."""
-    return copy.deepcopy(_SCHEMAS + (_LIFECYCLE_SCHEMAS if lifecycle else []))
-
-
 class ToolResult(NamedTuple):
     """What a memory tool answered: the text for the model, and whether that text is an
     ``Error: ...`` the model can act on (a bad argument, a refused path, a timeout)."""
 
     text: str
     is_error: bool = False
+
+
+#: The optional tool ``tools.forget`` turns on, and how many facts one call may remove.
+FORGET_TOOL = "memory_forget"
+FORGET_LIMIT = 5
+
+_FORGET_SCHEMA = _schema(
+    FORGET_TOOL,
+    "Remove a fact from long-term memory for good, when the user asks you to forget it "
+    "or it is wrong and there is nothing to replace it with. Matches every saved fact "
+    "that holds all words of the query; refuses when more than "
+    f"{FORGET_LIMIT} match. Run it with dry_run first and check what would go.",
+    {
+        "query": {
+            "type": "string",
+            "description": "Words of the fact to forget, e.g. 'Alice phone number'.",
+        },
+        "dry_run": {
+            "type": "boolean",
+            "description": "Only list what would be removed (default false).",
+        },
+    },
+    ["query"],
+)
+
+
+def tool_schemas(
+    settings: HarnessSettings | None = None, *, lifecycle: bool = False
+) -> list[dict[str, Any]]:
+    """The tool schemas in OpenAI function format (a fresh copy each call): the four
+    memory tools, ``memory_forget`` when ``settings.tools.forget`` is on, and with
+    ``lifecycle`` ``memory_flush`` after them."""
+    schemas = [*_SCHEMAS]
+    if settings is not None and settings.tools.forget:
+        schemas.append(_FORGET_SCHEMA)
+    return copy.deepcopy(schemas + (_LIFECYCLE_SCHEMAS if lifecycle else []))
 
 
 class _ArgumentError(ValueError):
@@ -308,7 +343,8 @@ def _location(hit: SearchHit) -> str:
     if hit.end_line != hit.start_line:
         lines += f"-{hit.end_line}"
     about = " · ".join(part for part in (hit.date, hit.context) if part)
-    return f"{hit.path}:{lines}" + (f" · {about}" if about else "")
+    also = f"\n(also in {', '.join(hit.also[:3])}{' …' if len(hit.also) > 3 else ''})"
+    return f"{hit.path}:{lines}" + (f" · {about}" if about else "") + (also if hit.also else "")
 
 
 def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> str:
@@ -455,11 +491,39 @@ def _memory_flush(harness: Services, args: Mapping[str, Any]) -> str:
     return f"Flushed session {session_id!r} ({result.status}){where}: {counts}."
 
 
+def _memory_forget(harness: Services, args: Mapping[str, Any]) -> str:
+    if not harness.settings.tools.forget:
+        return (
+            f"Error: {FORGET_TOOL} is not available here (tools.forget is off); tell the "
+            "user to run `harnessmem forget` instead."
+        )
+    query = _text(args, "query")
+    assert query is not None
+    dry_run = args.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise _ArgumentError(f"'dry_run' must be true or false, got {dry_run!r}")
+    from harnessmem.errors import ForgetError
+    from harnessmem.memory.erasure import MemoryEraser
+
+    try:
+        result = harness.component(MemoryEraser).forget(query, dry_run=dry_run, limit=FORGET_LIMIT)
+    except ForgetError as exc:
+        return f"Error: {FORGET_TOOL}: {exc.message}."
+    lines = [f"{result}:"]
+    lines += [f"- {r.path}:{r.line} {r.preview}" for r in result.removals]
+    return _bounded("\n".join(lines))
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= OUTPUT_CHARS else text[: OUTPUT_CHARS - 1] + "…"
+
+
 _HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
     "memory_search": _memory_search,
     "memory_get": _memory_get,
     "session_search": _session_search,
     "memory_save": _memory_save,
+    FORGET_TOOL: _memory_forget,
 }
 _LIFECYCLE_HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
     "memory_flush": _memory_flush,

@@ -156,7 +156,10 @@ class SearchHit:
     ``path`` is relative to the workspace root; ``start_line`` and ``end_line``
     are 1-based and inclusive; a higher ``score`` is a better match (scores compare
     only within one result list). ``context`` is the path of headings above the entry
-    (``"Projects > Kyoto"``), ``date`` the ISO day it belongs to, when known.
+    (``"Projects > Kyoto"``), ``date`` the ISO day it belongs to, when known. ``also``
+    lists other places that hold the same text (``"memory/2026-05-01.md:12-12"``), left
+    out of the results so that each hit is a different memory
+    (:func:`harnessmem.index.repeats.collapse_repeats`).
     """
 
     path: str
@@ -166,6 +169,7 @@ class SearchHit:
     score: float
     context: str = ""
     date: str | None = None
+    also: tuple[str, ...] = ()
 
 
 class IndexEntry(NamedTuple):
@@ -415,6 +419,18 @@ class IndexBackend(_Backend, ABC):
         """Forget every file (the start of a full rebuild)."""
         for path in self.files():
             self.remove(path)
+
+    def scrub(self) -> bool:
+        """Overwrite the bytes of removed entries in the store itself (``forget`` calls it
+        after removing a fact's rows); True when this backend did so.
+
+        A database keeps deleted text in free pages, full-text segments and its log until
+        they are reused; a backend that can rewrite them (SQLite: secure delete, FTS5
+        ``optimize``, ``VACUUM``, a truncating WAL checkpoint) does it here. The default
+        does nothing and returns False: ``forget`` then reports the rows as removed and
+        the bytes as not scrubbed.
+        """
+        return False
 
     @abstractmethod
     def search(

@@ -14,7 +14,8 @@ A failure prints one ``error:`` line (more only when a config has several proble
 2     a bad option or argument
 3     settings that cannot be used (a bad value, an unknown backend, no model)
 4     bad input: a file that is missing or malformed (``replay``), a path that
-      may not be read (``get``)
+      may not be read (``get``), a ``forget`` / ``edit`` query that matches nothing
+      or more facts than ``--limit``
 5     the workspace cannot be opened, reached or written (bad URL, missing bucket)
 6     the model failed (unreachable, key rejected, junk answer); ``chat`` goes on
       after a failed turn and exits with the status of the last one
@@ -39,6 +40,7 @@ from harnessmem.cli._commands import (
     usage_command,
 )
 from harnessmem.cli._common import HarnessmemGroup, debug_option, enable_logging
+from harnessmem.cli._forget import edit_command, forget_command
 from harnessmem.cli._init import init_command
 from harnessmem.cli._inspect import inspect_command
 from harnessmem.cli._mcp import mcp_command
@@ -75,6 +77,8 @@ for _command in (
     search_command,
     get_command,
     save_command,
+    forget_command,
+    edit_command,
     status_command,
     consolidate_command,
     maintain_command,

@@ -62,6 +62,7 @@ def exit_code_of(exc: BaseException) -> int:
     from harnessmem.errors import (
         ArchiveError,
         ConfigError,
+        ForgetError,
         HarnessMemError,
         MessageFormatError,
         ModelError,
@@ -73,7 +74,10 @@ def exit_code_of(exc: BaseException) -> int:
 
     if isinstance(exc, ConfigError | PluginError):
         return EXIT_CONFIG
-    if isinstance(exc, ArchiveError | MessageFormatError | PathNotAllowed | WorkspaceFileNotFound):
+    if isinstance(
+        exc,
+        ArchiveError | ForgetError | MessageFormatError | PathNotAllowed | WorkspaceFileNotFound,
+    ):
         return EXIT_INPUT
     if isinstance(exc, WorkspaceError | OSError):
         return EXIT_WORKSPACE

@@ -50,6 +50,7 @@ from harnessmem.index.chunking import (
     chunk_markdown,
     chunk_session_log,
 )
+from harnessmem.index.repeats import OVERFETCH, collapse_repeats
 from harnessmem.layout import session_log_path, source_of
 
 if TYPE_CHECKING:
@@ -207,7 +208,11 @@ class IndexSync:
         for _ in range(2):
             self.refresh(source)
             resets = self.backend.resets
-            hits = self._search(query, limit, source, mode, prefix, timeout, first, last)
+            # Asked for more than wanted: repeats of one fact fold into one hit.
+            hits = collapse_repeats(
+                self._search(query, limit * OVERFETCH, source, mode, prefix, timeout, first, last),
+                limit,
+            )
             if self.backend.resets == resets:
                 break
         return hits

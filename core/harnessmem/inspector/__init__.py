@@ -5,7 +5,9 @@ server-rendered pages (Jinja2 templates shipped in the package, htmx for live se
 build step, nothing fetched from elsewhere) for ``MEMORY.md`` with its previous versions and a
 diff between any two, the daily logs by date, search with the query's words marked, the
 session logs with their compaction timeline and evicted tool results, and model usage by
-job. :func:`serve` runs it with uvicorn.
+job; and the one kind of change it makes, forgetting or editing a fact: a preview (a dry
+run) first, then a POST that carries a token of this app instance. :func:`serve` runs it
+with uvicorn.
 
 Safety: memory is untrusted text (whatever a conversation put there), so every value is
 escaped by the templates, Markdown is rendered with raw HTML off and unsafe links dropped,
@@ -25,6 +27,7 @@ import difflib
 import hmac
 import ipaddress
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -236,11 +239,11 @@ def create_app(
         lstrip_blocks=True,
     )
 
-    def page(name: str, request: Request, **values: Any) -> Response:
+    def page(name: str, request: Request, status: int = 200, **values: Any) -> Response:
         html = templates.get_template(name).render(
             request=request, workspace=harness.workspace.url, **values
         )
-        return HTMLResponse(html)
+        return HTMLResponse(html, status_code=status)
 
     async def overview(request: Request) -> Response:
         stats = harness.index.stats()
@@ -312,6 +315,53 @@ def create_app(
         query, source, hits = hits_of(request)
         return page("_hits.html", request, query=query, source=source, hits=hits)
 
+    # Forget and edit change the workspace: a POST with this app's token (a page from
+    # elsewhere cannot read it, so cannot forge the form), after a preview (a dry run).
+    csrf = secrets.token_urlsafe(32)
+
+    def correction(request: Request, fields: Mapping[str, str], *, run: bool) -> Response:
+        from harnessmem.errors import ForgetError
+
+        query = fields.get("q", "")[:500]
+        new = fields.get("new", "")[:2_000]
+        sessions = fields.get("sessions") == "on"
+        editing = "new" in fields
+        if not run and not (query.strip() and (new.strip() or not editing)):
+            # Nothing to preview yet: the empty form.
+            return page(
+                "forget.html", request, query=query, new=new, editing=editing,
+                sessions=sessions, csrf=csrf,
+            )  # fmt: skip
+        try:
+            if editing:
+                result = harness.edit(query, new, dry_run=not run)
+            else:
+                result = harness.forget(query, dry_run=not run, sessions=sessions)
+        except ForgetError as exc:
+            return page(
+                "forget.html", request, query=query, new=new, editing=editing,
+                sessions=sessions, error=exc.message, hint=exc.hint, csrf=csrf, status=400,
+            )  # fmt: skip
+        return page(
+            "forget.html", request, query=query, new=new, editing=editing,
+            sessions=sessions, result=result, csrf=csrf,
+        )  # fmt: skip
+
+    async def forget_preview(request: Request) -> Response:
+        return correction(request, request.query_params, run=False)
+
+    async def forget_run(request: Request) -> Response:
+        from urllib.parse import parse_qsl
+
+        body = (await request.body()).decode("utf-8", "replace")
+        fields = dict(parse_qsl(body, keep_blank_values=True))
+        if not hmac.compare_digest(fields.pop("csrf", ""), csrf):
+            return PlainTextResponse(
+                "403: the form's token is missing or stale; open the preview again",
+                status_code=403,
+            )
+        return correction(request, fields, run=True)
+
     async def sessions(request: Request) -> Response:
         return page("sessions.html", request, sessions=_sessions(harness))
 
@@ -370,6 +420,8 @@ def create_app(
         Route("/daily/{day}", daily),
         Route("/search", search),
         Route("/search/results", search_results),
+        Route("/forget", forget_preview, methods=["GET"]),
+        Route("/forget", forget_run, methods=["POST"]),
         Route("/sessions", sessions),
         Route("/sessions/{sid:path}", session),
         Route("/usage", usage),

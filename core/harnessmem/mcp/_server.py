@@ -106,7 +106,7 @@ class _MemoryServer:
                     open_world_hint=False,
                 ),
             )
-            for schema in tool_schemas(lifecycle=self.lifecycle)
+            for schema in tool_schemas(harness.settings, lifecycle=self.lifecycle)
         ]
         self.tool_names = {tool.name for tool in self.tools}
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +44,7 @@ from harnessmem._text import content_hash, storable, wide_codec
 from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.memory import files as mf
+from harnessmem.memory._tombstones import read_tombstones
 from harnessmem.memory._watermark import Segment, Watermark, same_content
 from harnessmem.models.backoff import Backoff
 from harnessmem.prompts import consolidation_request
@@ -246,6 +248,38 @@ class MemoryConsolidator:
             left_out=tuple(left_out),
         )
 
+    # forget and edit -------------------------------------------------------------------------
+
+    def rewrite_memory(
+        self, change: Callable[[str], str | None], *, previous: Callable[[str], str]
+    ) -> tuple[Snapshot | None, str | None]:
+        """Replace MEMORY.md with ``change(its text)`` outside a consolidation run (the
+        guarded rewrite ``forget`` and ``edit`` make); the caller holds the
+        ``consolidation`` lease. Returns the snapshot written (None when ``change``
+        returned None) and the history version kept.
+
+        As a consolidation does, it keeps the version it replaces in memory/.history/,
+        as ``previous(that text)`` (``forget`` passes one with the forgotten facts
+        marked, not kept), and the watermark follows: its MEMORY.md hash and history.
+        The replace is a compare-and-swap, so a ``memory_save`` append racing it is kept.
+        """
+        watermark, snapshot = self._settled()
+        if change(snapshot.text) is None:
+            return None, None
+        history, dropped = self._plan_history(watermark, snapshot.text)
+        # Named in the watermark before it exists, as consolidation does (see the module doc).
+        self._write_watermark(watermark)
+        if history is not None:
+            self.workspace.write_text(history, previous(snapshot.text))
+            for old in dropped:
+                self.workspace.delete(old)
+        written = self.workspace.update_text(layout.MEMORY_FILE, change, current=snapshot)
+        if written is not None:
+            text = written.text
+            watermark.memory_hash = content_hash(text.encode()) if text.strip() else None
+        self._write_watermark(watermark)
+        return written, history
+
     # consolidation ---------------------------------------------------------------------------
 
     def consolidate(self, *, backoff: bool = False) -> ConsolidationResult:
@@ -291,17 +325,7 @@ class MemoryConsolidator:
         harness = self.harness
         settings = harness.settings.consolidation
         budget = settings.max_memory_tokens
-        watermark = Watermark.parse(
-            self._read(layout.CONSOLIDATION_STATE), where=layout.CONSOLIDATION_STATE
-        )
-        snapshot = self.workspace.read_snapshot(layout.MEMORY_FILE)
-        if watermark.pending is not None:
-            # The last run wrote its new state as pending just before replacing MEMORY.md;
-            # the file decides whether the new version made it (a crash may have come in
-            # between, also between its writes of memory/.history/: list that again).
-            watermark.resolve(snapshot.text.encode())
-            watermark.history = None
-            self._write_watermark(watermark)
+        watermark, snapshot = self._settled()
         prior = snapshot.text
         if watermark.memory_hash and watermark.files and not prior.strip():
             # MEMORY.md was lost or emptied while the watermark survived: without a reset
@@ -313,6 +337,10 @@ class MemoryConsolidator:
             )
             watermark = Watermark(input_limit=watermark.input_limit, history=watermark.history)
         segments, pending = self._collect(watermark)
+        if any(s.text.strip() for s in segments):
+            # What was forgotten does not come back from an older daily log (see forget).
+            tombstones = read_tombstones(self.workspace)
+            segments = [replace(s, text=tombstones.scrub(s.text)) for s in segments]
         tokens_before = self.tokens(prior)
         text_segments = [s for s in segments if s.text.strip()]
         if not text_segments and tokens_before <= budget:
@@ -433,6 +461,21 @@ class MemoryConsolidator:
             preserved_appends=appended.count(mf.SAVE_HEADING),
             history_path=history,
         )
+
+    def _settled(self) -> tuple[Watermark, Snapshot]:
+        """The watermark and MEMORY.md, each read once, a pending state settled."""
+        watermark = Watermark.parse(
+            self._read(layout.CONSOLIDATION_STATE), where=layout.CONSOLIDATION_STATE
+        )
+        snapshot = self.workspace.read_snapshot(layout.MEMORY_FILE)
+        if watermark.pending is not None:
+            # The last run wrote its new state as pending just before replacing MEMORY.md;
+            # the file decides whether the new version made it (a crash may have come in
+            # between, also between its writes of memory/.history/: list that again).
+            watermark.resolve(snapshot.text.encode())
+            watermark.history = None
+            self._write_watermark(watermark)
+        return watermark, snapshot
 
     # inputs ----------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -302,3 +302,82 @@ def request_consolidation(harness: Services, why: str) -> bool:
 def utc_now_compact(timestamp: float) -> str:
     """``20261130T120000Z``: a timestamp fit for a file name."""
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# ------------------------------------------------------------------------------ fact units
+
+_UNIT_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def query_words(text: str) -> set[str]:
+    """Every word of ``text``, NFKC-normalised and case-folded: what ``forget`` and the
+    tombstones compare (unlike :func:`significant_words`, short words count too)."""
+    return {w.casefold() for w in _UNIT_WORD.findall(unicodedata.normalize("NFKC", text))}
+
+
+def fact_units(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """The facts of a Markdown memory file's ``lines``, as ``(first, end)`` line ranges
+    (0-based, end exclusive): a list item with its indented continuation lines, or one
+    line of prose. Headings, blank lines and code-fence lines belong to no fact."""
+    units: list[tuple[int, int]] = []
+    bullet = False
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or _HEADING.match(line) or _FENCE.match(line):
+            bullet = False
+            continue
+        if bullet and line[:1].isspace() and not _SAVE_BULLET.match(line):
+            units[-1] = (units[-1][0], number + 1)
+            continue
+        bullet = bool(_SAVE_BULLET.match(line))
+        units.append((number, number + 1))
+    return units
+
+
+def rewrite_units(
+    text: str, chosen: Callable[[str], bool], replacement: str | None = None
+) -> tuple[str, list[tuple[int, str]]]:
+    """``text`` without the facts ``chosen`` accepts (or with each replaced by
+    ``replacement``, keeping its list marker); and the ``(line, fact text)`` of each.
+
+    A ``## `` entry heading left without any fact is removed with it, so no empty
+    "Memory Flush" entry stays behind. Line numbers are 1-based, of ``text``.
+    """
+    lines = text.splitlines(keepends=True)
+    bare = [line.rstrip("\r\n") for line in lines]
+    drop: set[int] = set()
+    new_line: dict[int, str] = {}
+    found: list[tuple[int, str]] = []
+    for first, end in fact_units(bare):
+        unit = " ".join(line.strip() for line in bare[first:end])
+        if not chosen(unit):
+            continue
+        found.append((first + 1, unit))
+        drop.update(range(first, end))
+        if replacement is not None:
+            match = _SAVE_BULLET.match(bare[first])
+            marker = match.group(0) if match else ""
+            ending = lines[first][len(bare[first]) :] or "\n"
+            new_line[first] = f"{marker}{' '.join(replacement.split())}{ending}"
+    if not found:
+        return text, []
+    if replacement is None:
+        drop |= _emptied_headings(bare, drop)
+    kept = [new_line.get(n, line) for n, line in enumerate(lines) if n not in drop or n in new_line]
+    return "".join(kept), found
+
+
+def _emptied_headings(bare: Sequence[str], drop: set[int]) -> set[int]:
+    """The lines of the ``## `` entries whose every fact is in ``drop``."""
+    extra: set[int] = set()
+    starts = [n for n, line in enumerate(bare) if line.startswith("## ")]
+    for position, start in enumerate(starts):
+        end = starts[position + 1] if position + 1 < len(starts) else len(bare)
+        body = [n for n in range(start + 1, end) if bare[n].strip()]
+        if body and all(n in drop for n in body):
+            extra.update(range(start, end))  # with the blank line before the next heading
+            before = start - 1
+            while end == len(bare) and before >= 0 and not bare[before].strip():
+                extra.add(before)  # the last entry: the blank line before it goes too
+                before -= 1
+    return extra

@@ -49,6 +49,7 @@ from harnessmem.events import MemoryFlushedEvent
 from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
+from harnessmem.memory._tombstones import read_tombstones
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
 
@@ -413,14 +414,19 @@ class MemoryFlusher:
         facts, indexed = self._drop_indexed(facts)
         heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {_one_line(session_id)}"
         fresh: list[str] = []
+        forgotten = 0
         pending: dict[str, Any] | None = None
 
         def add_entry(current: str) -> str | None:
             # Dedup against the log as it is when written: if another writer appended
             # since it was read, this runs again on the new text, so two flushes racing
             # into one log never both write a fact.
-            nonlocal fresh, pending
+            nonlocal fresh, pending, forgotten
             fresh = mf.new_facts(facts, current, memory_text)
+            # Read after the log: a forget writes its tombstone before it rewrites the
+            # log, so a log read after that rewrite comes with the tombstone.
+            kept = read_tombstones(harness.workspace).keep(fresh)
+            forgotten, fresh = len(fresh) - len(kept), kept
             if not fresh:
                 return None
             entry = mf.entry_text(current, heading, fresh)
@@ -431,14 +437,19 @@ class MemoryFlusher:
             return current + entry
 
         written = harness.workspace.update_text(path, add_entry, current=log, append=True)
-        duplicates = len(facts) - len(fresh) + indexed
+        duplicates = len(facts) - len(fresh) - forgotten + indexed
+        warnings = []
+        if forgotten:
+            warnings.append(f"{forgotten} fact(s) left out: forgotten earlier (harness.forget)")
         if written is None:
             self._save_state(state_path, session_id, State(mark))
-            return replace(base, status="duplicates", duplicates=duplicates)
+            # Every fact was on file already, or forgotten (the warning says so).
+            return replace(
+                base, status="duplicates", duplicates=duplicates, warnings=tuple(warnings)
+            )
         # The conditional write succeeded, so the entry is on file and the pending mark
         # holds (whoever reads the state file next adopts it from the log).
         self._remember(state_path, State(mark))
-        warnings = []
         problem = mf.reindex_paths(harness, [path])
         if problem:
             warnings.append(problem)

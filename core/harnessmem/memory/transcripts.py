@@ -42,6 +42,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -277,6 +278,18 @@ def _keyed(key: Any, value: Any, transform: Transform) -> Any:
     if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(parsed.get(name), str):
         return parsed[name]
     return value
+
+
+def _message_texts(message: Mapping[str, Any]) -> list[str]:
+    """Every text of ``message`` the log redacts (its strings but the structural keys)."""
+    texts: list[str] = []
+
+    def keep(text: str, _source: str) -> str:
+        texts.append(text)
+        return text
+
+    _redact(message, keep)
+    return texts
 
 
 def _parse_lines(data: bytes, first_seq: int) -> Iterator[TranscriptRecord]:
@@ -539,3 +552,56 @@ class SessionTranscript:
             lines=tuple(lines),
             restarted=restarted,
         )
+
+    # forgetting -------------------------------------------------------------------------------
+
+    def redact(
+        self, chosen: Callable[[str], bool], marker: str, *, dry_run: bool = False
+    ) -> list[tuple[int, str]]:
+        """Put ``marker`` in place of every text of the messages ``chosen`` accepts (given
+        a message's text); the ``(line, text)`` of each. ``forget(..., sessions=True)``.
+
+        Each line keeps its ``seq``, ``pos``, ``stream`` and ``fp`` (the fingerprint of the
+        message as it was said), so line numbers stay valid and the next offload still
+        skips the messages already logged; the mark's size follows the shorter file, under
+        the session's offload lease. Structural keys (role, ids, names) are kept.
+        """
+        found: list[tuple[int, str]] = []
+
+        def rewrite(current: str) -> str | None:
+            found.clear()
+            lines = current.splitlines(keepends=True)
+            for number, raw in enumerate(lines):
+                try:
+                    item = json.loads(raw)
+                    message = item["message"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if not isinstance(message, Mapping):
+                    continue
+                said = " ".join(t for t in _message_texts(message) if t and t != marker)
+                if not said or not chosen(said):
+                    continue
+                found.append((number + 1, said))
+                item["message"] = _redact(message, lambda _text, _source: marker)
+                ending = "\n" if raw.endswith("\n") else ""
+                lines[number] = json.dumps(item, ensure_ascii=False) + ending
+            return "".join(lines) if found and not dry_run else None
+
+        if dry_run:
+            with suppress(FileNotFoundError):
+                rewrite(self.workspace.read_text(self.path))
+            return list(found)
+        with self.workspace.lock(
+            offload_lease(self.session_id), ttl=_LEASE_TTL, timeout=self.lease_timeout
+        ):
+            mark = self.mark()  # repaired first: its size must describe the log as it was
+            try:
+                written = self.workspace.update_text(self.path, rewrite)
+            except FileNotFoundError:
+                return []
+            if written is not None:
+                self._known = None
+                size = len(written.text.encode("utf-8"))
+                self.workspace.write_text(self.mark_path, replace(mark, size=size).to_json())
+        return list(found)

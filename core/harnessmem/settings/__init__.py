@@ -57,6 +57,7 @@ __all__ = [
     "ModelPurposeSettings",
     "ModelSettings",
     "PluginSettings",
+    "ToolsSettings",
     "TruncateArgsSettings",
     "WorkspaceSettings",
     "config_file_path",
@@ -510,6 +511,19 @@ class ContextSettings(_Section):
     )
 
 
+class ToolsSettings(_Section):
+    """Which optional agent tools a session offers (the four memory tools always are)."""
+
+    forget: bool = Field(
+        False,
+        description=(
+            "Offer the memory_forget tool: the agent may remove facts from memory for good "
+            "(a few at a time, never the session logs). Off by default: forgetting cannot "
+            "be undone."
+        ),
+    )
+
+
 class PluginSettings(_Section):
     """Which hook plugins load."""
 
@@ -586,6 +600,7 @@ class HarnessSettings(BaseSettings):
     context: ContextSettings = Field(
         default_factory=ContextSettings, description="System-prompt memory block."
     )
+    tools: ToolsSettings = Field(default_factory=ToolsSettings, description="Optional agent tools.")
     plugins: PluginSettings = Field(default_factory=PluginSettings, description="Hook plugins.")
     mcp: McpSettings = Field(default_factory=McpSettings, description="MCP server.")
     _config_file: Path | None = PrivateAttr(None)

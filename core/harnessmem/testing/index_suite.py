@@ -42,6 +42,7 @@ from harnessmem.backends.base import (
     SearchTimeout,
 )
 from harnessmem.index import chunk_markdown, chunk_session_log, content_hash
+from harnessmem.index.repeats import search_distinct
 from harnessmem.testing._suite import ConformanceSuite
 
 __all__ = ["ISOLATION_TESTS", "NASTY_QUERIES", "OTHER_WORKSPACE", "IndexBackendSuite", "sync_text"]
@@ -210,6 +211,37 @@ class IndexBackendSuite(ConformanceSuite):
         assert "kaiseki" in hit.content
         assert hit.content.startswith("- Booked the Kyoto ryokan")
         assert isinstance(hit.score, float)
+
+    def test_repeats_collapse_into_one_hit(self, index: IndexBackend) -> None:
+        """The shared search path (:func:`harnessmem.index.repeats.search_distinct`) gives
+        one hit per memory: a fact in MEMORY.md and in the daily logs of two days is one
+        hit listing the other places; the top 5 are five different facts.
+
+        If this fails with repeats in the top 5, check that search returns each entry's
+        content as stored (the collapse compares words); if with fewer than 5 hits, check
+        that search honours a ``limit`` larger than asked for by the caller.
+        """
+        fact = "- The staging database is PostgreSQL 16 on db-staging, port 5433."
+        others = [f"- Database note {n}: replica {n} of the staging cluster." for n in range(6)]
+        sync_text(index, "MEMORY.md", "## Facts\n" + "\n".join([fact, *others[:3]]) + "\n")
+        day = "## Memory Flush — 2026-05-0{d}T09:00:00Z · session s\n{body}\n"
+        sync_text(index, "memory/2026-05-01.md", day.format(d=1, body=fact))
+        sync_text(
+            index,
+            "memory/2026-05-02.md",
+            day.format(d=2, body="\n".join([fact[:-1] + " (checked).", *others[3:]])),
+        )
+        hits = search_distinct(index, "staging database", 5)
+        assert len(hits) == 5
+        texts = [hit.content for hit in hits]
+        assert len({" ".join(t.split()) for t in texts}) == 5, texts
+        (merged,) = [hit for hit in hits if "5433" in hit.content]
+        assert len(merged.also) == 2, merged
+        assert {where.split(":")[0] for where in merged.also} | {merged.path} == {
+            "MEMORY.md",
+            "memory/2026-05-01.md",
+            "memory/2026-05-02.md",
+        }
 
     def test_line_ranges_match_the_file(self, index: IndexBackend) -> None:
         """Every hit's lines, read back from the text, are the hit's content.

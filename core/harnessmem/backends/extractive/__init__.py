@@ -73,7 +73,7 @@ class ExtractiveOptions(BackendOptions):
         description="Most bullets one flush writes for each 20 turns of conversation it reads.",
     )
     min_fact_score: float = Field(
-        1.5,
+        1.3,
         ge=0,
         description="Least score of a plain first-person statement to be kept as a fact "
         "(explicit requests, preferences, decisions and named values score 3 and up).",

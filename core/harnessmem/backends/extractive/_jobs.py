@@ -20,6 +20,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harnessmem.backends.extractive._filters import (
+    FENCE,
+    identifier_user,
+    is_code,
+    is_instruction,
+    is_lead_in,
+    is_narration,
+    is_outcome,
+    is_recommendation,
+)
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
     TermWeights,
@@ -62,7 +72,7 @@ _PREFERENCE = re.compile(
 _REMEMBER = re.compile(
     r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way)[,\s]+)*"
     r"(?:(?:can|could|will|would) you\s+)?(?:please\s+)?"
-    r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note|"
+    r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note(?=\s*:)|"
     r"keep in mind|for future reference|for the record|save (?:this|that))\b[,:]?\s*"
     r"(?:that\s+)?(?P<fact>.+)",
     re.I,
@@ -86,7 +96,8 @@ _HEDGE = re.compile(
 # Interjections and a name in the vocative at the start carry nothing: "Hey Caroline, ...".
 _OPENER = re.compile(
     r"^(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
-    r"haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah)"
+    r"haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah|"
+    r"note(?: however)? that)"
     r"(?:\s+[A-Z][a-z]+)?\s*[,!.]*\s+)+",
     re.I,
 )
@@ -365,46 +376,84 @@ def _claim(sentence: str, found: frozenset[str]) -> bool:
     return len(found - CHITCHAT) >= 4 and not _SECOND_PERSON.search(sentence)
 
 
+def _assistant_candidate(sentence: str, subject: str, position: int) -> Fact | None:
+    """From the assistant's side, only what was decided, done or found counts, and the
+    concrete things it recommended."""
+    if is_recommendation(sentence):
+        return Fact(sentence_case(third_person(sentence, subject)), "advice", 2.0, position)
+    outcome = is_outcome(sentence)
+    if not outcome and (is_instruction(sentence) or is_narration(sentence)):
+        return None
+    value = _VALUE.search(sentence)
+    if outcome or _DECISION.search(sentence) or _ACTION_DONE.search(sentence):
+        kind = "outcome" if outcome else "decision"
+    elif value and re.search(r"\d", value.group("value")) and not is_narration(sentence):
+        kind = "value"
+    else:
+        return None
+    text = sentence_case(identifier_user(third_person(sentence, subject)))
+    return Fact(text, kind, 3.0 + _specificity(sentence), position)
+
+
+# A claim (no first person) about something named only by a pronoun ("At first, he was
+# melancholic"), or a rule of thumb ("When editing files, it is easy to ..."), or a guess.
+_LOOSE_CLAIM = re.compile(
+    r"^(?:[\w ]{0,20},\s*)?(?:he|she|it|they|this|that|these|those|there)\b|^(?:when|once)\b|"
+    r"\b(?:might|may|could|would|should)\b",
+    re.I,
+)
+_BRACKETED = re.compile(r"\s*\[[^\]]*\]")
+
+
 def _candidate(sentence: str, turn: Turn, position: int) -> Fact | None:
     sentence = _OPENER.sub("", normalise(sentence)).strip(" -\u2013\u2014")
     if len(sentence) < 12 or _QUESTION.search(sentence) or _HYPOTHETICAL.match(sentence):
         return None
+    if is_code(sentence) or is_lead_in(sentence):
+        return None
     subject = turn.name or ("the user" if turn.role == "user" else "the assistant")
-    remember = _REMEMBER.search(sentence)
-    if remember and turn.role == "user":
-        body = remember.group("fact").strip()
-        if len(terms(body)) >= 2:
-            return Fact(sentence_case(third_person(body, subject)), "remember", 5.0, position)
     if turn.role == "assistant":
-        # Only what was decided or done counts from the assistant's side.
-        if _DECISION.search(sentence) or _ACTION_DONE.search(sentence):
-            text = sentence_case(third_person(sentence, subject))
-            return Fact(text, "decision", 3.0 + _specificity(sentence), position)
+        return _assistant_candidate(sentence, subject, position)
+    remember = _REMEMBER.search(sentence)
+    if remember:
+        body = remember.group("fact").strip()
+        if len(terms(body)) >= 2 and not is_instruction(body):
+            text = sentence_case(identifier_user(third_person(body, subject)))
+            return Fact(text, "remember", 5.0, position)
+    if is_instruction(sentence):
         return None
     hedge = _HEDGE.match(sentence)
     core = sentence[hedge.end() :] if hedge else sentence
     if hedge and not _FIRST_PERSON.search(core):
         return None  # "I think you'd be great": about the other person, not a fact
-    found = term_set(core)
-    if len(found - CHITCHAT) < 2 or _IMPERATIVE.match(core):
+    # What a sentence says is judged without the photo it shares ("[shares a photo: ...]").
+    found = term_set(_BRACKETED.sub("", core))
+    if _IMPERATIVE.match(core):
         return None
     kind, score = "", 0.0
-    if _DECISION.search(core):
-        kind, score = "decision", 3.0
-    elif _PREFERENCE.search(core):
+    if _PREFERENCE.search(core) and found - CHITCHAT:
         kind, score = "preference", 3.0
+    elif len(found - CHITCHAT) < 2:
+        return None
+    elif _DECISION.search(core):
+        kind, score = "decision", 3.0
     elif _NAMING.search(core) or (_VALUE.search(core) and _FIRST_PERSON.search(core)):
         kind, score = "value", 3.0
     elif _durable(core, found):
+        if re.match(r"(?:those|these)\b", core, re.I):
+            return None
         kind, score = "statement", 1.0 + min(1.0, len(found - CHITCHAT) / 8)
-    elif _claim(core, found):
+    elif _claim(core, found) and not _LOOSE_CLAIM.search(core):
         kind, score = "claim", 0.75 + min(1.0, len(found - CHITCHAT) / 8)
     if not kind:
         return None
     if kind in {"statement", "claim"} and _SECOND_PERSON.search(core):
         return None  # "I'm so proud of you": about the listener
-    text = sentence_case(third_person(clip(core, 400), subject))
+    text = sentence_case(identifier_user(third_person(clip(core, 400), subject)))
     return Fact(text, kind, score + _specificity(core), position)
+
+
+_SUBJECT_TERMS: Final = frozenset({"user", "assistant"})
 
 
 def extract_facts(
@@ -413,10 +462,15 @@ def extract_facts(
     *,
     max_facts: int,
     threshold: float,
-    min_score: float = 1.5,
+    min_score: float = 1.3,
 ) -> list[str]:
     """New durable facts of ``turns``, in conversation order; none that ``reference`` has."""
-    known = [term_set(strip_bullet(line)) for line in reference.splitlines() if line.strip()]
+    # Who a fact is about is no part of what it says: "the user" in two facts does not
+    # make them the same.
+    subjects = _SUBJECT_TERMS.union(*(term_set(t.name or "") for t in turns))
+    known = [
+        term_set(strip_bullet(line)) - subjects for line in reference.splitlines() if line.strip()
+    ]
     candidates: list[Fact] = []
     position = 0
     for turn in turns:
@@ -424,7 +478,8 @@ def extract_facts(
             continue
         # The harness's notes about what it cut ("[harnessmem: … left out …]") are no
         # part of what was said.
-        for sentence in split_sentences(strip_markers(turn.text)):
+        # Nor is code: a fenced block goes whole.
+        for sentence in split_sentences(FENCE.sub("", strip_markers(turn.text))):
             position += 1
             fact = _candidate(sentence, turn, position)
             if fact is not None and fact.score >= min_score:
@@ -433,7 +488,7 @@ def extract_facts(
     for fact in sorted(candidates, key=lambda f: (-f.score, f.position)):
         if len(chosen) >= max_facts:
             break
-        found = term_set(fact.text)
+        found = term_set(fact.text) - subjects
         if any(near_duplicate(found, other, threshold) for other in known):
             continue
         if any(near_duplicate(found, other, threshold) for _, other in chosen):

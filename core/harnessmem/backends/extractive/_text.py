@@ -252,7 +252,12 @@ _NOT_VERBS = _word_set(
     can could will would should might must may shall did was were had
     """
 )
-_PRONOUN_SUBJECT = re.compile(r"\b(I)\b(\s+)(\w+)")
+# "I also love" -> "Ana also loves": an adverb between the subject and its verb is kept.
+_ADVERB = (
+    r"(?:just|really|also|still|always|never|usually|often|sometimes|recently|finally|"
+    r"actually|currently|mostly|totally|definitely|probably|already|even|only)"
+)
+_PRONOUN_SUBJECT = re.compile(rf"\b(I)\b(\s+(?:{_ADVERB}\s+)*)(\w+)", re.I)
 
 
 _PAST = _word_set(
@@ -322,7 +327,9 @@ def sentence_case(text: str) -> str:
     text = text.strip()
     if not text:
         return text
-    text = text[:1].upper() + text[1:]
+    first = text.split(maxsplit=1)[0]
+    if not re.search(r"[_\[(=/]", first):  # an identifier keeps its case
+        text = text[:1].upper() + text[1:]
     return text if text[-1] in ".!?)\"'\u3002\uff01\uff1f" else text + "."
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -101,6 +102,7 @@ logger = logging.getLogger("harnessmem.index")
 
 _BATCH_ENTRIES = 32_768  # entries per write transaction of sync_files
 _T = TypeVar("_T")
+_FTS5_TABLE = re.compile(r"\busing\s+fts5\s*\(", re.IGNORECASE)
 
 
 def _may_be_damage(exc: BaseException) -> bool:
@@ -474,6 +476,37 @@ class SQLiteIndex(IndexBackend):
             self._file.searcher.forget_frequencies()
 
         self._guarded(work)
+
+    def scrub(self) -> bool:
+        """Rewrite the database so removed text is gone from its bytes (see the base).
+
+        Each FTS5 table is merged into one segment (``optimize`` drops deleted entries'
+        terms), ``VACUUM`` rebuilds every page from the live rows (with secure delete on,
+        freed pages are zeroed too), and a ``TRUNCATE`` checkpoint empties the WAL, which
+        held the old page images.
+        """
+
+        def work() -> bool:
+            raw = self._file.engine.raw_connection()
+            try:
+                db = raw.driver_connection
+                db.execute("PRAGMA secure_delete = ON")
+                tables = [
+                    name
+                    for (name, sql) in db.execute(
+                        "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+                    )
+                    if sql and _FTS5_TABLE.search(sql)
+                ]
+                for table in tables:
+                    db.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'optimize\')')
+                db.execute("VACUUM")
+                busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                raw.close()
+            return not busy
+
+        return self._guarded(work)
 
     # searching ------------------------------------------------------------------------------
 

@@ -1,0 +1,119 @@
+"""What the flush must not take for a fact, and what an agent's outcome looks like.
+
+The written rule these follow is in ``tests/data/flush-labels/README.md``: instructions,
+framework boilerplate, code, stack traces, raw JSON, narration of the next step and
+fragments are dropped; outcomes of the work ("the flight has been booked", "the output
+changed from 344 to 345") and concrete recommendations are kept. Regular expressions
+only, like the rest of the backend.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+#: Fenced code blocks, removed before a text is split into sentences.
+FENCE: Final = re.compile(r"(?ms)^\s*(```|~~~).*?(?:^\s*\1[^\n]*$|\Z)")
+
+_CODE_LINE = re.compile(
+    r"^\s*(?:(?:from\s+[\w.]+\s+)?import\s+[\w.]|def\s+\w+\s*\(|class\s+\w+[(:]|return\b|"
+    r"print\(|[$>#]\s|\w+(?:\.\w+|\[[^\]]*\])*\s*[+\-*/]?=\s*\S|[{}\[\]()];?$|"
+    r"(?:Traceback \(most recent call last\)|File \"[^\"]+\", line \d+)|"
+    r"\w+(?:Error|Exception):\s)"
+)
+_SYMBOLS = re.compile(r"[{}\[\]()=<>;`\\|$]")
+
+# Second-person rules and the agent framework's standing orders.
+_ADDRESSED = re.compile(
+    r"\bwe recommend\b|\b(?:you|your)\s+(?:should|must|can(?:not|'t)?|cannot|may|might|"
+    r"need to|have to|will|"
+    r"are going to|'re going to|'ll|'d)\b|\byou(?:'re| are) (?:in|going|satisfied)\b",
+    re.I,
+)
+_COMMAND = re.compile(
+    r"^(?:(?:now|then|first|next|instead|also|so|finally|remember|note|important)[,:]?\s+)*"
+    r"(?:always|never|do(?:n't| not)?|use|run|make sure|ensure|try|edit|open|check|install|"
+    r"look|see|write|create|add|remove|delete|call|submit|avoid|go|start|stop|read|"
+    r"search|find|conduct|issue|insert|please|be sure|keep|consider|follow|give|show|tell|"
+    r"let me know|feel free|confirm|provide|send|fix|think|re-?run|scroll|goto|navigate|"
+    r"modify|reproduce|replicate|sync|commit|push|merge|rebase|tag|deploy)\b",
+    re.I,
+)
+_CONDITIONAL_COMMAND = re.compile(r"^(?:if|when|once|before|after)\b[^,]{3,120},\s*", re.I)
+_NARRATION = re.compile(
+    r"^(?:(?:now|so|ok(?:ay)?|great|first|next|then|finally)[,!]?\s+)*"
+    r"(?:let's|let me|let us|we can|we should|we'll|we will|we need to|i'll|i will|"
+    r"here (?:is|are)|here's|calling|we see|i see that|this (?:could|should|would|might))\b",
+    re.I,
+)
+_LEAD_IN = re.compile(r"\bthe following\b|:\s*$", re.I)
+_PLEASE = re.compile(r"(?:^|,\s*)please\b|\bplease[.!]?$", re.I)
+_SHOUTING = re.compile(r"^[^a-z]*[A-Z]{3,}[^a-z]{8,}")
+
+_OUTCOME = re.compile(
+    r"\b(?:has|have|had) been (?:\w+ly )?(?:[a-z]+ed|paid|sent|built|made|done|set|put|"
+    r"taken|given|run|written)\b|\bchanged from\b|\b(?:tests?|checks?|build) (?:now )?"
+    r"(?:pass(?:es|ed)?|fail(?:s|ed)?)\b|^your [\w -]{1,30}? (?:is|are) \S|"
+    r"\byou (?:have )?(?:saved|paid|received|been (?:charged|refunded))\b|"
+    r"\b(?:is|are) (?:present|located|defined) in\b",
+    re.I,
+)
+_RECOMMEND = re.compile(
+    r"\b(?:I (?:would )?(?:recommend|suggest)|suggestions?\b.*\binclude|you (?:could|might) "
+    r"(?:try|look at|read|watch|listen to|visit))\b",
+    re.I,
+)
+
+
+def is_code(sentence: str) -> bool:
+    """A line of code, a shell prompt, a stack trace or raw JSON, not prose."""
+    stripped = sentence.strip()
+    if not stripped:
+        return False
+    if stripped[0] in "{[" and stripped[-1] in "}]":
+        return True
+    if _CODE_LINE.match(stripped):
+        return True
+    letters = sum(ch.isalpha() for ch in stripped)
+    return len(_SYMBOLS.findall(stripped)) * 6 > max(letters, 1)
+
+
+def is_instruction(sentence: str) -> bool:
+    """Said to make the listener act, or a framework's standing order to its agent."""
+    text = sentence.strip().strip("*_ ")
+    if _SHOUTING.match(text) or _ADDRESSED.search(text) or _PLEASE.search(text):
+        return True
+    if _COMMAND.match(text):
+        return True
+    conditional = _CONDITIONAL_COMMAND.match(text)
+    return bool(conditional and _COMMAND.match(text[conditional.end() :]))
+
+
+def is_narration(sentence: str) -> bool:
+    """The agent telling its next step or introducing a list ("Let's open fields.py")."""
+    return bool(_NARRATION.search(sentence.strip()))
+
+
+def is_lead_in(sentence: str) -> bool:
+    """A sentence that introduces what follows ("Here's the issue text:")."""
+    return bool(_LEAD_IN.search(sentence.strip()))
+
+
+def is_outcome(sentence: str) -> bool:
+    """What came of the work: something booked, changed, fixed, passed, refunded."""
+    return bool(_OUTCOME.search(sentence))
+
+
+def is_recommendation(sentence: str) -> bool:
+    """A concrete recommendation: a cue and named titles or a list of several things."""
+    if not _RECOMMEND.search(sentence):
+        return False
+    named = re.search(r"[\"\u201c][^\"\u201d]{2,}[\"\u201d]", sentence)
+    return bool(named) or sentence.count(",") >= 2
+
+
+def identifier_user(text: str) -> str:
+    """``text`` with "the user is tidewater_ci" (an account, not the person) said as such."""
+    return re.sub(
+        r"\b([Tt])he user (is|=) (?=[a-z0-9_.-]*[_\d][a-z0-9_.-]*\b)", r"\1he user name \2 ", text
+    )

@@ -1,0 +1,90 @@
+"""Search results without repeats: one hit per memory, the other places it is kept listed.
+
+The same fact lives in several files: the daily-log bullet the flush wrote and the
+MEMORY.md line consolidation made of it, or near-identical bullets written on several
+days. :func:`collapse_repeats` keeps the best-ranked hit of each such group and lists the
+others' locations in its ``also``; :func:`search_distinct` is the search every caller
+goes through (``IndexSync.search``), asking the backend for more hits than wanted so that
+the cut still holds ``limit`` different memories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+from harnessmem.backends.base import IndexBackend, SearchHit
+
+__all__ = ["OVERFETCH", "collapse_repeats", "location", "same_text", "search_distinct"]
+
+#: How many times ``limit`` hits :func:`search_distinct` asks the backend for.
+OVERFETCH = 3
+#: The share of a hit's words another hit must hold for the first to be its repeat.
+COVERED = 0.85
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_MARKER = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?", re.MULTILINE)
+# The bullet a flush writes may carry who said it; consolidation may drop it.
+_FILLER = frozenset({"the", "a", "an", "and", "of", "to", "is", "in", "on", "user", "user's"})
+
+
+def fact_words(text: str) -> frozenset[str]:
+    """The words a hit's text is compared by: no list marker, case folded, filler out."""
+    text = unicodedata.normalize("NFKC", _MARKER.sub("", text)).casefold()
+    return frozenset(_WORD.findall(text)) - _FILLER
+
+
+def same_text(repeat: frozenset[str], kept: frozenset[str]) -> bool:
+    """Whether a hit with the words ``repeat`` says nothing that one with ``kept`` does not:
+    its words are (nearly) all in ``kept``, numbers included; short texts must match."""
+    if not repeat:
+        return not kept
+    if len(repeat) < 4:
+        return repeat == kept
+    digits = {w for w in repeat if any(c.isdigit() for c in w)}
+    if not digits <= kept:
+        return False
+    return len(repeat & kept) / len(repeat) >= COVERED
+
+
+def location(hit: SearchHit) -> str:
+    """``path:start-end`` of a hit."""
+    return f"{hit.path}:{hit.start_line}-{hit.end_line}"
+
+
+def collapse_repeats(hits: Sequence[SearchHit], limit: int | None = None) -> list[SearchHit]:
+    """``hits`` (best first) with each repeat folded into the better hit it repeats.
+
+    A later hit whose words the earlier one holds (:func:`same_text`) is left out and its
+    location added to the earlier one's ``also``; order and scores are kept. At most
+    ``limit`` hits come back (None: all).
+    """
+    kept: list[tuple[SearchHit, frozenset[str], list[str]]] = []
+    for hit in hits:
+        words = fact_words(hit.content)
+        home = next((entry for entry in kept if same_text(words, entry[1])), None)
+        if home is not None:
+            home[2].append(location(hit))
+            home[2].extend(hit.also)
+            continue
+        kept.append((hit, words, list(hit.also)))
+    out = [
+        dataclasses.replace(hit, also=tuple(dict.fromkeys(also))) if also else hit
+        for hit, _, also in kept
+    ]
+    return out if limit is None else out[:limit]
+
+
+def search_distinct(
+    backend: IndexBackend, query: str, limit: int, **options: Any
+) -> list[SearchHit]:
+    """``backend.search`` with repeats collapsed: up to ``limit`` different memories.
+
+    ``options`` go to the backend's ``search`` (``source``, ``mode``, ``path_prefix``,
+    ``timeout``).
+    """
+    hits = backend.search(query, limit * OVERFETCH, **options)
+    return collapse_repeats(hits, limit)

@@ -1,0 +1,92 @@
+"""Search results without repeats (:mod:`harnessmem.index.repeats`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from harnessmem import MemoryHarness
+from harnessmem.backends.base import SearchHit
+from harnessmem.examples import example_path
+from harnessmem.index.repeats import collapse_repeats, fact_words, same_text
+from harnessmem.replay import ReplayClock, load_transcript, replay
+
+
+def _hit(path: str, line: int, content: str, score: float) -> SearchHit:
+    return SearchHit(path, line, line, content, score)
+
+
+def test_a_repeat_is_folded_into_the_better_hit() -> None:
+    hits = [
+        _hit("MEMORY.md", 3, "- Maya prefers small pull requests.", 9.0),
+        _hit("memory/2026-05-01.md", 4, "- Jonas reviews every migration.", 8.0),
+        _hit("memory/2026-05-01.md", 7, "- Maya prefers small pull requests.", 7.0),
+        _hit("memory/2026-05-02.md", 2, "* Maya prefers small pull requests", 6.0),
+    ]
+    out = collapse_repeats(hits)
+    assert [hit.content for hit in out] == [hits[0].content, hits[1].content]
+    assert out[0].also == ("memory/2026-05-01.md:7-7", "memory/2026-05-02.md:2-2")
+    assert out[0].score == 9.0
+    assert out[1].also == ()
+
+
+def test_different_numbers_and_more_facts_are_not_repeats() -> None:
+    room = fact_words("- The meeting is in room 101 on the second floor.")
+    assert not same_text(fact_words("- The meeting is in room 102 on the second floor."), room)
+    chunk = fact_words("- Maya prefers small PRs.\n- Releases ship on Thursdays at 14:00.")
+    line = fact_words("- Maya prefers small PRs.")
+    assert not same_text(chunk, line), "a hit that says more stays"
+    assert not same_text(fact_words("- Ship it"), fact_words("- Ship it now, please, today"))
+
+
+def test_limit_counts_distinct_hits() -> None:
+    hits = [
+        _hit(f"memory/2026-05-0{n}.md", 1, "- Maya maintains tidewater.", 9 - n)
+        for n in range(1, 4)
+    ]
+    hits.append(_hit("MEMORY.md", 9, "- Jonas is the release manager.", 1.0))
+    assert [hit.path for hit in collapse_repeats(hits, 2)] == ["memory/2026-05-01.md", "MEMORY.md"]
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemoryHarness]:
+    root = tmp_path_factory.mktemp("example")
+    clock = ReplayClock()
+    with MemoryHarness.open(root / "ws", clock=clock, maintenance={"enabled": False}) as harness:
+        replay(harness, load_transcript(example_path()), session_id="tidewater-week", clock=clock)
+        yield harness
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "staging database",
+        "Jonas",
+        "release",
+        "migration index",
+        "Brest timeout",
+        "PyPI token",
+        "fixtures epoch",
+        "Maya",
+        "tests",
+        "deploy",
+    ],
+)
+def test_no_top_5_on_the_example_holds_a_fact_twice(example: MemoryHarness, query: str) -> None:
+    """The example consolidates its logs into MEMORY.md: without the collapse, every fact
+    would come back twice. No two of the top 5 may say the same."""
+    hits = example.search(query, limit=5)
+    assert hits
+    words = [fact_words(hit.content) for hit in hits]
+    for i, a in enumerate(words):
+        for j, b in enumerate(words):
+            assert i == j or not same_text(a, b), (hits[i].content, hits[j].content)
+
+
+def test_the_example_lists_where_else_a_fact_is(example: MemoryHarness) -> None:
+    (hit, *_) = example.search("staging database PostgreSQL port", limit=5)
+    assert "5433" in hit.content
+    places = {hit.path, *(where.split(":")[0] for where in hit.also)}
+    assert "MEMORY.md" in places
+    assert any(place.startswith("memory/") for place in places)
