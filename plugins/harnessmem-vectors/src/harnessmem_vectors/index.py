@@ -3,12 +3,13 @@
 Full text is the ``sqlite`` backend itself (same file, same options, same ranking);
 vectors live in a second SQLite file beside it (``memory_index.vectors.db``; see
 :mod:`harnessmem_vectors._store`). A search in ``any`` mode takes the sqlite ranking's
-best ``candidates`` and the ``dense_candidates`` entries nearest the query (cosine, a
-NumPy product over the workspace's vectors), and fuses the two lists by reciprocal rank:
-``1 / (rrf_k + rank)`` from each, the dense side weighted ``dense_weight``. A dense
-candidate the text side did not find must reach ``min_similarity``, so that a query
-about nothing in the workspace still finds nothing. ``all`` and ``phrase`` searches,
-and sources not in ``embed_sources``, are the sqlite ranking alone.
+best ``text_pool`` entries (each holds a query word) and ranks them again by cosine to
+the query (a NumPy product over the workspace's vectors), adding the nearest entries
+outside the pool (at most ``dense_candidates``) that reach ``min_similarity``, so a query
+about nothing in the workspace still finds nothing. The two rankings are fused by
+reciprocal rank: ``1 / (rrf_k + rank)`` from the text side, ``dense_weight / (rrf_k +
+rank)`` from the dense one. ``all`` and ``phrase`` searches, and sources not in
+``embed_sources``, are the sqlite ranking alone.
 
 Isolation is the sqlite backend's for the text, and rows keyed by ``workspace_id`` for
 the vectors; :meth:`VectorIndex.scoped` shares both files' connections.

@@ -41,7 +41,7 @@ class VectorIndexOptions(SQLiteIndexOptions):
     )
     rrf_k: float = Field(60.0, gt=0, description="Reciprocal rank fusion's k: 1 / (k + rank).")
     dense_weight: float = Field(
-        1.0, ge=0, le=10, description="Weight of the dense ranking in the fusion (text: 1)."
+        0.3, ge=0, le=10, description="Weight of the dense ranking in the fusion (text: 1)."
     )
     text_pool: int = Field(
         200,
