@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -366,9 +366,10 @@ def test_memory_flush_writes_the_facts_of_a_transcript(
 class _HttpServer:
     """``harnessmem mcp --http 127.0.0.1:0`` in a subprocess; ``url`` from its ready line."""
 
-    def __init__(self, workspace: Path, **env: str) -> None:
+    def __init__(self, workspace: Path, *, args: Sequence[str] | None = None, **env: str) -> None:
+        where = list(args) if args is not None else ["-w", str(workspace)]
         self.process = subprocess.Popen(
-            [*COMMAND, "-w", str(workspace), "--http", "127.0.0.1:0"],
+            [*COMMAND, *where, "--http", "127.0.0.1:0"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -422,8 +423,8 @@ def http_server(tmp_path: Path) -> Iterator[_HttpServer]:
 
 
 @asynccontextmanager
-async def _http(url: str, token: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {token}"}
+async def _http(url: str, token: str, **extra: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}", **extra}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=TIMEOUT) as http,
         streamable_http_client(url, http_client=http) as (read, write),
@@ -625,3 +626,57 @@ def test_the_openai_agents_sdk_recipe_connects(tmp_path: Path) -> None:
 
     _run(scenario)
     assert FACT in (tmp_path / "mem" / "MEMORY.md").read_text()
+
+
+def test_one_http_server_serves_many_tenants_apart(tmp_path: Path) -> None:
+    """Issue 21 point 5: over HTTP, the tenancy pool, the tenant from a header, isolated."""
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    server = _HttpServer(
+        agents / "unused",
+        args=["--tenants", str(agents / "{tenant}")],
+        HARNESSMEM_MCP__TOKEN=TOKEN,
+    )
+
+    def tenant(name: str) -> dict[str, str]:
+        return {"X-Harnessmem-Tenant": name}
+
+    async def scenario() -> None:
+        async with _http(server.url, TOKEN, **tenant("alice")) as alice:
+            saved = await alice.call_tool("memory_save", {"text": FACT})
+            assert not saved.is_error, _text(saved)
+            assert "HA-5521-778" in _text(
+                await alice.call_tool("memory_search", {"query": "frequent flyer"})
+            )
+        async with _http(server.url, TOKEN, **tenant("bob")) as bob:
+            found = await bob.call_tool("memory_search", {"query": "frequent flyer"})
+            assert "HA-5521-778" not in _text(found)
+            read = await bob.read_resource("harnessmem://MEMORY.md")
+            assert FACT not in read.contents[0].text
+        for headers in ({}, tenant("../alice"), tenant("a/b")):
+            async with _http(server.url, TOKEN, **headers) as nobody:
+                with pytest.raises(MCPError) as refused:
+                    await nobody.call_tool("memory_search", {"query": "frequent flyer"})
+                assert "Harnessmem-Tenant" in str(refused.value)
+
+    try:
+        _run(scenario)
+    finally:
+        server.stop()
+    assert FACT in (agents / "alice" / "MEMORY.md").read_text()
+    assert (
+        not (agents / "bob" / "MEMORY.md").exists()
+        or FACT not in (agents / "bob" / "MEMORY.md").read_text()
+    )
+    assert not (agents / "..").joinpath("alice").exists()
+    assert sorted(p.name for p in agents.iterdir() if p.is_dir()) == ["alice", "bob"]
+
+
+def test_tenants_go_with_http_only(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from harnessmem.cli import main
+
+    result = CliRunner().invoke(main, ["mcp", "--tenants", str(tmp_path / "{tenant}")])
+    assert result.exit_code == 2
+    assert "--http" in result.output

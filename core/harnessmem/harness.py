@@ -18,6 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
@@ -287,13 +288,18 @@ class MemoryHarness:
         mode: SearchMode = "any",
         source: str = "memory",
         session_id: str | None = None,
+        since: date | str | None = None,
+        until: date | str | None = None,
     ) -> list[SearchHit]:
         """Ranked full-text search over MEMORY.md and memory/*.md, best first.
 
         ``mode``: ``"any"`` ranks entries with any of the query's words (bm25; stop words
         dropped), ``"all"`` keeps entries with every word, ``"phrase"`` the words in
         order. ``source="sessions"`` searches the raw session logs instead, and
-        ``session_id`` one session's log. ``limit`` is capped at ``index.max_results``.
+        ``session_id`` one session's log. ``since`` / ``until`` (a ``date`` or
+        ``"YYYY-MM-DD"``, in the workspace's time zone, both inclusive) keep entries dated
+        within them: a daily log's lines by its day, other entries by the date of their
+        heading or message; undated ones are left out. ``limit`` is capped at ``index.max_results``.
         Files changed since the last search are indexed first (see
         ``index.refresh_interval``). Any query text is safe; a search running past
         ``index.search_timeout`` raises ``SearchTimeout``.
@@ -307,6 +313,8 @@ class MemoryHarness:
             source="sessions" if session_id is not None else source,
             session_id=session_id,
             timeout=self.settings.index.search_timeout or None,
+            since=since,
+            until=until,
         )
 
     def get(self, path: str, start_line: int = 1, lines: int | None = None) -> str:

@@ -16,6 +16,7 @@ reaching into each other.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import date
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -64,8 +65,11 @@ class Services(Protocol):
         mode: SearchMode = "any",
         source: str = "memory",
         session_id: str | None = None,
+        since: date | str | None = None,
+        until: date | str | None = None,
     ) -> list[SearchHit]:
-        """Ranked full-text search of the workspace's memory (or session logs)."""
+        """Ranked full-text search of the workspace's memory (or session logs), optionally
+        of the entries dated ``since`` .. ``until``."""
         ...
 
     def get(self, path: str, start_line: int = 1, lines: int | None = None) -> str:

@@ -3,8 +3,9 @@
 ``Session.tools`` returns :func:`tool_schemas`; ``Session.call_tool(name, arguments)``
 runs :func:`call_tool`. Four tools:
 
-- ``memory_search(query, limit, mode)``: ranked hits from MEMORY.md and memory/*.md, each
-  as ``path:start-end`` with its date, headings and text;
+- ``memory_search(query, limit, mode, since, until)``: ranked hits from MEMORY.md and
+  memory/*.md (those dated within ``since``..``until`` when given), each as
+  ``path:start-end`` with its date, headings and text;
 - ``memory_get(path, start_line, lines)``: numbered lines of a memory file, session log
   or evicted tool result (``MemoryHarness.get`` confines the path);
 - ``session_search(query, session_id, limit)``: the same over raw session logs;
@@ -33,7 +34,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout
+from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout, check_dates
 from harnessmem.errors import MessageFormatError, ModelError, PathNotAllowed
 
 if TYPE_CHECKING:
@@ -123,6 +124,17 @@ _SCHEMAS: list[dict[str, Any]] = [
                 "enum": ["any", "all", "phrase"],
                 "description": "'any' (default): ranked matches of any of the words; "
                 "'all': only entries with every word; 'phrase': the exact words in order.",
+            },
+            "since": {
+                "type": "string",
+                "format": "date",
+                "description": "Only memories dated on or after this day, 'YYYY-MM-DD' "
+                "(e.g. for 'what did we decide last week').",
+            },
+            "until": {
+                "type": "string",
+                "format": "date",
+                "description": "Only memories dated on or before this day, 'YYYY-MM-DD'.",
             },
         },
         ["query"],
@@ -327,7 +339,18 @@ def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
     mode = args.get("mode") or "any"
     if mode not in _MODES:
         raise _ArgumentError(f"'mode' must be 'any', 'all' or 'phrase', got {mode!r}")
-    hits = harness.search(query, limit, mode=_MODES[mode])
+    since = _text(args, "since", required=False, max_chars=40)
+    until = _text(args, "until", required=False, max_chars=40)
+    try:
+        check_dates(since, until)
+    except ValueError as exc:
+        raise _ArgumentError(str(exc)) from None
+    hits = harness.search(query, limit, mode=_MODES[mode], since=since, until=until)
+    if not hits and (since or until):
+        span = f"{since or '...'} to {until or '...'}"
+        return (
+            f"No memories match {query!r} dated {span}. Try without the dates, or other keywords."
+        )
     return format_hits(
         hits,
         query,

@@ -9,6 +9,7 @@ carry the dotted path (``index.options.url``).
 from __future__ import annotations
 
 import asyncio
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ __all__ = [
     "SearchHit",
     "SearchMode",
     "SearchTimeout",
+    "check_dates",
+    "dated_within",
     "workspace_id_of",
 ]
 
@@ -95,10 +98,51 @@ INDEX_SOURCES: tuple[str, ...] = ("memory", "sessions")
 #: ``cjk`` (Chinese, Japanese and Korean words inside unspaced text), ``phrase`` (the
 #: ``phrase`` mode), ``timeout`` (searches stop at ``timeout``), ``persistent`` (a
 #: second instance on the same store sees the first one's data), ``concurrent`` (several
-#: threads may search and sync one instance at once).
+#: threads may search and sync one instance at once), ``dates`` (``search`` takes
+#: ``since`` and ``until`` and keeps only entries dated within them, however many others
+#: match; a backend without it gets the harness's fallback, which filters a larger pool
+#: of its hits).
 INDEX_CAPABILITIES: frozenset[str] = frozenset(
-    {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent"}
+    {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent", "dates"}
 )
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_dates(since: Any = None, until: Any = None) -> tuple[str | None, str | None]:
+    """``since`` and ``until`` (a ``date``, a ``datetime`` or ``"YYYY-MM-DD"``; None: open)
+    as ISO day strings; ``ValueError`` naming the bad one, or when ``since`` is after ``until``."""
+    import datetime as dt
+
+    def day(value: Any, name: str) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, dt.datetime):
+            return value.date().isoformat()
+        if isinstance(value, dt.date):
+            return value.isoformat()
+        if isinstance(value, str) and _ISO_DAY.fullmatch(value.strip()):
+            try:
+                return dt.date.fromisoformat(value.strip()).isoformat()
+            except ValueError:
+                pass
+        raise ValueError(f"{name} must be a date or 'YYYY-MM-DD'; got {value!r}")
+
+    first, last = day(since, "since"), day(until, "until")
+    if first is not None and last is not None and first > last:
+        raise ValueError(f"since ({first}) is after until ({last})")
+    return first, last
+
+
+def dated_within(date: str | None, since: str | None, until: str | None) -> bool:
+    """Whether an entry's ``date`` lies within ``since``..``until`` (both inclusive); an
+    undated entry lies within no bound."""
+    if since is None and until is None:
+        return True
+    if not date:
+        return False
+    day = date[:10]
+    return (since is None or day >= since) and (until is None or day <= until)
 
 
 class SearchTimeout(HarnessMemError, TimeoutError):
@@ -382,12 +426,19 @@ class IndexBackend(_Backend, ABC):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
         """Best ``limit`` hits of ``source`` for a free-text ``query``, best first.
 
         ``mode``: ``any`` ranks entries holding any of the query's words (stop words
         dropped), ``all`` requires every word, ``phrase`` the words in order.
-        ``path_prefix`` keeps hits whose path starts with it. Never raises on the query
+        ``path_prefix`` keeps hits whose path starts with it. A backend that declares the
+        ``dates`` capability also takes ``since`` and ``until`` (ISO days, checked with
+        :func:`check_dates`; inclusive; undated entries are left out when either is set):
+        the best ``limit`` hits among the entries dated within them (the harness never
+        passes them to a backend without it, which may leave them out of its signature).
+        Never raises on the query
         text (an empty or unsearchable query gives ``[]``); raises ``SearchTimeout``
         after ``timeout`` seconds (None: no limit). Implementations check their arguments
         with :meth:`_search_terms`, which raises ``ValueError`` for an unknown ``source``

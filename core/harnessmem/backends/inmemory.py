@@ -37,6 +37,8 @@ from harnessmem.backends.base import (
     IndexStats,
     SearchHit,
     SearchMode,
+    check_dates,
+    dated_within,
 )
 from harnessmem.backends.fulltext import QueryTerm, segment_cjk
 
@@ -82,7 +84,7 @@ class InMemoryIndex(IndexBackend):
     """Entries in a dict keyed by workspace and path; BM25 ranking; lost when the process ends."""
 
     name: ClassVar[str] = "inmemory"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"phrase", "cjk", "concurrent"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"phrase", "cjk", "concurrent", "dates"})
 
     class Options(BackendOptions):
         """No options."""
@@ -149,10 +151,14 @@ class InMemoryIndex(IndexBackend):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
         terms = self._search_terms(query, limit, source=source, mode=mode)
         if not terms:
             return []
+        since, until = check_dates(since, until)
+        bounded = since is not None or until is not None
         if mode == "phrase":
             terms = [QueryTerm(tuple(t for term in terms for t in term.tokens))]
         with self._lock:
@@ -176,6 +182,8 @@ class InMemoryIndex(IndexBackend):
             found = [bool(n) or c for n, c in zip(row, in_context, strict=True)]
             if not any(found) or (mode != "any" and not all(found)):
                 continue
+            if bounded and not dated_within(stored.entry.date, since, until):
+                continue  # ranked among all entries, kept only when dated within the bounds
             norm = _K1 * (1 - _B + _B * len(stored.words) / average)
             score = sum(
                 weight * (n * (_K1 + 1) / (n + norm) + _CONTEXT_WEIGHT * c)

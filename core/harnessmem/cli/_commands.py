@@ -296,6 +296,8 @@ def _shown_stat(key: str, value: Any) -> str:
 )
 @click.option("--sessions", is_flag=True, help="Search the session logs instead of memory.")
 @click.option("--session-id", default=None, help="Search one session's log (implies --sessions).")
+@click.option("--since", default=None, help="Only entries dated on or after this day.")
+@click.option("--until", default=None, help="Only entries dated on or before this day.")
 def search_command(
     query: str,
     config: str | None,
@@ -305,21 +307,42 @@ def search_command(
     mode: str,
     sessions: bool,
     session_id: str | None,
+    since: str | None,
+    until: str | None,
 ) -> None:
-    """Search memory (or session logs) for QUERY, as the memory_search tool does."""
+    """Search memory (or session logs) for QUERY, as the memory_search tool does.
+
+    --since and --until take YYYY-MM-DD, today, yesterday, 'N days ago', 'N weeks ago',
+    'last week' or 'last month', in the workspace's time zone; both are inclusive.
+    """
     from dataclasses import asdict
 
+    from harnessmem.cli._dates import parse_day, today_in
     from harnessmem.tools import format_hits
 
+    settings, _ = load_settings(config, workspace)
+    today = today_in(settings.workspace.timezone)
+    first = parse_day(since, today) if since else None
+    last = parse_day(until, today) if until else None
+    if first and last and first > last:
+        raise click.BadParameter(f"--since {first} is after --until {last}")
     source = "sessions" if sessions or session_id else "memory"
     with command_harness(config, workspace, existing=True) as harness:
         hits = harness.search(
-            query, limit, mode=cast("SearchMode", mode), source=source, session_id=session_id
+            query,
+            limit,
+            mode=cast("SearchMode", mode),
+            source=source,
+            session_id=session_id,
+            since=first,
+            until=last,
         )
     if as_json:
         click.echo(json.dumps([asdict(hit) for hit in hits], indent=2, ensure_ascii=False))
         return
     what = "messages" if source == "sessions" else "memories"
+    if first or last:
+        what += f" dated {first or '...'} to {last or '...'}"
     click.echo(format_hits(hits, query, what=what, hint=""))
 
 

@@ -32,8 +32,29 @@ from harnessmem.cli._common import (
     help="Offer the memory_flush tool (messages in, facts to today's log); default: "
     "mcp.flush_tool (off).",
 )
+@click.option(
+    "--tenants",
+    "template",
+    default=None,
+    metavar="URL_TEMPLATE",
+    help="With --http: serve every tenant of a workspace URL with {tenant} in it (e.g. "
+    "'s3://bucket/agents/{tenant}'), each request from the harness of the tenant its "
+    "X-Harnessmem-Tenant header names; instead of -w.",
+)
+@click.option(
+    "--max-open",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="With --tenants: most tenants' harnesses open at once (the least recently used closes).",
+)
 def mcp_command(
-    config: str | None, workspace: str | None, address: str | None, flush_tool: bool | None
+    config: str | None,
+    workspace: str | None,
+    address: str | None,
+    flush_tool: bool | None,
+    template: str | None,
+    max_open: int,
 ) -> None:
     """Serve the workspace's memory to MCP clients such as Claude Desktop, Claude Code or Cursor.
 
@@ -54,6 +75,13 @@ def mcp_command(
     if address is not None:
         host, port = server_api.parse_address(address)
         server_api.check_exposure(host, token)  # before the workspace is opened
+    if template is not None:
+        if host is None or port is None:
+            raise click.UsageError("--tenants serves over HTTP: give --http HOST:PORT too")
+        if workspace is not None:
+            raise click.UsageError("give --tenants or -w, not both")
+        _serve_tenants(server_api, template, config, sections, host, port, token, max_open)
+        return
     with open_harness(settings, maintenance=True) as harness:
         server = server_api.build_server(harness)
         if host is None or port is None:
@@ -70,3 +98,36 @@ def mcp_command(
             click.echo(f"harnessmem mcp: {shown_url(harness.workspace.url)} on {url}", err=True)
 
         server_api.serve_http(app, host, port, path=settings.mcp.path, ready=ready)
+
+
+def _serve_tenants(
+    server_api: Any,
+    template: str,
+    config: str | None,
+    sections: dict[str, Any],
+    host: str,
+    port: int,
+    token: str | None,
+    max_open: int,
+) -> None:
+    from harnessmem.pool import HarnessPool
+
+    path = load_settings(config, None, **sections)[0].mcp.path
+    with HarnessPool(template, max_open=max_open, config=config, **sections) as pool:
+        app = server_api.http_app(
+            server_api.build_pool_server(pool), host=host, path=path, token=token
+        )
+        if not token:
+            click.echo(
+                "warning: no mcp.token: any program on this machine can use this server",
+                err=True,
+            )
+
+        def ready(url: str) -> None:
+            click.echo(
+                f"harnessmem mcp: tenants of {template} (header {server_api.TENANT_HEADER}) "
+                f"on {url}",
+                err=True,
+            )
+
+        server_api.serve_http(app, host, port, path=path, ready=ready)

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
 from harnessmem._text import content_hash, decode
@@ -40,6 +40,8 @@ from harnessmem.backends.base import (
     IndexEntry,
     SearchHit,
     SearchMode,
+    check_dates,
+    dated_within,
 )
 from harnessmem.errors import PathNotAllowed
 from harnessmem.index.chunking import (
@@ -70,6 +72,8 @@ logger = logging.getLogger("harnessmem.index")
 
 #: Entries read before they are handed to the backend in one call.
 BATCH_ENTRIES = 32_768
+#: Hits asked of a backend without the ``dates`` capability for a search between dates.
+DATED_FALLBACK_POOL = 200
 
 
 # ------------------------------------------------------------------------------ sync
@@ -188,18 +192,58 @@ class IndexSync:
         source: str = "memory",
         session_id: str | None = None,
         timeout: float | None = None,
+        since: Any = None,
+        until: Any = None,
     ) -> list[SearchHit]:
-        """Refresh ``source``, then search it; once more if the backend rebuilt itself meanwhile."""
+        """Refresh ``source``, then search it; once more if the backend rebuilt itself meanwhile.
+
+        ``since`` / ``until`` (dates, inclusive) keep entries dated within them: the backend
+        filters when it declares ``dates``; otherwise a pool of up to
+        :data:`DATED_FALLBACK_POOL` hits is filtered here (a match ranked below that pool
+        is then missed).
+        """
+        first, last = check_dates(since, until)
         prefix = session_log_path(session_id) if session_id is not None else None
         for _ in range(2):
             self.refresh(source)
             resets = self.backend.resets
-            hits = self.backend.search(
-                query, limit, source=source, mode=mode, path_prefix=prefix, timeout=timeout
-            )
+            hits = self._search(query, limit, source, mode, prefix, timeout, first, last)
             if self.backend.resets == resets:
                 break
         return hits
+
+    def _search(
+        self,
+        query: str,
+        limit: int,
+        source: str,
+        mode: SearchMode,
+        prefix: str | None,
+        timeout: float | None,
+        since: str | None,
+        until: str | None,
+    ) -> list[SearchHit]:
+        backend = self.backend
+        if since is None and until is None:
+            return backend.search(
+                query, limit, source=source, mode=mode, path_prefix=prefix, timeout=timeout
+            )
+        if "dates" in backend.capabilities:
+            return backend.search(
+                query,
+                limit,
+                source=source,
+                mode=mode,
+                path_prefix=prefix,
+                timeout=timeout,
+                since=since,
+                until=until,
+            )
+        pool = max(limit, DATED_FALLBACK_POOL)
+        hits = backend.search(
+            query, pool, source=source, mode=mode, path_prefix=prefix, timeout=timeout
+        )
+        return [hit for hit in hits if dated_within(hit.date, since, until)][:limit]
 
     # internals ----------------------------------------------------------------------------
 

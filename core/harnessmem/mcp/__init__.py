@@ -9,6 +9,10 @@ streamable HTTP transport (see docs/mcp.md). From Python::
     with MemoryHarness.open("./ws") as harness:
         serve_stdio(build_server(harness))
 
+Over HTTP one server can serve many tenants: ``build_pool_server(HarnessPool(...))``
+answers each request from the harness of the tenant its ``X-Harnessmem-Tenant`` header
+names (``harnessmem mcp --http HOST:PORT --tenants 's3://bucket/agents/{tenant}'``).
+
 It needs the official MCP SDK, an optional extra: ``pip install 'harnessmem[mcp]'``.
 Importing this package without it raises ``ConfigError`` saying so; nothing else in
 harnessmem imports it (the ``harnessmem mcp`` command does so when it runs).
@@ -26,7 +30,14 @@ try:
         parse_address,
         serve_http,
     )
-    from harnessmem.mcp._server import PROMPT_NAME, SCHEME, build_server, serve_stdio
+    from harnessmem.mcp._server import (
+        PROMPT_NAME,
+        SCHEME,
+        TENANT_HEADER,
+        build_pool_server,
+        build_server,
+        serve_stdio,
+    )
 except ImportError as exc:  # the SDK or one of its dependencies is missing
     raise ConfigError(
         f"the MCP server needs the MCP SDK (the 'mcp' package): {exc}",
@@ -36,6 +47,8 @@ except ImportError as exc:  # the SDK or one of its dependencies is missing
 __all__ = [
     "PROMPT_NAME",
     "SCHEME",
+    "TENANT_HEADER",
+    "build_pool_server",
     "build_server",
     "check_exposure",
     "http_app",

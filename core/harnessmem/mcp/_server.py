@@ -32,8 +32,16 @@ from harnessmem.tools import FLUSH_SESSION, run_tool, tool_schemas
 
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
+    from harnessmem.pool import HarnessPool
 
-__all__ = ["PROMPT_NAME", "SCHEME", "build_server", "serve_stdio"]
+__all__ = [
+    "PROMPT_NAME",
+    "SCHEME",
+    "TENANT_HEADER",
+    "build_pool_server",
+    "build_server",
+    "serve_stdio",
+]
 
 logger = logging.getLogger("harnessmem.mcp")
 
@@ -312,6 +320,71 @@ def build_server(harness: MemoryHarness) -> Server[Any]:
         on_read_resource=handlers.read_resource,
         on_list_prompts=handlers.list_prompts,
         on_get_prompt=handlers.get_prompt,
+    )
+
+
+#: The request header that names the tenant of a :func:`build_pool_server` server.
+TENANT_HEADER = "X-Harnessmem-Tenant"
+
+
+class _TenantServer:
+    """Handlers that serve each request from the harness of the tenant its header names.
+
+    The tenant's harness stays open (pinned in the pool) while its request runs; opening
+    it, and closing the least recently used one to make room, happen in a worker thread.
+    """
+
+    def __init__(self, pool: HarnessPool, header: str) -> None:
+        self.pool = pool
+        self.header = header
+
+    def tenant(self, ctx: Context) -> str:
+        from harnessmem.pool import check_tenant_id
+
+        headers = getattr(ctx.request, "headers", None)
+        value = headers.get(self.header) if headers is not None else None
+        if not value:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"this server serves many tenants: send the header {self.header}: <tenant id>",
+            )
+        try:
+            return check_tenant_id(value)
+        except ValueError as exc:
+            raise MCPError(types.INVALID_PARAMS, f"{self.header}: {exc}") from None
+
+    def handler(self, name: str) -> Any:
+        async def run(ctx: Context, params: Any) -> Any:
+            pinned = self.pool.use(self.tenant(ctx))
+            harness = await _in_thread(pinned.__enter__)
+            try:
+                return await getattr(_MemoryServer(harness), name)(ctx, params)
+            finally:
+                await _in_thread(pinned.__exit__, None, None, None)
+
+        return run
+
+
+def build_pool_server(pool: HarnessPool, *, header: str = TENANT_HEADER) -> Server[Any]:
+    """One SDK server for every tenant of ``pool``: each request is served by the harness
+    of the tenant that its ``header`` names (HTTP only: stdio carries no headers), with the
+    tools, resources and prompt of :func:`build_server`. A request without the header, or
+    with an invalid tenant id, is refused with a protocol error and touches nothing. The
+    tenants' memories stay apart as the pool keeps them (one index, each its own entries).
+    """
+    handlers = _TenantServer(pool, header)
+    return Server(
+        "harnessmem",
+        version=_version(),
+        title="harnessmem memory",
+        instructions=_INSTRUCTIONS,
+        on_list_tools=handlers.handler("list_tools"),
+        on_call_tool=handlers.handler("call_tool"),
+        on_list_resources=handlers.handler("list_resources"),
+        on_list_resource_templates=handlers.handler("list_resource_templates"),
+        on_read_resource=handlers.handler("read_resource"),
+        on_list_prompts=handlers.handler("list_prompts"),
+        on_get_prompt=handlers.handler("get_prompt"),
     )
 
 

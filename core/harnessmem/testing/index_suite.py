@@ -335,6 +335,51 @@ class IndexBackendSuite(ConformanceSuite):
         assert index.search("aisle window", mode="all") == []
         assert len(index.search("aisle window", mode="any")) == 2
 
+    def test_search_between_dates_keeps_entries_dated_within(self, index: IndexBackend) -> None:
+        """``since`` / ``until`` keep entries dated within them (inclusive); undated ones go.
+
+        If this fails, check which date an entry carries (a daily log's day, the date of
+        the nearest heading that has one) and that both bounds are inclusive.
+        """
+        self.require(index, "dates")
+        sync_text(index, "memory/2026-11-01.md", "- the otter crossed the weir\n")
+        sync_text(index, "memory/2026-11-15.md", "- the otter slept by the mill\n")
+        sync_text(index, "memory/2026-12-01.md", "- the otter came back in December\n")
+        memory = "# Memory\n\n- the otter is a regular visitor\n\n## 2026-11-20\n- otter tracks\n"
+        sync_text(index, "MEMORY.md", memory)
+
+        def paths(since: str | None = None, until: str | None = None) -> list[tuple[str, int]]:
+            hits = index.search("otter", 10, since=since, until=until)
+            return sorted((h.path, h.start_line) for h in hits)
+
+        assert len(paths()) == 5
+        november = paths(since="2026-11-10", until="2026-11-30")
+        assert november == [("MEMORY.md", 6), ("memory/2026-11-15.md", 1)]
+        assert paths(since="2026-11-15", until="2026-11-15") == [("memory/2026-11-15.md", 1)]
+        assert [p for p, _ in paths(since="2026-11-30")] == ["memory/2026-12-01.md"]
+        assert [p for p, _ in paths(until="2026-11-01")] == ["memory/2026-11-01.md"]
+        assert paths(since="2027-01-01") == []
+        with pytest.raises(ValueError, match="since"):
+            index.search("otter", since="last week")
+        with pytest.raises(ValueError, match="after until"):
+            index.search("otter", since="2026-12-01", until="2026-11-01")
+
+    def test_a_search_between_dates_finds_a_match_ranked_below_many_others(
+        self, index: IndexBackend
+    ) -> None:
+        """The best ``limit`` hits among the dated ones, however many better ones lie outside.
+
+        If this fails, the backend probably filters the top of an unfiltered ranking: filter
+        before ranking, or grow the pool until ``limit`` dated hits are found.
+        """
+        self.require(index, "dates")
+        strong = "".join(f"- heron heron heron sighting {i}\n" for i in range(400))
+        sync_text(index, "memory/2026-11-30.md", strong)
+        sync_text(index, "memory/2026-03-02.md", "- a single heron at the harbour, far back\n")
+        sync_text(index, "memory/2026-06-01.md", "- unrelated line about the tide\n")
+        hits = index.search("heron", 3, since="2026-01-01", until="2026-10-31")
+        assert [(h.path, h.date) for h in hits] == [("memory/2026-03-02.md", "2026-03-02")]
+
     def test_sources_are_separate(self, index: IndexBackend) -> None:
         """Memory and session entries are searched apart; path_prefix narrows a search.
 

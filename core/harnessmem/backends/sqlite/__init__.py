@@ -66,6 +66,7 @@ from harnessmem.backends.base import (
     RankingOptions,
     SearchHit,
     SearchMode,
+    check_dates,
 )
 from harnessmem.backends.sqlite._engine import (
     IndexDamaged,
@@ -290,7 +291,7 @@ class SQLiteIndex(IndexBackend):
     name: ClassVar[str] = "sqlite"
     Options: ClassVar[type[BackendOptions]] = SQLiteIndexOptions
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent"}
+        {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent", "dates"}
     )
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
@@ -485,11 +486,16 @@ class SQLiteIndex(IndexBackend):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
         terms = self._search_terms(query, limit, source=source, mode=mode)
         if not terms:
             return []
-        return self._guarded(lambda: self._search(terms, limit, source, mode, path_prefix, timeout))
+        dates = check_dates(since, until)
+        return self._guarded(
+            lambda: self._search(terms, limit, source, mode, path_prefix, timeout, dates)
+        )
 
     def _search(
         self,
@@ -499,6 +505,7 @@ class SQLiteIndex(IndexBackend):
         mode: SearchMode,
         path_prefix: str | None,
         timeout: float | None,
+        dates: tuple[str | None, str | None] = (None, None),
     ) -> list[SearchHit]:
         # The hot path talks to the pooled DBAPI connection directly: no transaction, no
         # SQLAlchemy result machinery. That keeps a search within a few dozen microseconds
@@ -514,7 +521,7 @@ class SQLiteIndex(IndexBackend):
                 self._number = (self._file.resets, number)
             with interrupt_after(db, timeout, self.path):
                 return self._file.searcher.search(
-                    db, fts_table(source, number), number, terms, limit, mode, path_prefix
+                    db, fts_table(source, number), number, terms, limit, mode, path_prefix, dates
                 )
         finally:
             pooled.close()

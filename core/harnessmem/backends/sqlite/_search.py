@@ -13,9 +13,10 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from harnessmem.backends._fts import QueryTerm, fts5_expression, select_terms
-from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout
+from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout, dated_within
 from harnessmem.backends.sqlite._store import (
     FILE_SHIFT,
     FILE_SPAN,
@@ -30,6 +31,9 @@ __all__ = ["EntrySearcher", "interrupt_after"]
 _PROGRESS_STEPS = 10_000  # VM instructions between timeout checks (~10-50 µs)
 _DF_SAMPLE = 1_000  # document frequencies above this are "common"; counting stops there
 _DF_CACHE_SIZE = 4_096  # (table, term) document frequencies kept
+# A search between dates grows its pool fourfold while the dated hits are too few; at most
+# to this many candidates (the matches of files that also hold entries of other dates).
+_DATED_POOL_MAX = 50_000
 
 
 class EntrySearcher:
@@ -62,12 +66,20 @@ class EntrySearcher:
         limit: int,
         mode: SearchMode,
         path_prefix: str | None,
+        dates: tuple[str | None, str | None] = (None, None),
+        *,
+        files: tuple[str, list[Any]] | None = None,
     ) -> list[SearchHit]:
         """The best ``limit`` hits of one workspace in ``fts`` for ``terms`` (not empty).
 
         Two statements, no transaction: each reads its own snapshot, and an entry deleted
-        in between is left out.
+        in between is left out. ``dates`` (since, until; checked ISO days) keeps the entries
+        dated within them: only files whose dates overlap are searched, and the pool grows
+        until ``limit`` such hits are found or the matches run out. ``files`` (a statement
+        selecting file numbers, and its parameters) limits the search to those files.
         """
+        if dates != (None, None):
+            return self._search_dated(db, fts, workspace_no, terms, limit, mode, path_prefix, dates)
         if mode != "phrase" and len(terms) > self.max_terms:
             terms = select_terms(
                 terms, self.max_terms, lambda t: self._frequency(db, fts, workspace_no, t)
@@ -78,7 +90,14 @@ class EntrySearcher:
         spread = mode == "any" and self.neighbor_weight > 0
         pool = max(limit, self.candidates) if spread else limit
         # bm25() ordered by SQLite's sorter beats FTS5's "ORDER BY rank" path.
-        if path_prefix:
+        if files is not None:
+            ranked = db.execute(
+                f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} WHERE {fts} MATCH ? "
+                f"AND rowid BETWEEN ? AND ? AND (rowid >> {FILE_SHIFT}) IN ({files[0]}) "
+                "ORDER BY s LIMIT ?",
+                (expression, *workspace_range(workspace_no), *files[1], pool),
+            ).fetchall()
+        elif path_prefix:
             ranked = self._ranked_in(db, fts, workspace_no, expression, path_prefix, pool)
         else:
             ranked = db.execute(
@@ -99,6 +118,39 @@ class EntrySearcher:
             for entry_id, score in best
             if (row := by_id.get(entry_id)) is not None
         ]
+
+    def _search_dated(
+        self,
+        db: sqlite3.Connection,
+        fts: str,
+        workspace_no: int,
+        terms: list[QueryTerm],
+        limit: int,
+        mode: SearchMode,
+        path_prefix: str | None,
+        dates: tuple[str | None, str | None],
+    ) -> list[SearchHit]:
+        since, until = dates
+        files = "SELECT file_no FROM files WHERE workspace_no = ? AND last_date IS NOT NULL"
+        params: list[Any] = [workspace_no]
+        if since is not None:
+            files += " AND last_date >= ?"
+            params.append(since)
+        if until is not None:
+            files += " AND first_date <= ?"
+            params.append(until)
+        if path_prefix:
+            files += " AND substr(path, 1, ?) = ?"
+            params += [len(path_prefix), path_prefix]
+        pool = max(limit, self.candidates)
+        while True:
+            hits = self.search(
+                db, fts, workspace_no, terms, pool, mode, None, files=(files, params)
+            )
+            kept = [hit for hit in hits if dated_within(hit.date, since, until)]
+            if len(kept) >= limit or len(hits) < pool or pool >= _DATED_POOL_MAX:
+                return kept[:limit]
+            pool *= 4
 
     def _ranked_in(
         self,

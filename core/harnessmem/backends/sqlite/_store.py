@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 #: Bumped whenever tables, tokenizer or the indexed text form change; another version rebuilds.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 FILE_SHIFT = 22  # entry ids: file number << 22 | entry number (4.2 M entries a file)
 FILE_SPAN = 1 << FILE_SHIFT
@@ -112,6 +112,9 @@ def schema_statements(fts_tables: Sequence[str]) -> list[str]:
         "CREATE TABLE files(workspace_no INTEGER NOT NULL, path TEXT NOT NULL, "
         "source TEXT NOT NULL, content_hash TEXT NOT NULL, change_token TEXT, "
         "entries INTEGER NOT NULL, file_no INTEGER NOT NULL UNIQUE, indexed_at REAL NOT NULL, "
+        # The first and last date of the file's entries (None: none dated), so that a search
+        # between two dates reads only the files that may hold such entries.
+        "first_date TEXT, last_date TEXT, "
         "PRIMARY KEY (workspace_no, path)) WITHOUT ROWID",
         # id = entry id >> BLOCK_SHIFT: see EntryBlock.
         "CREATE TABLE entry_blocks(id INTEGER PRIMARY KEY, places BLOB NOT NULL, "

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from harnessmem.backends.base import INDEX_SOURCES, FileUpdate
+from harnessmem.backends.base import INDEX_SOURCES, FileUpdate, IndexEntry
 from harnessmem.backends.sqlite._store import (
     BLOCK_SHIFT,
     MAX_WORKSPACES,
@@ -104,6 +104,7 @@ def apply_updates(
         old = (row[2], _fts(row[1], workspace_no)) if row is not None else None
         number = writer.replace(path, update.entries, old, fts_table(update.source, workspace_no))
         stored[path] = (update.content_hash, update.source, number)
+        first, last = _date_range(update.entries)
         file_rows[path] = (
             workspace_no,
             path,
@@ -113,6 +114,8 @@ def apply_updates(
             len(update.entries),
             number,
             now,
+            first,
+            last,
         )
         tokens.pop(path, None)
         changed.append(True)
@@ -120,7 +123,8 @@ def apply_updates(
     if file_rows:
         db.executemany(
             "INSERT OR REPLACE INTO files(workspace_no, path, source, content_hash, "
-            "change_token, entries, file_no, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "change_token, entries, file_no, indexed_at, first_date, last_date) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             file_rows.values(),
         )
     if tokens:
@@ -129,6 +133,13 @@ def apply_updates(
             [(token, workspace_no, path) for path, token in tokens.items()],
         )
     return changed
+
+
+def _date_range(entries: Sequence[IndexEntry]) -> tuple[str | None, str | None]:
+    """The first and last day among the entries' dates; (None, None) when none is dated."""
+    dates = getattr(entries, "dates", None)  # EntryColumns keeps them as one column
+    days = [d[:10] for d in (dates if dates is not None else (e.date for e in entries)) if d]
+    return (min(days), max(days)) if days else (None, None)
 
 
 def all_current(db: sqlite3.Connection, workspace_no: int, batch: Sequence[FileUpdate]) -> bool:

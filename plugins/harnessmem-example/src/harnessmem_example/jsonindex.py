@@ -10,6 +10,10 @@ Copy this module to wrap your own search engine. It shows the parts every backen
   instance on the same file sees what the first wrote);
 - ``sync_file`` / ``remove`` / ``clear`` change the store atomically, ``search`` answers
   from it, ``files`` / ``stats`` describe it, ``close`` releases it;
+- rows are keyed by ``self.workspace_id``: several workspaces may share one store (sibling
+  workspaces, a ``HarnessPool``), and each instance reads, writes, counts and clears only its
+  own (``IndexBackendSuite``'s isolation tests check it; ``scoped()`` gives the instance of
+  another workspace on the same store);
 - a store that is missing or unreadable starts empty and counts a ``reset``, so the harness
   hands over every file again.
 
@@ -51,7 +55,7 @@ __all__ = ["JsonFileIndex", "JsonFileIndexOptions"]
 logger = logging.getLogger("harnessmem_example.jsonindex")
 
 #: Bump when the layout of the file changes; a file of another format is rebuilt.
-FORMAT = 1
+FORMAT = 2
 
 
 class JsonFileIndexOptions(BackendOptions):
@@ -83,6 +87,10 @@ class JsonFileIndex(IndexBackend):
         self._lock = threading.RLock()  # threads of this process
         self._file_lock = FileLock(f"{self.path}.lock")  # other processes
         self._seen: bytes | None = None  # the file's bytes when last read
+        # Every workspace's files as the document holds them; ours are _files. Sibling
+        # workspaces may share one file (options.path), so rows are keyed by workspace id:
+        # this instance reads, writes and clears only its own.
+        self._workspaces: dict[str, dict[str, dict[str, Any]]] = {}
         self._files: dict[str, dict[str, Any]] = {}
         self._engine = InMemoryIndex.create({})
 
@@ -97,17 +105,18 @@ class JsonFileIndex(IndexBackend):
         if raw == self._seen:
             return
         try:
-            files, engine = _load(raw)
+            workspaces, engine = _load(raw, self.workspace_id)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Unreadable: start empty; the harness sees ``resets`` move and re-syncs.
             logger.warning("index file %s is unusable (%s); starting empty", self.path, exc)
             self.resets += 1
-            files, engine = {}, InMemoryIndex.create({})
-        self._files, self._engine, self._seen = files, engine, raw
+            workspaces, engine = {}, InMemoryIndex.create({})
+        self._workspaces, self._engine, self._seen = workspaces, engine, raw
+        self._files = workspaces.setdefault(self.workspace_id, {})
 
     def _save(self) -> None:
         """Write the whole document atomically: a temp file in the same folder, renamed."""
-        data = {"format": FORMAT, "files": self._files}
+        data = {"format": FORMAT, "workspaces": self._workspaces}
         raw = json.dumps(data, ensure_ascii=False, indent=self.indent).encode()
         handle, temp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
         try:
@@ -163,7 +172,8 @@ class JsonFileIndex(IndexBackend):
 
     def clear(self) -> None:
         with self._lock, self._file_lock:
-            self._files = {}
+            self._refresh()
+            self._files.clear()  # this workspace's rows only
             self._save()
             self._engine.clear()
 
@@ -178,13 +188,23 @@ class JsonFileIndex(IndexBackend):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
-        # Checks the arguments and parses the query as every backend must (_search_terms).
+        # Checks the arguments and parses the query as every backend must (_search_terms);
+        # the in-memory reference also keeps the hits dated within since..until.
         with self._lock:
             self._refresh()
             engine = self._engine
         return engine.search(
-            query, limit, source=source, mode=mode, path_prefix=path_prefix, timeout=timeout
+            query,
+            limit,
+            source=source,
+            mode=mode,
+            path_prefix=path_prefix,
+            timeout=timeout,
+            since=since,
+            until=until,
         )
 
     def files(self) -> dict[str, IndexedFile]:
@@ -204,21 +224,24 @@ class JsonFileIndex(IndexBackend):
         self._engine.close()
 
 
-def _load(raw: bytes) -> tuple[dict[str, dict[str, Any]], InMemoryIndex]:
-    """The files of a document, and an engine holding their entries (empty for no bytes)."""
+def _load(
+    raw: bytes, workspace_id: str
+) -> tuple[dict[str, dict[str, dict[str, Any]]], InMemoryIndex]:
+    """Every workspace's files in a document, and an engine holding the entries of
+    ``workspace_id``'s (empty for no bytes)."""
     engine = InMemoryIndex.create({})
     if not raw:
         return {}, engine
     data = json.loads(raw)
     if data.get("format") != FORMAT:
         raise ValueError(f"format {data.get('format')!r}, expected {FORMAT}")
-    files = dict(data["files"])
-    for path, held in files.items():
+    workspaces = {str(k): dict(v) for k, v in dict(data["workspaces"]).items()}
+    for path, held in workspaces.get(workspace_id, {}).items():
         entries = [IndexEntry(*row) for row in held["entries"]]
         engine.sync_file(
             path, held["hash"], entries, source=held["source"], change_token=held["token"]
         )
-    return files, engine
+    return workspaces, engine
 
 
 def _file_for(options: JsonFileIndexOptions, context: dict[str, Any]) -> Path:

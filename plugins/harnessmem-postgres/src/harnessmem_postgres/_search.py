@@ -103,6 +103,8 @@ def candidates(
     pool: int,
     max_terms: int,
     check: Callable[[], None],
+    since: str | None = None,
+    until: str | None = None,
 ) -> list[Any] | None:
     """The best ``pool`` rows for ``terms``; None when the query has nothing to match.
 
@@ -147,6 +149,10 @@ def candidates(
     statement = statements.search
     if path_prefix:
         statement, params["prefix"] = statements.search_prefix, path_prefix
+    if since is not None or until is not None:
+        statement = statements.search_prefix_dated if path_prefix else statements.search_dated
+        # open bounds as days no entry can be before or after
+        params["since"], params["until"] = since or "0000-00-00", until or "9999-99-99"
     return list(conn.execute(statement, params).all())
 
 

@@ -76,7 +76,7 @@ WITH n AS MATERIALIZED (
          FROM w) AS score
     FROM {s}.entries e
     WHERE e.workspace_no = :ws AND e.source = :source
-        AND e.tsv @@ to_tsquery(CAST(:cfg AS regconfig), :query){prefix}
+        AND e.tsv @@ to_tsquery(CAST(:cfg AS regconfig), :query){prefix}{dates}
     ORDER BY score DESC, e.id
     LIMIT :pool
 )
@@ -85,6 +85,10 @@ SELECT g.generation, h.id, h.path, h.seq, h.section, h.start_line, h.end_line, h
 FROM {s}.workspaces g LEFT JOIN hits h ON true
 WHERE g.workspace_no = :ws
 """
+
+_PREFIX = "\n        AND starts_with(e.path, :prefix)"
+# Dates are ISO days (text sorts as the days do); an undated entry (NULL) matches neither.
+_DATES = "\n        AND left(e.date, 10) >= :since AND left(e.date, 10) <= :until"
 
 _FREQUENCIES = """
 SELECT (
@@ -126,6 +130,8 @@ class Statements:
     stats: Any
     search: Any
     search_prefix: Any
+    search_dated: Any
+    search_prefix_dated: Any
     frequencies: Any
 
     @classmethod
@@ -223,7 +229,9 @@ class Statements:
                 "SELECT source, count(*), coalesce(sum(entries), 0) FROM {s}.files "
                 "WHERE workspace_no = :ws GROUP BY source"
             ),
-            search=sql(_SEARCH, prefix=""),
-            search_prefix=sql(_SEARCH, prefix="\n        AND starts_with(e.path, :prefix)"),
+            search=sql(_SEARCH, prefix="", dates=""),
+            search_prefix=sql(_SEARCH, prefix=_PREFIX, dates=""),
+            search_dated=sql(_SEARCH, prefix="", dates=_DATES),
+            search_prefix_dated=sql(_SEARCH, prefix=_PREFIX, dates=_DATES),
             frequencies=sql(_FREQUENCIES),
         )

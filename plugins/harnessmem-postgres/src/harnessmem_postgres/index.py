@@ -52,6 +52,7 @@ from harnessmem.backends import (
     SearchMode,
     SearchTimeout,
 )
+from harnessmem.backends.base import check_dates
 from harnessmem.backends.fulltext import QueryTerm
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem_postgres import _schema
@@ -98,7 +99,7 @@ class PostgresIndex(IndexBackend):
     name: ClassVar[str] = "postgres"
     Options: ClassVar[type[BackendOptions]] = PostgresIndexOptions
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent"}
+        {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent", "dates"}
     )
 
     @classmethod
@@ -405,13 +406,16 @@ class PostgresIndex(IndexBackend):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
         terms = self._search_terms(query, limit, source=source, mode=mode)
         if not terms:
             return []
+        dates = check_dates(since, until)
         deadline = None if timeout is None else time.monotonic() + timeout
         return self._guarded(
-            lambda: self._search(terms, limit, source, mode, path_prefix, deadline, timeout),
+            lambda: self._search(terms, limit, source, mode, path_prefix, deadline, timeout, dates),
             "searching",
         )
 
@@ -424,6 +428,7 @@ class PostgresIndex(IndexBackend):
         path_prefix: str | None,
         deadline: float | None,
         timeout: float | None,
+        dates: tuple[str | None, str | None] = (None, None),
     ) -> list[SearchHit]:
         from sqlalchemy.exc import OperationalError
 
@@ -447,6 +452,8 @@ class PostgresIndex(IndexBackend):
                     pool=max(limit, self.opts.candidates) if spread else limit,
                     max_terms=self.opts.max_terms,
                     check=check,
+                    since=dates[0],
+                    until=dates[1],
                 )
         except OperationalError as exc:
             if sqlstate(exc) == QUERY_CANCELED:

@@ -1,0 +1,124 @@
+"""Searches between two dates: the harness, the agent's tool, the CLI and the fallback."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from click.testing import CliRunner
+
+from harnessmem import MemoryHarness
+from harnessmem.backends.inmemory import InMemoryIndex
+from harnessmem.cli import main
+from harnessmem.cli._dates import parse_day, today_in
+from harnessmem.settings import HarnessSettings
+
+
+def harness_on(root: Path, **index: Any) -> MemoryHarness:
+    settings = HarnessSettings.load(
+        workspace={"url": str(root)}, maintenance={"enabled": False}, index=index or {}
+    )
+    return MemoryHarness(settings)
+
+
+def write_logs(harness: MemoryHarness, days: dict[str, str]) -> None:
+    for day, text in days.items():
+        harness.workspace.write_text(f"memory/{day}.md", text)
+
+
+LOGS = {
+    "2026-10-02": "- The ferry to Brest leaves at 07:10 on weekdays.\n",
+    "2026-11-20": "- The ferry timetable changed: 07:40 from December.\n",
+    "2026-11-29": "- Jonas took the ferry to the Brest office.\n",
+}
+
+
+def test_harness_search_between_dates(tmp_path: Path) -> None:
+    with harness_on(tmp_path / "ws") as harness:
+        write_logs(harness, LOGS)
+        assert len(harness.search("ferry")) == 3
+        hits = harness.search("ferry", since=date(2026, 11, 1), until="2026-11-25")
+        assert [h.path for h in hits] == ["memory/2026-11-20.md"]
+        assert [h.path for h in harness.search("ferry", since="2026-11-25")] == [
+            "memory/2026-11-29.md"
+        ]
+
+
+class _Undated(InMemoryIndex):
+    """A third-party-like backend without the ``dates`` capability."""
+
+    name: ClassVar[str] = "undated"
+    capabilities: ClassVar[frozenset[str]] = InMemoryIndex.capabilities - {"dates"}
+
+    def search(self, query: str, limit: int = 10, **kwargs: Any) -> list[Any]:
+        assert not {"since", "until"} & set(kwargs), "never passed to this backend"
+        return super().search(query, limit, **kwargs)
+
+
+def test_a_backend_without_dates_gets_the_harness_s_filter(tmp_path: Path) -> None:
+    settings = HarnessSettings.load(
+        workspace={"url": str(tmp_path / "ws")}, maintenance={"enabled": False}
+    )
+    backend = _Undated(InMemoryIndex.Options())
+    with MemoryHarness(settings, index=backend) as harness:
+        write_logs(harness, LOGS)
+        hits = harness.search("ferry Brest", since="2026-11-01")
+        assert sorted(h.path for h in hits) == ["memory/2026-11-20.md", "memory/2026-11-29.md"]
+
+
+def test_the_memory_search_tool_takes_since_and_until(tmp_path: Path) -> None:
+    with harness_on(tmp_path / "ws") as harness:
+        write_logs(harness, LOGS)
+        session = harness.session("s")
+        schema = next(t for t in session.tools if t["function"]["name"] == "memory_search")
+        assert {"since", "until"} <= set(schema["function"]["parameters"]["properties"])
+        text = session.call_tool("memory_search", {"query": "ferry", "until": "2026-10-31"})
+        assert "memory/2026-10-02.md" in text
+        assert "2026-11-" not in text
+        empty = session.call_tool("memory_search", {"query": "ferry", "since": "2027-01-01"})
+        assert empty.startswith("No memories match 'ferry' dated 2027-01-01 to ...")
+        bad = session.call_tool("memory_search", {"query": "ferry", "since": "last week"})
+        assert bad.startswith("Error:")
+        assert "since must be a date" in bad
+        wrong = session.call_tool(
+            "memory_search", {"query": "ferry", "since": "2026-12-01", "until": "2026-11-01"}
+        )
+        assert "after until" in wrong
+
+
+def test_the_cli_reads_days_as_people_write_them() -> None:
+    today = date(2026, 11, 30)
+    assert parse_day("2026-11-02", today) == date(2026, 11, 2)
+    assert parse_day("today", today) == today
+    assert parse_day("Yesterday", today) == date(2026, 11, 29)
+    assert parse_day("last week", today) == date(2026, 11, 23)
+    assert parse_day("3 days ago", today) == date(2026, 11, 27)
+    assert parse_day("2 weeks ago", today) == date(2026, 11, 16)
+    assert parse_day("last month", today) == date(2026, 10, 31)
+    with pytest.raises(Exception, match="not a day I can read"):
+        parse_day("the day before the storm", today)
+
+
+def test_cli_search_since_a_relative_day(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    today = today_in(HarnessSettings().workspace.timezone)
+    with harness_on(root) as harness:
+        write_logs(
+            harness,
+            {
+                (today - timedelta(days=20)).isoformat(): "- an old note about the lighthouse\n",
+                today.isoformat(): "- a new note about the lighthouse\n",
+            },
+        )
+    result = CliRunner().invoke(
+        main, ["search", "lighthouse", "-w", str(root), "--since", "last week"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "a new note" in result.output
+    assert "an old note" not in result.output
+    assert f"dated {today - timedelta(days=7)} to ..." in result.output
+    bad = CliRunner().invoke(main, ["search", "x", "-w", str(root), "--since", "soonish"])
+    assert bad.exit_code == 2
+    assert "not a day I can read" in bad.output
