@@ -33,6 +33,8 @@ from harnessmem.backends.base import (
     IndexStats,
     SearchHit,
     SearchMode,
+    check_dates,
+    dated_within,
 )
 from harnessmem.backends.sqlite import SQLiteIndex, SQLiteIndexOptions
 from harnessmem.errors import ConfigError
@@ -179,15 +181,25 @@ class VectorIndex(IndexBackend):
         mode: SearchMode = "any",
         path_prefix: str | None = None,
         timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SearchHit]:
         terms = self._search_terms(query, limit, source=source, mode=mode)
         if not terms:
             return []
+        since, until = check_dates(since, until)
         opts = self.opts
         dense = mode == "any" and source in opts.embed_sources and opts.ranking != "text"
         if not dense:
             return self.text.search(
-                query, limit, source=source, mode=mode, path_prefix=path_prefix, timeout=timeout
+                query,
+                limit,
+                source=source,
+                mode=mode,
+                path_prefix=path_prefix,
+                timeout=timeout,
+                since=since,
+                until=until,
             )
         text_hits = (
             []
@@ -199,9 +211,11 @@ class VectorIndex(IndexBackend):
                 mode=mode,
                 path_prefix=path_prefix,
                 timeout=timeout,
+                since=since,
+                until=until,
             )
         )
-        near = self._dense(query, source, path_prefix, text_hits, limit)
+        near = self._dense(query, source, path_prefix, text_hits, limit, (since, until))
         if opts.ranking == "dense":
             return [_scored(hit, similarity) for hit, similarity in near[:limit]]
         scores: dict[tuple[str, int, int], float] = {}
@@ -224,6 +238,7 @@ class VectorIndex(IndexBackend):
         path_prefix: str | None,
         text_hits: list[SearchHit],
         limit: int,
+        dates: tuple[str | None, str | None],
     ) -> list[tuple[SearchHit, float]]:
         """The dense ranking: the text pool by cosine to ``query``, with the nearest other
         entries that reach ``min_similarity`` (at most ``dense_candidates``), best first.
@@ -237,6 +252,11 @@ class VectorIndex(IndexBackend):
             logger.warning("the vectors index holds vectors of another size; reindex it")
             return []
         similarity = matrix.vectors @ vector
+        if dates != (None, None):
+            keep = np.fromiter(
+                (dated_within(p[5], *dates) for p in matrix.places), bool, len(matrix.places)
+            )
+            similarity = np.where(keep, similarity, -np.inf)
         found: dict[int, SearchHit | None] = {}
         for hit in text_hits:
             row = matrix.rows.get((hit.path, hit.start_line, hit.end_line))
@@ -249,7 +269,7 @@ class VectorIndex(IndexBackend):
             bar = self.opts.min_similarity if self.opts.ranking != "dense" else -1.0
             for row in nearest.tolist():
                 place = matrix.places[row]
-                if row in found or similarity[row] < bar:
+                if row in found or similarity[row] < bar or similarity[row] == -np.inf:
                     continue
                 if path_prefix and not place[0].startswith(path_prefix):
                     continue
