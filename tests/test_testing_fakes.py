@@ -598,3 +598,26 @@ def test_scripted_model_errors_are_model_errors() -> None:
         model.complete(MESSAGES, purpose="summary")
 
     assert "Script one reply per expected model call" in str(caught.value)
+
+
+def test_fake_openai_server_answers_embeddings_as_floats_and_base64() -> None:
+    import base64
+    import struct
+
+    from harnessmem.testing.openai_server import hashed_embedding
+
+    with FakeOpenAIServer([]) as server:
+        body = {"model": "text-embedding-3-small", "input": ["walrus ice", "gull"]}
+        plain = httpx.post(f"{server.base_url}/embeddings", json=body).json()
+        assert [item["index"] for item in plain["data"]] == [0, 1]
+        assert plain["data"][0]["embedding"] == hashed_embedding("walrus ice")
+        packed = httpx.post(
+            f"{server.base_url}/embeddings",
+            json={**body, "encoding_format": "base64", "dimensions": 8},
+        ).json()["data"][1]["embedding"]
+        decoded = struct.unpack("<8f", base64.b64decode(packed))
+        assert decoded == pytest.approx(hashed_embedding("gull", 8))
+        bad = httpx.post(f"{server.base_url}/embeddings", json={"model": "m", "input": []})
+        assert bad.status_code == 400
+        assert server.remaining == 0, "embeddings use no scripted reply"
+        assert len(server.problems) == 1

@@ -9,17 +9,25 @@ SDK, httpx) against scripted replies and injected faults, with no network::
         assert server.requests[0].body["model"] == "gpt-4o-mini"
 
 It answers ``POST /v1/chat/completions`` and ``POST /chat/completions``, plain
-or streamed (server-sent events when the request says ``"stream": true``).
+or streamed (server-sent events when the request says ``"stream": true``), and
+``POST /v1/embeddings`` (``/embeddings``): each input gets the vector ``embed(text)``
+gives, by default :func:`hashed_embedding` (words hashed into ``dimensions`` buckets, so
+texts sharing words are close), as floats or base64 as the request's
+``encoding_format`` asks. Embedding requests are recorded but use no scripted reply.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
+import hashlib
 import itertools
 import json
+import math
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -32,9 +40,30 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 if TYPE_CHECKING:
     from harnessmem.tokens import TokenCounter
 
-__all__ = ["FakeOpenAIServer", "Fault", "RecordedRequest", "ServerReply"]
+__all__ = ["FakeOpenAIServer", "Fault", "RecordedRequest", "ServerReply", "hashed_embedding"]
 
 _CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+_EMBEDDING_PATHS = frozenset({"/v1/embeddings", "/embeddings"})
+_EMBEDDING_DIMENSIONS = 64
+_WORDS = re.compile(r"\w+")
+
+
+def hashed_embedding(text: str, dimensions: int = _EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic unit vector for ``text``: its lower-cased words hashed into buckets.
+
+    Texts that share words have a positive cosine; a text without words gets the first
+    unit vector. Meant for tests, not for retrieval quality.
+    """
+    vector = [0.0] * dimensions
+    for word in _WORDS.findall(text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        bucket = int.from_bytes(digest[:4], "little") % dimensions
+        vector[bucket] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    if not norm:
+        vector[0] = norm = 1.0
+    return [v / norm for v in vector]
+
 
 #: How long ``close()`` waits for a connection's thread after hanging up on it.
 _JOIN_TIMEOUT = 5.0
@@ -191,7 +220,11 @@ class FakeOpenAIServer:
     def __init__(
         self,
         replies: str | Sequence[ServerReply] | Callable[[dict[str, Any]], ServerReply],
+        *,
+        embed: Callable[[str, int], Sequence[float]] = hashed_embedding,
     ) -> None:
+        #: ``(text, dimensions) -> vector`` for the embeddings endpoint.
+        self.embed = embed
         self._fixed: str | None = None
         self._script: tuple[ServerReply, ...] | None = None
         self._function: Callable[[dict[str, Any]], ServerReply] | None = None
@@ -412,11 +445,14 @@ class _Handler(BaseHTTPRequestHandler):
         chat = method == "POST" and path in _CHAT_PATHS
         headers = {name.lower(): value for name, value in self.headers.items()}
         number = fake._record(RecordedRequest(method, path, headers, body), chat=chat)
+        if method == "POST" and path in _EMBEDDING_PATHS:
+            self._send_embeddings(body, parse_error)
+            return
         if not chat:
             self._send_error(
                 404,
                 f"Unknown request URL: {method} {path}. FakeOpenAIServer serves only "
-                "POST /v1/chat/completions.",
+                "POST /v1/chat/completions and POST /v1/embeddings.",
                 "invalid_request_error",
             )
             return
@@ -438,6 +474,47 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_completion(message, body)
 
     # -- answers ---------------------------------------------------------------------------
+
+    def _send_embeddings(self, body: Mapping[str, Any], parse_error: str | None) -> None:
+        fake = self.server.fake
+        raw = body.get("input")
+        inputs = [raw] if isinstance(raw, str) else raw
+        problem = parse_error
+        if problem is None and not isinstance(body.get("model"), str):
+            problem = "you must provide a model parameter"
+        if problem is None and (
+            not isinstance(inputs, list)
+            or not inputs
+            or not all(isinstance(t, str) for t in inputs)
+        ):
+            problem = "'input' must be a string or a non-empty array of strings"
+        if problem is not None:
+            fake._problem(f"FakeOpenAIServer: embeddings request rejected: {problem}")
+            self._send_error(400, problem, "invalid_request_error")
+            return
+        assert isinstance(inputs, list)
+        dimensions = body.get("dimensions")
+        size = dimensions if isinstance(dimensions, int) and dimensions > 0 else None
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for position, text in enumerate(inputs):
+            vector = [float(v) for v in fake.embed(text, size or _EMBEDDING_DIMENSIONS)]
+            encoded: Any = vector
+            if as_base64:
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                encoded = base64.b64encode(packed).decode("ascii")
+            data.append({"object": "embedding", "index": position, "embedding": encoded})
+        counter = fake._token_counter()
+        tokens = sum(counter.count_text(text) for text in inputs)
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _send_completion(self, message: dict[str, Any], body: Mapping[str, Any]) -> None:
         choice = {

@@ -1,0 +1,311 @@
+"""The ``vectors`` index backend: SQLite FTS5 candidates and dense similarity, fused.
+
+Full text is the ``sqlite`` backend itself (same file, same options, same ranking);
+vectors live in a second SQLite file beside it (``memory_index.vectors.db``; see
+:mod:`harnessmem_vectors._store`). A search in ``any`` mode takes the sqlite ranking's
+best ``text_pool`` entries (each holds a query word) and ranks them again by cosine to
+the query (a NumPy product over the workspace's vectors), adding the nearest entries
+outside the pool (at most ``dense_candidates``) that reach ``min_similarity``, so a query
+about nothing in the workspace still finds nothing. The two rankings are fused by
+reciprocal rank: ``1 / (rrf_k + rank)`` from the text side, ``dense_weight / (rrf_k +
+rank)`` from the dense one. ``all`` and ``phrase`` searches, and sources not in
+``embed_sources``, are the sqlite ranking alone.
+
+Isolation is the sqlite backend's for the text, and rows keyed by ``workspace_id`` for
+the vectors; :meth:`VectorIndex.scoped` shares both files' connections.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from harnessmem.backends.base import (
+    BackendOptions,
+    FileUpdate,
+    IndexBackend,
+    IndexedFile,
+    IndexEntry,
+    IndexStats,
+    SearchHit,
+    SearchMode,
+    check_dates,
+    dated_within,
+)
+from harnessmem.backends.sqlite import SQLiteIndex, SQLiteIndexOptions
+from harnessmem.errors import ConfigError
+from harnessmem_vectors._store import VectorStore
+from harnessmem_vectors.embedders import Embedder, build_embedder
+from harnessmem_vectors.options import VectorIndexOptions
+
+__all__ = ["VectorIndex", "vector_path"]
+
+
+def _scored(hit: SearchHit, score: float) -> SearchHit:
+    return SearchHit(
+        hit.path, hit.start_line, hit.end_line, hit.content, round(score, 6), hit.context, hit.date
+    )
+
+
+logger = logging.getLogger("harnessmem.index")
+
+
+def vector_path(index_path: Path) -> Path:
+    """The vector file beside a full-text index file (``x.db`` -> ``x.vectors.db``)."""
+    return index_path.with_name(f"{index_path.stem}.vectors{index_path.suffix or '.db'}")
+
+
+class VectorIndex(IndexBackend):
+    """Hybrid full-text and dense index; see the module docstring."""
+
+    name: ClassVar[str] = "vectors"
+    Options: ClassVar[type[BackendOptions]] = VectorIndexOptions
+    capabilities: ClassVar[frozenset[str]] = SQLiteIndex.capabilities
+
+    def __init__(self, options: BackendOptions, **context: Any) -> None:
+        assert isinstance(options, VectorIndexOptions)
+        shared = context.pop("_shared", None)
+        super().__init__(options, **context)
+        self.opts = options
+        self.text: SQLiteIndex
+        self.store: VectorStore
+        self.embedder: Embedder
+        if shared is not None:
+            self.text, self.store, self.embedder = shared
+            self._owner = False
+            return
+        raw_path = context.get("index_path")
+        if raw_path is None:
+            raise ConfigError(
+                "the vectors index needs a file: no index_path was given",
+                hint="set workspace.index_path, or open it through MemoryHarness",
+            )
+        self.embedder = build_embedder(options)
+        text_options = SQLiteIndexOptions(
+            **options.model_dump(include=set(SQLiteIndexOptions.model_fields))
+        )
+        self.text = SQLiteIndex(text_options, **context)
+        where = (
+            Path(options.vector_path).expanduser()
+            if options.vector_path
+            else vector_path(Path(raw_path).expanduser())
+        )
+        try:
+            self.store = VectorStore(where, busy_timeout=options.busy_timeout)
+        except BaseException:
+            self.text.close()
+            raise
+        self._owner = True
+
+    @property
+    def resets(self) -> int:
+        """Times either file started empty."""
+        return self.text.resets + self.store.resets
+
+    @resets.setter
+    def resets(self, value: int) -> None:
+        pass  # IndexBackend.__init__ starts the count at 0; the files keep theirs
+
+    def scoped(self, workspace_id: str, **context: Any) -> Self:
+        """Another workspace's instance on the same two files."""
+        text = self.text.scoped(workspace_id, **context)
+        merged = {**self.context, **context, "workspace_id": text.workspace_id}
+        return type(self)(self.opts, _shared=(text, self.store, self.embedder), **merged)
+
+    # writing --------------------------------------------------------------------------------
+
+    def files(self) -> dict[str, IndexedFile]:
+        """The files both halves hold at the same hash (others are handed again)."""
+        held = self.text.files()
+        embedded = self.store.current(self.workspace_id, self.embedder.identity)
+        return {
+            path: f
+            for path, f in held.items()
+            if f.source not in self.opts.embed_sources or embedded.get(path) == f.content_hash
+        }
+
+    def sync_file(
+        self,
+        path: str,
+        content_hash: str,
+        entries: Sequence[IndexEntry],
+        *,
+        source: str = "memory",
+        change_token: str | None = None,
+    ) -> bool:
+        return self.sync_files([FileUpdate(path, content_hash, entries, source, change_token)])[0]
+
+    def sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+        batch = list(updates)
+        changed = self.text.sync_files(batch)
+        embedded = self.store.current(self.workspace_id, self.embedder.identity)
+        for position, update in enumerate(batch):
+            if update.source not in self.opts.embed_sources:
+                continue
+            if embedded.get(update.path) == update.content_hash:
+                continue
+            self.store.write_file(
+                self.workspace_id,
+                update.path,
+                update.source,
+                update.content_hash,
+                update.entries,
+                self.embedder.identity,
+                self.embedder.embed,
+            )
+            embedded[update.path] = update.content_hash
+            changed[position] = True
+        return changed
+
+    def remove(self, path: str) -> bool:
+        removed = self.text.remove(path)
+        self.store.remove(self.workspace_id, path)
+        return removed
+
+    def clear(self) -> None:
+        self.text.clear()
+        self.store.remove(self.workspace_id)
+
+    # searching ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        source: str = "memory",
+        mode: SearchMode = "any",
+        path_prefix: str | None = None,
+        timeout: float | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> list[SearchHit]:
+        terms = self._search_terms(query, limit, source=source, mode=mode)
+        if not terms:
+            return []
+        since, until = check_dates(since, until)
+        opts = self.opts
+        dense = mode == "any" and source in opts.embed_sources and opts.ranking != "text"
+        if not dense:
+            return self.text.search(
+                query,
+                limit,
+                source=source,
+                mode=mode,
+                path_prefix=path_prefix,
+                timeout=timeout,
+                since=since,
+                until=until,
+            )
+        text_hits = (
+            []
+            if opts.ranking == "dense"
+            else self.text.search(
+                query,
+                max(limit, opts.text_pool),
+                source=source,
+                mode=mode,
+                path_prefix=path_prefix,
+                timeout=timeout,
+                since=since,
+                until=until,
+            )
+        )
+        near = self._dense(query, source, path_prefix, text_hits, limit, (since, until))
+        if opts.ranking == "dense":
+            return [_scored(hit, similarity) for hit, similarity in near[:limit]]
+        scores: dict[tuple[str, int, int], float] = {}
+        by_key: dict[tuple[str, int, int], SearchHit] = {}
+        for rank, hit in enumerate(text_hits):
+            key = (hit.path, hit.start_line, hit.end_line)
+            by_key[key] = hit
+            scores[key] = 1.0 / (opts.rrf_k + rank + 1)
+        for rank, (hit, _) in enumerate(near):
+            key = (hit.path, hit.start_line, hit.end_line)
+            by_key.setdefault(key, hit)
+            scores[key] = scores.get(key, 0.0) + opts.dense_weight / (opts.rrf_k + rank + 1)
+        best = sorted(scores.items(), key=lambda item: -item[1])[:limit]
+        return [_scored(by_key[key], score) for key, score in best]
+
+    def _dense(
+        self,
+        query: str,
+        source: str,
+        path_prefix: str | None,
+        text_hits: list[SearchHit],
+        limit: int,
+        dates: tuple[str | None, str | None],
+    ) -> list[tuple[SearchHit, float]]:
+        """The dense ranking: the text pool by cosine to ``query``, with the nearest other
+        entries that reach ``min_similarity`` (at most ``dense_candidates``), best first.
+        (With ``ranking = "dense"`` the text pool is empty: every entry needs the bar.)
+        """
+        matrix = self.store.matrix(self.workspace_id, source, self.embedder.identity)
+        if matrix is None:
+            return []
+        vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
+        if vector.shape[0] != matrix.vectors.shape[1]:
+            logger.warning("the vectors index holds vectors of another size; reindex it")
+            return []
+        similarity = matrix.vectors @ vector
+        if dates != (None, None):
+            keep = np.fromiter(
+                (dated_within(p[5], *dates) for p in matrix.places), bool, len(matrix.places)
+            )
+            similarity = np.where(keep, similarity, -np.inf)
+        found: dict[int, SearchHit | None] = {}
+        for hit in text_hits:
+            row = matrix.rows.get((hit.path, hit.start_line, hit.end_line))
+            if row is not None:
+                found[row] = hit
+        extra = max(self.opts.dense_candidates, limit if not text_hits else 0)
+        count = min(extra + len(found), len(similarity))
+        if count:
+            nearest = np.argpartition(-similarity, count - 1)[:count]
+            bar = self.opts.min_similarity if self.opts.ranking != "dense" else -1.0
+            for row in nearest.tolist():
+                place = matrix.places[row]
+                if row in found or similarity[row] < bar or similarity[row] == -np.inf:
+                    continue
+                if path_prefix and not place[0].startswith(path_prefix):
+                    continue
+                found[row] = None
+        ranked = sorted(found, key=lambda row: (-float(similarity[row]), row))
+        out = []
+        for row in ranked:
+            held = found[row]
+            if held is None:
+                path, start, end, content, context, date = matrix.places[row]
+                held = SearchHit(path, start, end, content, 0.0, context, date)
+            out.append((held, float(similarity[row])))
+        return out
+
+    # state ----------------------------------------------------------------------------------
+
+    def stats(self) -> IndexStats:
+        text = self.text.stats()
+        entries, vectors = self.store.counts(self.workspace_id)
+        details = {
+            **text.details,
+            "vectors": {
+                "path": str(self.store.path),
+                "embedder": self.embedder.identity,
+                "embedded_entries": entries,
+                "cached_vectors": vectors,
+                "ranking": self.opts.ranking,
+            },
+        }
+        return IndexStats(files=text.files, entries=text.entries, details=details)
+
+    def close(self) -> None:
+        """Close this instance; the one the others were scoped from closes the files too."""
+        self.text.close()
+        if self._owner:
+            self.store.close()
+
+    def __repr__(self) -> str:
+        return f"<VectorIndex {self.store.path} workspace {self.workspace_id!r}>"

