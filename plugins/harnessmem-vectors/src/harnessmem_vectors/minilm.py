@@ -141,17 +141,21 @@ class MiniLM:
         b, t, d = x.shape
         head = d // _HEADS
         bias = ((1.0 - mask) * -1e9)[:, None, None, :]
+        # The dense layers run on (b*t, d) matrices: one BLAS call each, where a stacked
+        # (b, t, d) @ (d, e) product makes numpy loop over b small ones.
+        x = x.reshape(b * t, d)
         for qkv, qkv_b, ow, ob, n1w, n1b, iw, ib, fw, fb, n2w, n2b in self._layers:
-            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=-1)
+            q, k, v = np.split((x @ qkv + qkv_b).reshape(b, t, 3 * d), 3, axis=-1)
             q = q.reshape(b, t, _HEADS, head).transpose(0, 2, 1, 3)
             k = k.reshape(b, t, _HEADS, head).transpose(0, 2, 3, 1)
             v = v.reshape(b, t, _HEADS, head).transpose(0, 2, 1, 3)
             scores = (q @ k) * float(head**-0.5) + bias
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(b * t, d)
             x = _layer_norm(context @ ow + ob + x, n1w, n1b)
             x = _layer_norm(_gelu(x @ iw + ib) @ fw + fb + x, n2w, n2b)
+        x = x.reshape(b, t, d)
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
