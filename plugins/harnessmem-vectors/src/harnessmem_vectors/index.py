@@ -99,6 +99,9 @@ class VectorIndex(IndexBackend):
         except BaseException:
             self.text.close()
             raise
+        attach = getattr(self.embedder, "attach", None)
+        if attach is not None:
+            attach(self.store)
         self._owner = True
 
     @property

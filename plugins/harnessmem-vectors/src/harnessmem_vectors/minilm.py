@@ -74,7 +74,8 @@ class MiniLM:
 
         with zipfile.ZipFile(archive) as zf:
             tensors = load_tensors(zf.read("model.safetensors"))
-            tokenizer = Tokenizer.from_str(zf.read("tokenizer.json").decode("utf-8"))
+            self._tokenizer_json = zf.read("tokenizer.json").decode("utf-8")
+            tokenizer = Tokenizer.from_str(self._tokenizer_json)
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer = tokenizer
@@ -128,6 +129,20 @@ class MiniLM:
             chosen = order[start : start + batch_size]
             out[chosen] = self._forward([ids[i] for i in chosen])
         return out
+
+    def tokenizer_copy(self) -> Any:
+        """A tokenizer of its own (a ``tokenizers.Tokenizer``): no special tokens, no cut."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(self._tokenizer_json)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        tokenizer.post_processor = None
+        return tokenizer
+
+    def forward_unit(self, batch: list[list[int]]) -> Any:
+        """Unit vectors of token id sequences (special tokens included by the caller)."""
+        return self._forward(batch)
 
     def _forward(self, batch: list[list[int]]) -> Any:
         length = max(len(x) for x in batch)
