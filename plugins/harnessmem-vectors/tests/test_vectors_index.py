@@ -68,7 +68,10 @@ class TestVectorIndexWithAPIEmbedder(IndexBackendSuite):
 class TestVectorIndexWithStaticEmbedder(IndexBackendSuite):
     @pytest.fixture
     def index(self, tmp_path: Path) -> Iterator[IndexBackend]:
-        backend = VectorIndex.create({"embedder": "static"}, index_path=tmp_path / "index.db")
+        backend = VectorIndex.create(
+            {"embedder": "static"},
+            index_path=tmp_path / "index.db",
+        )
         yield backend
         backend.close()
 

@@ -181,9 +181,17 @@ class VectorStore:
         entries: Sequence[IndexEntry],
         identity: str,
         embed: Callable[[list[str]], Any],
+        context: int = 0,
     ) -> None:
-        """Make ``entries`` the embedded entries of ``path``; embed only unseen texts."""
+        """Make ``entries`` the embedded entries of ``path``; embed only unseen texts.
+
+        ``context``: how many entries before each (in the file) are embedded with it.
+        """
         texts = [embedding_text(e) for e in entries]
+        if context:
+            texts = [
+                " ".join([*texts[max(0, n - context) : n], text]) for n, text in enumerate(texts)
+            ]
         hashes = [_text_hash(identity, t) for t in texts]
         with self.lock:
             known = self._known(identity, hashes)

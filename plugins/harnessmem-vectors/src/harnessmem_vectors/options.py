@@ -28,7 +28,7 @@ class VectorIndexOptions(SQLiteIndexOptions):
         description="Static embedder: a in a token's weight a / (a + p), p its Zipf share.",
     )
     centring: float = Field(
-        1.0,
+        0.0,
         ge=0,
         le=1,
         description="Static embedder: share of the vocabulary's mean vector taken from "
@@ -67,12 +67,20 @@ class VectorIndexOptions(SQLiteIndexOptions):
     dense_candidates: int = Field(
         20, ge=0, le=1_000, description="Nearest entries outside the text pool considered."
     )
-    min_similarity: float = Field(
-        0.6,
+    min_similarity: float | None = Field(
+        None,
         ge=-1,
         le=1,
         description="Cosine a candidate without any query word needs to be kept (the "
-        "text pool's candidates need none).",
+        "text pool's candidates need none); None: 0.85 for the static embedder (its "
+        "uncentred vectors are ~0.5 alike for any two texts), 0.6 for the others.",
+    )
+    dense_context: int = Field(
+        0,
+        ge=0,
+        le=8,
+        description="Entries before each one (in its file) embedded with it: a turn's "
+        "vector then also holds the turn it answers.",
     )
     vector_path: str | None = Field(
         None,
