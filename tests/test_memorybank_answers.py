@@ -10,7 +10,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
 from tests.conftest import TEST_DATA
 
 KEY = TEST_DATA / "memorybank-answers" / "answers.jsonl"
@@ -45,7 +44,9 @@ def test_every_record_is_well_formed(bank: ModuleType) -> None:
         if not record["answerable"]:
             assert record["reason"], where
             continue
-        assert record["answer"] and record["match"] and record["evidence"], where
+        assert record["answer"], where
+        assert record["match"], where
+        assert record["evidence"], where
         assert all(m.strip() == m and m for m in record["match"]), where
         for ref in record["evidence"]:
             assert re.fullmatch(r"\d{4}-\d\d-\d\d", ref["date"]), where
@@ -57,7 +58,9 @@ def test_every_record_is_well_formed(bank: ModuleType) -> None:
 def test_the_key_covers_every_probing_question(bank: ModuleType, dialogues: Any) -> None:
     """One record per question of ``probing_questions_en.jsonl`` and no other; when this
     fails the shared file gained or lost questions: label the new ones by the README's rule."""
-    asked = {(user, i) for user, questions in dialogues.questions.items() for i in range(len(questions))}
+    asked = {
+        (user, i) for user, questions in dialogues.questions.items() for i in range(len(questions))
+    }
     keyed = {(r["user"], r["question"]) for r in bank.read_key(KEY)}
     assert len(asked) == 100
     assert keyed == asked
