@@ -195,9 +195,11 @@ def evaluate(
                             for row, text in _plain_search(db, answer.question)
                         )
                     )
-                    kept.add(any(key_of.contains(memory, m) for m in answer.match))
+                    in_memory = any(key_of.contains(memory, m) for m in answer.match)
+                    kept.add(in_memory)
                     if not found:
-                        misses.append(f"{user} {answer.index}: {answer.question}")
+                        where = "in memory, not found" if in_memory else "not in memory"
+                        misses.append(f"{user} {answer.index} ({where}): {answer.question}")
                 db.close()
     replayed = len(sorted(by_user)[:users])
     return Results(ours, plain, kept, replayed, search_seconds, replay_seconds, facts, misses)

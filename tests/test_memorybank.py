@@ -1,5 +1,6 @@
 """Our answer key to the MemoryBank probing questions (``tests/data/memorybank-answers``):
-well formed, covering every question, and every reference resolving in the shared data."""
+well formed, covering every question, and every reference resolving in the shared data; and
+the pieces of ``bench/bench_memorybank.py`` that the figures depend on."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def bank() -> Iterator[ModuleType]:
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(TEST_DATA.parents[1]))
         yield importlib.import_module("bench._memorybank")
+
+
+@pytest.fixture(scope="module")
+def bench_module(bank: ModuleType) -> ModuleType:
+    return importlib.import_module("bench.bench_memorybank")
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +113,49 @@ def test_a_hit_holds_the_answer_by_the_rule(bank: ModuleType) -> None:
     assert not bank.hit_holds(answer, "- songs by Ed Sheeran", {"2023-04-27"})
     undated = bank.Answer("Emily", 0, "?", True, "x", ["Wandering Earth", "x y"])
     assert bank.hit_holds(undated, "Emily likes The Wandering Earth", set())
+
+
+def test_the_replay_gets_the_days_in_order_with_their_dates(bench_module: ModuleType) -> None:
+    """Each turn is a query then its response, the days sorted, each message stamped on
+    its own day (the daily logs are named by these dates)."""
+    days = {
+        "2023-04-28": [{"query": "q2", "response": "r2"}],
+        "2023-04-27": [{"query": "q0", "response": "r0"}, {"query": "q1", "response": "r1"}],
+    }
+    messages = bench_module.conversation(days)
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "q0"),
+        ("assistant", "r0"),
+        ("user", "q1"),
+        ("assistant", "r1"),
+        ("user", "q2"),
+        ("assistant", "r2"),
+    ]
+    stamps = [m["timestamp"] for m in messages]
+    assert stamps == sorted(stamps)
+    assert [s[:10] for s in stamps] == ["2023-04-27"] * 4 + ["2023-04-28"] * 2
+
+
+def test_a_hit_is_dated_by_itself_and_the_places_it_stands_for(bench_module: ModuleType) -> None:
+    from harnessmem import SearchHit
+
+    hit = SearchHit("MEMORY.md", 3, 3, "- x", 1.0, also=("memory/2023-04-27.md:5-5",))
+    assert bench_module._dates_of(hit) == {"2023-04-27"}
+    daily = SearchHit("memory/2023-05-02.md", 4, 4, "- y", 1.0, date="2023-05-02")
+    assert bench_module._dates_of(daily) == {"2023-05-02"}
+
+
+def test_one_user_replayed_and_asked(
+    bank: ModuleType, bench_module: ModuleType, dialogues: Any
+) -> None:
+    """The benchmark's path end to end on the first user: every answerable question of that
+    user is asked on both sides; what is found is also in memory (search reads nothing else)."""
+    key = bank.load(dialogues, KEY)
+    results = bench_module.evaluate(dialogues, key, users=1)
+    first = sorted({a.user for a in key.answerable})[0]
+    assert results.users == 1
+    assert results.ours.asked == results.plain.asked == results.kept.asked
+    assert results.ours.asked == sum(1 for a in key.answerable if a.user == first)
+    assert results.facts > 0
+    assert results.ours.answered <= results.kept.answered
+    assert len(results.misses) == results.ours.asked - results.ours.answered
