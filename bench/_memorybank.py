@@ -138,14 +138,25 @@ def load(dialogues: Dialogues, path: Path = KEY) -> AnswerKey:
     return key
 
 
+#: Memory is written in the third person: the user's "my" is "the user's" there.
+_PERSON = {
+    "i": r"(?:i|the\s+user)",
+    "me": r"(?:me|the\s+user)",
+    "my": r"(?:my|the\s+user's)",
+    "myself": r"(?:myself|the\s+user)",
+}
+
+
 def _pattern(needle: str) -> re.Pattern[str]:
-    """``needle`` case-insensitively, not inside a longer word ("hot" is not in "photo")."""
-    words = r"\s+".join(re.escape(part) for part in needle.split())
+    """``needle`` case-insensitively, not inside a longer word ("hot" is not in "photo"),
+    its first-person words also in the third person ("my birthday", "the user's birthday")."""
+    words = r"\s+".join(_PERSON.get(part.lower(), re.escape(part)) for part in needle.split())
     return re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE)
 
 
 def contains(text: str, needle: str) -> bool:
-    """Whether ``text`` holds ``needle`` by the key's rule (case and spacing aside, whole words)."""
+    """Whether ``text`` holds ``needle`` by the key's rule (case and spacing aside, whole
+    words, the user's "I", "me", "my" also as "the user", "the user's")."""
     return _pattern(needle).search(text) is not None
 
 

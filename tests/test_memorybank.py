@@ -104,6 +104,9 @@ def test_a_match_is_whole_words_in_any_case(bank: ModuleType) -> None:
     assert bank.contains("bands like AC/DC and Guns N' Roses.", "guns n' roses")
     assert bank.contains("One Hundred\nYears of  Solitude", "One Hundred Years of Solitude")
     assert not bank.contains("functions", "function")
+    assert bank.contains("- Friend, today is the user's birthday.", "is my birthday")
+    assert bank.contains("- The user told me about it", "told me")
+    assert not bank.contains("- Other birthday activities include gifts", "is my birthday")
 
 
 def test_a_hit_holds_the_answer_by_the_rule(bank: ModuleType) -> None:
