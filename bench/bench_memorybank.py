@@ -97,14 +97,29 @@ class Tally:
 
 @dataclass
 class Results:
-    ours: Tally
-    plain: Tally
+    """Tallies of the harness and the plain table for all questions (``all``), for those
+    naming a day (``named``) and for those searched within that day (``within``)."""
+
+    ours: dict[str, Tally]
+    plain: dict[str, Tally]
     kept: Tally
     users: int
     search_seconds: float
     replay_seconds: float
     facts: int
     misses: list[str]
+
+
+_MONTHS = {"january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6}
+_NAMED = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{1,2})(?:st|nd|rd|th)?\b", re.I)
+
+
+def named_day(question: str, year: int) -> str | None:
+    """The day a question names ("On May 4th, ..."), as ``YYYY-MM-DD`` of ``year``."""
+    match = _NAMED.search(question)
+    if match is None:
+        return None
+    return dt.date(year, _MONTHS[match.group(1).lower()], int(match.group(2))).isoformat()
 
 
 def _plain_table(days: dict[str, list[dict[str, str]]]) -> tuple[sqlite3.Connection, list[str]]:
@@ -121,15 +136,18 @@ def _plain_table(days: dict[str, list[dict[str, str]]]) -> tuple[sqlite3.Connect
     return db, dates
 
 
-def _plain_search(db: sqlite3.Connection, question: str) -> list[tuple[int, str]]:
+def _plain_search(
+    db: sqlite3.Connection, dates: list[str], question: str, day: str | None = None
+) -> list[tuple[int, str]]:
+    """The top 5 rows for the question's words OR-ed, by bm25 (of ``day`` only, if given)."""
     words = dict.fromkeys(w.lower() for w in _WORD.findall(question))
     if not words:
         return []
     query = " OR ".join(f'"{w}"' for w in words)
-    return db.execute(
-        "SELECT rowid, content FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 5",
-        (query,),
+    rows = db.execute(
+        "SELECT rowid, content FROM turns WHERE turns MATCH ? ORDER BY bm25(turns)", (query,)
     ).fetchall()
+    return [(row, text) for row, text in rows if day is None or dates[row] == day][:5]
 
 
 def _memory_text(harness: Any) -> str:
@@ -152,7 +170,9 @@ def evaluate(
     by_user: dict[str, list[key_of.Answer]] = {}
     for answer in key.answerable:
         by_user.setdefault(answer.user, []).append(answer)
-    ours, plain, kept = Tally(), Tally(), Tally()
+    ours = {part: Tally() for part in ("all", "named", "within")}
+    plain = {part: Tally() for part in ("all", "named", "within")}
+    kept = Tally()
     search_seconds = replay_seconds = 0.0
     facts = 0
     misses: list[str] = []
@@ -160,9 +180,8 @@ def evaluate(
         for number, (user, answers) in enumerate(sorted(by_user.items())[:users]):
             days = dialogues.days[user]
             clock = ReplayClock()
-            root = Path(tmp) / f"user-{number}"
             with MemoryHarness.open(
-                root,
+                Path(tmp) / f"user-{number}",
                 clock=clock,
                 maintenance={"enabled": False},
                 plugins={"autoload": False},
@@ -179,22 +198,32 @@ def evaluate(
                 facts += report.facts
                 if report.flush_failures:
                     raise RuntimeError(f"{user}: flush failed: {report.flush_failures[0]}")
-                after = dt.date.fromisoformat(max(days)) + dt.timedelta(days=1)
-                clock.set(dt.datetime.combine(after, dt.time(12), tzinfo=dt.UTC).timestamp())
+                last = dt.date.fromisoformat(max(days))
+                after = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(12), dt.UTC)
+                clock.set(after.timestamp())
                 memory = _memory_text(harness)
                 db, dates = _plain_table(days)
                 for answer in answers:
+                    day = named_day(answer.question, last.year)
                     started = time.perf_counter()
                     hits = harness.search(answer.question, limit=5)
                     search_seconds += time.perf_counter() - started
                     found = any(key_of.hit_holds(answer, h.content, _dates_of(h)) for h in hits)
-                    ours.add(found)
-                    plain.add(
-                        any(
-                            key_of.hit_holds(answer, text, {dates[row]})
-                            for row, text in _plain_search(db, answer.question)
+                    raw = _plain_search(db, dates, answer.question)
+                    baseline = any(key_of.hit_holds(answer, t, {dates[r]}) for r, t in raw)
+                    for part in ("all", "named") if day else ("all",):
+                        ours[part].add(found)
+                        plain[part].add(baseline)
+                    if day:
+                        # As an agent would call memory_search(query, since=day, until=day).
+                        within = harness.search(answer.question, limit=5, since=day, until=day)
+                        ours["within"].add(
+                            any(key_of.hit_holds(answer, h.content, _dates_of(h)) for h in within)
                         )
-                    )
+                        raw = _plain_search(db, dates, answer.question, day)
+                        plain["within"].add(
+                            any(key_of.hit_holds(answer, t, {dates[r]}) for r, t in raw)
+                        )
                     in_memory = any(key_of.contains(memory, m) for m in answer.match)
                     kept.add(in_memory)
                     if not found:
@@ -222,29 +251,46 @@ def run(quick: bool) -> list[Row]:
     unanswerable = len(key.answers) - len(key.answerable)  # counted, left out
     # --quick: three users, for the CI smoke run.
     results = evaluate(dialogues, key, 3 if quick else None)
-    asked = results.ours.asked
+    asked, named = results.ours["all"].asked, results.ours["named"].asked
     print(
-        f"   {asked} answerable questions ({unanswerable} unanswerable left out); replay "
-        f"{results.replay_seconds:.1f} s, {results.facts} facts written; search "
-        f"{results.search_seconds / asked * 1e3:.2f} ms a question"
+        f"   {asked} answerable questions ({unanswerable} unanswerable left out), {named} "
+        f"naming a day; replay {results.replay_seconds:.1f} s, {results.facts} facts "
+        f"written; search {results.search_seconds / asked * 1e3:.2f} ms a question"
     )
     print(f"   {len(results.misses)} not answered in the top 5:")
     for line in results.misses:
         print(f"     {line}")
-    notes = (
-        f"{asked} answerable of {len(key.answers)} probing questions, {results.users} users; "
-        "hit: a top-5 "
-        "hit contains an answer string of our key; higher is better"
-    )
-    return [
+    baseline = "plain FTS5 table of the raw messages, terms OR-ed, bm25"
+    rule = "hit: a top-5 hit contains an answer string of our key; higher is better"
+    rows = [
         Row(
             bench="memorybank",
             name=f"probe hit@5, default offline set-up ({asked} questions)",
-            value=results.ours.share,
+            value=results.ours["all"].share,
             unit="",
-            baseline="plain FTS5 table of the raw messages, terms OR-ed, bm25",
-            baseline_value=results.plain.share,
-            notes=notes,
+            baseline=baseline,
+            baseline_value=results.plain["all"].share,
+            notes=f"{asked} answerable of {len(key.answers)} probing questions, "
+            f"{results.users} users; {rule}",
+        ),
+        Row(
+            bench="memorybank",
+            name=f"probe hit@5, the questions naming a day ({named})",
+            value=results.ours["named"].share,
+            unit="",
+            baseline=baseline,
+            baseline_value=results.plain["named"].share,
+            notes=f"'On May 4th, ...'; searched as the others; {rule}",
+        ),
+        Row(
+            bench="memorybank",
+            name=f"probe hit@5, the questions naming a day ({named}), searched within it",
+            value=results.ours["within"].share,
+            unit="",
+            baseline=f"{baseline}, that day's rows",
+            baseline_value=results.plain["within"].share,
+            notes=f"search(question, since=day, until=day), as an agent's memory_search "
+            f"call would pass the day; {rule}",
         ),
         Row(
             bench="memorybank",
@@ -257,6 +303,7 @@ def run(quick: bool) -> list[Row]:
             ),
         ),
     ]
+    return rows
 
 
 if __name__ == "__main__":

@@ -156,9 +156,21 @@ def test_one_user_replayed_and_asked(
     key = bank.load(dialogues, KEY)
     results = bench_module.evaluate(dialogues, key, users=1)
     first = sorted({a.user for a in key.answerable})[0]
+    ours, plain = results.ours, results.plain
     assert results.users == 1
-    assert results.ours.asked == results.plain.asked == results.kept.asked
-    assert results.ours.asked == sum(1 for a in key.answerable if a.user == first)
+    assert ours["all"].asked == plain["all"].asked == results.kept.asked
+    assert ours["all"].asked == sum(1 for a in key.answerable if a.user == first)
+    named = [
+        a for a in key.answerable if a.user == first and re.search(r"(April|May) \d", a.question)
+    ]
+    assert ours["named"].asked == ours["within"].asked == plain["within"].asked == len(named)
     assert results.facts > 0
-    assert results.ours.answered <= results.kept.answered
-    assert len(results.misses) == results.ours.asked - results.ours.answered
+    assert ours["all"].answered <= results.kept.answered
+    assert len(results.misses) == ours["all"].asked - ours["all"].answered
+
+
+def test_the_day_a_question_names(bench_module: ModuleType) -> None:
+    assert bench_module.named_day("On May 4th, I shared some books.", 2023) == "2023-05-04"
+    assert bench_module.named_day("What did I do on April 30th?", 2023) == "2023-04-30"
+    assert bench_module.named_day("I mentioned on May 2nd that I went", 2023) == "2023-05-02"
+    assert bench_module.named_day("What may I have said?", 2023) is None
