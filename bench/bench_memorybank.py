@@ -19,8 +19,11 @@ it is dated that day. Questions the key marks unanswerable are left out and coun
 
 Baseline, same run: a plain SQLite FTS5 table (``porter unicode61``) per user, one row per
 raw message (each query and each response, with its date), the question's words OR-ed,
-ordered by bm25, top 5, judged by the same rule. Also reported: the share of questions
-whose answer is anywhere in the memory files after the replay (what search could find).
+ordered by bm25, top 5, judged by the same rule. The questions that name a day ("On May
+4th, ...") are also scored apart, as asked and within that day (``since`` = ``until`` = the
+day, as an agent's ``memory_search`` call could pass it; the baseline keeps that day's
+rows). Also reported: the share of questions whose answer is anywhere in the memory files
+after the replay (what search could find).
 """
 
 from __future__ import annotations
@@ -150,6 +153,16 @@ def _plain_search(
     return [(row, text) for row, text in rows if day is None or dates[row] == day][:5]
 
 
+def _found(answer: key_of.Answer, hits: list[Any]) -> bool:
+    """Whether a search hit holds the answer (the key's rule, with the hits' days)."""
+    return any(key_of.hit_holds(answer, hit.content, _dates_of(hit)) for hit in hits)
+
+
+def _found_raw(answer: key_of.Answer, rows: list[tuple[int, str]], dates: list[str]) -> bool:
+    """Whether a row of the plain table holds the answer (the row's day is its message's)."""
+    return any(key_of.hit_holds(answer, text, {dates[row]}) for row, text in rows)
+
+
 def _memory_text(harness: Any) -> str:
     """MEMORY.md and every daily log, one text (for the kept-in-memory share); not the
     harness's own files under ``memory/.*`` (MEMORY.md's history, the flush state)."""
@@ -208,22 +221,17 @@ def evaluate(
                     started = time.perf_counter()
                     hits = harness.search(answer.question, limit=5)
                     search_seconds += time.perf_counter() - started
-                    found = any(key_of.hit_holds(answer, h.content, _dates_of(h)) for h in hits)
-                    raw = _plain_search(db, dates, answer.question)
-                    baseline = any(key_of.hit_holds(answer, t, {dates[r]}) for r, t in raw)
+                    found = _found(answer, hits)
+                    baseline = _found_raw(answer, _plain_search(db, dates, answer.question), dates)
                     for part in ("all", "named") if day else ("all",):
                         ours[part].add(found)
                         plain[part].add(baseline)
                     if day:
                         # As an agent would call memory_search(query, since=day, until=day).
                         within = harness.search(answer.question, limit=5, since=day, until=day)
-                        ours["within"].add(
-                            any(key_of.hit_holds(answer, h.content, _dates_of(h)) for h in within)
-                        )
+                        ours["within"].add(_found(answer, within))
                         raw = _plain_search(db, dates, answer.question, day)
-                        plain["within"].add(
-                            any(key_of.hit_holds(answer, t, {dates[r]}) for r, t in raw)
-                        )
+                        plain["within"].add(_found_raw(answer, raw, dates))
                     in_memory = any(key_of.contains(memory, m) for m in answer.match)
                     kept.add(in_memory)
                     if not found:
@@ -262,36 +270,34 @@ def run(quick: bool) -> list[Row]:
         print(f"     {line}")
     baseline = "plain FTS5 table of the raw messages, terms OR-ed, bm25"
     rule = "hit: a top-5 hit contains an answer string of our key; higher is better"
+    parts = [
+        (
+            "all",
+            f"default offline set-up ({asked} questions)",
+            baseline,
+            f"{asked} answerable of {len(key.answers)} probing questions, {results.users} users",
+        ),
+        ("named", f"the questions naming a day ({named})", baseline, "searched as the others"),
+        (
+            "within",
+            f"the questions naming a day ({named}), searched within it",
+            f"{baseline}, that day's rows",
+            "search(question, since=day, until=day), as memory_search could be called",
+        ),
+    ]
     rows = [
         Row(
-            bench="memorybank",
-            name=f"probe hit@5, default offline set-up ({asked} questions)",
-            value=results.ours["all"].share,
-            unit="",
-            baseline=baseline,
-            baseline_value=results.plain["all"].share,
-            notes=f"{asked} answerable of {len(key.answers)} probing questions, "
-            f"{results.users} users; {rule}",
-        ),
-        Row(
-            bench="memorybank",
-            name=f"probe hit@5, the questions naming a day ({named})",
-            value=results.ours["named"].share,
-            unit="",
-            baseline=baseline,
-            baseline_value=results.plain["named"].share,
-            notes=f"'On May 4th, ...'; searched as the others; {rule}",
-        ),
-        Row(
-            bench="memorybank",
-            name=f"probe hit@5, the questions naming a day ({named}), searched within it",
-            value=results.ours["within"].share,
-            unit="",
-            baseline=f"{baseline}, that day's rows",
-            baseline_value=results.plain["within"].share,
-            notes=f"search(question, since=day, until=day), as an agent's memory_search "
-            f"call would pass the day; {rule}",
-        ),
+            "memorybank",
+            f"probe hit@5, {name}",
+            results.ours[part].share,
+            "",
+            against,
+            results.plain[part].share,
+            notes=f"{about}; {rule}",
+        )
+        for part, name, against, about in parts
+    ]
+    rows.append(
         Row(
             bench="memorybank",
             name="answer kept in memory after the replay (MEMORY.md or a daily log)",
@@ -301,8 +307,8 @@ def run(quick: bool) -> list[Row]:
                 f"{results.kept.answered} of {asked}: the most search could find; "
                 f"{results.facts} facts written by the extractive flush"
             ),
-        ),
-    ]
+        )
+    )
     return rows
 
 
