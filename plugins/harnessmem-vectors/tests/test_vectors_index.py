@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harnessmem import MemoryHarness
@@ -63,11 +64,23 @@ class TestVectorIndexWithAPIEmbedder(IndexBackendSuite):
         backend.close()
 
 
+@needs_weights
+class TestVectorIndexWithStaticEmbedder(IndexBackendSuite):
+    @pytest.fixture
+    def index(self, tmp_path: Path) -> Iterator[IndexBackend]:
+        backend = VectorIndex.create(
+            {"embedder": "static"},
+            index_path=tmp_path / "index.db",
+        )
+        yield backend
+        backend.close()
+
+
 @local_suite
 class TestVectorIndexWithLocalEmbedder(IndexBackendSuite):
     @pytest.fixture
     def index(self, tmp_path: Path) -> Iterator[IndexBackend]:
-        backend = VectorIndex.create({}, index_path=tmp_path / "index.db")
+        backend = VectorIndex.create({"embedder": "local"}, index_path=tmp_path / "index.db")
         yield backend
         backend.close()
 
@@ -167,7 +180,9 @@ def test_local_embedder_matches_the_published_similarity() -> None:
 def test_local_hybrid_finds_a_paraphrase(tmp_path: Path) -> None:
     # No word of the query is in either entry: only the dense side can find it, and
     # only under a min_similarity lower than the default (which the contract needs).
-    index = VectorIndex.create({"min_similarity": 0.3}, index_path=tmp_path / "i.db")
+    index = VectorIndex.create(
+        {"embedder": "local", "min_similarity": 0.3}, index_path=tmp_path / "i.db"
+    )
     try:
         path = "memory/2026-03-01.md"
         index.sync_file(
@@ -184,3 +199,43 @@ def test_local_hybrid_finds_a_paraphrase(tmp_path: Path) -> None:
         assert hits[0].start_line == 1
     finally:
         index.close()
+
+
+@needs_weights
+def test_static_token_vectors_are_computed_once(tmp_path: Path) -> None:
+    from harnessmem_vectors.static import token_vectors
+
+    token_vectors.cache_clear()  # none computed in this process yet
+    path = "memory/2026-03-01.md"
+    entries = _entries(path, "Caroline: I adopted a puppy from the shelter last week.")
+    first = VectorIndex.create({"embedder": "static"}, index_path=tmp_path / "i.db")
+    try:
+        first.sync_file(path, "h", entries)
+        computed = getattr(first.embedder, "tokens_computed", None)
+        assert computed is not None
+        assert computed >= 10
+    finally:
+        first.close()
+    token_vectors.cache_clear()  # as in a new process: only the file holds them now
+    again = VectorIndex.create({"embedder": "static"}, index_path=tmp_path / "i.db")
+    try:
+        hits = again.search("Caroline adopted a puppy")
+        assert [h.start_line for h in hits] == [1]
+        assert getattr(again.embedder, "tokens_computed", None) == 0, "read from the file"
+    finally:
+        again.close()
+
+
+@needs_weights
+def test_static_vectors_are_weighted_means_of_token_vectors() -> None:
+    from harnessmem_vectors.embedders import LocalEmbedder
+    from harnessmem_vectors.static import StaticEmbedder
+
+    static = StaticEmbedder(LocalEmbedder(max_tokens=256, batch_size=8).model, smoothing=1e-3)
+    walrus, gull, both, the = static.embed(["walrus", "gull", "the walrus gull", "the"])
+    assert float(walrus @ gull) < 0.9
+    # "the" weighs little: the three-word text is nearly the mean of its two nouns.
+    mean = (walrus + gull) / np.linalg.norm(walrus + gull)
+    assert float(both @ mean) > 0.98
+    assert float(both @ the) < float(both @ mean)
+    assert not static.embed([""]).any(), "no token: the zero vector"

@@ -26,7 +26,7 @@ from harnessmem.backends.base import IndexEntry
 
 __all__ = ["Matrix", "VectorStore", "embedding_text"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -43,6 +43,9 @@ CREATE INDEX IF NOT EXISTS entries_by_text ON entries (text_hash);
 CREATE TABLE IF NOT EXISTS vectors (
     identity TEXT NOT NULL, text_hash BLOB NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (identity, text_hash));
+CREATE TABLE IF NOT EXISTS tokens (
+    identity TEXT NOT NULL, token INTEGER NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (identity, token));
 """
 
 
@@ -145,7 +148,29 @@ class VectorStore:
             self._cache[key] = (stamp, found)
             return found
 
+    def load_tokens(self, identity: str) -> dict[int, bytes]:
+        """The static embedder's token vectors computed so far (see :mod:`.static`)."""
+        with self.lock:
+            rows = self._db.execute(
+                "SELECT token, vector FROM tokens WHERE identity = ?", (identity,)
+            ).fetchall()
+        return {int(token): bytes(vector) for token, vector in rows}
+
     # writing ------------------------------------------------------------------------------
+
+    def save_tokens(self, identity: str, rows: list[tuple[int, bytes]]) -> None:
+        """Keep token vectors (kept by a prune too: they serve every workspace)."""
+        with self.lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO tokens VALUES (?, ?, ?)",
+                    [(identity, token, vector) for token, vector in rows],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def write_file(
         self,
@@ -156,9 +181,17 @@ class VectorStore:
         entries: Sequence[IndexEntry],
         identity: str,
         embed: Callable[[list[str]], Any],
+        context: int = 0,
     ) -> None:
-        """Make ``entries`` the embedded entries of ``path``; embed only unseen texts."""
+        """Make ``entries`` the embedded entries of ``path``; embed only unseen texts.
+
+        ``context``: how many entries before each (in the file) are embedded with it.
+        """
         texts = [embedding_text(e) for e in entries]
+        if context:
+            texts = [
+                " ".join([*texts[max(0, n - context) : n], text]) for n, text in enumerate(texts)
+            ]
         hashes = [_text_hash(identity, t) for t in texts]
         with self.lock:
             known = self._known(identity, hashes)

@@ -44,12 +44,12 @@ class LocalEmbedder:
                 "torch, which this embedder does not use), or set index.options.embedder = "
                 '"api" with an embeddings endpoint',
             )
-        self._model = load_minilm(archive, max_tokens)
+        self.model = load_minilm(archive, max_tokens)
         self._batch_size = batch_size
         self.identity = f"all-MiniLM-L6-v2/mean/{max_tokens}"
 
     def embed(self, texts: list[str]) -> Any:
-        return self._model.encode(texts, batch_size=self._batch_size)
+        return self.model.encode(texts, batch_size=self._batch_size)
 
 
 class APIEmbedder:
@@ -106,4 +106,9 @@ def build_embedder(opts: Any) -> Embedder:
             batch_size=opts.batch_size,
             timeout=opts.api_timeout,
         )
-    return LocalEmbedder(max_tokens=opts.max_tokens, batch_size=opts.batch_size)
+    local = LocalEmbedder(max_tokens=opts.max_tokens, batch_size=opts.batch_size)
+    if opts.embedder == "static":
+        from harnessmem_vectors.static import StaticEmbedder
+
+        return StaticEmbedder(local.model, smoothing=opts.smoothing, centring=opts.centring)
+    return local

@@ -99,7 +99,16 @@ class VectorIndex(IndexBackend):
         except BaseException:
             self.text.close()
             raise
+        attach = getattr(self.embedder, "attach", None)
+        if attach is not None:
+            attach(self.store)
         self._owner = True
+
+    @property
+    def _identity(self) -> str:
+        """The vectors' identity: the embedder's, and the context embedded with an entry."""
+        context = self.opts.dense_context
+        return f"{self.embedder.identity}/context{context}" if context else self.embedder.identity
 
     @property
     def resets(self) -> int:
@@ -121,7 +130,7 @@ class VectorIndex(IndexBackend):
     def files(self) -> dict[str, IndexedFile]:
         """The files both halves hold at the same hash (others are handed again)."""
         held = self.text.files()
-        embedded = self.store.current(self.workspace_id, self.embedder.identity)
+        embedded = self.store.current(self.workspace_id, self._identity)
         return {
             path: f
             for path, f in held.items()
@@ -142,7 +151,7 @@ class VectorIndex(IndexBackend):
     def sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
         batch = list(updates)
         changed = self.text.sync_files(batch)
-        embedded = self.store.current(self.workspace_id, self.embedder.identity)
+        embedded = self.store.current(self.workspace_id, self._identity)
         for position, update in enumerate(batch):
             if update.source not in self.opts.embed_sources:
                 continue
@@ -154,8 +163,9 @@ class VectorIndex(IndexBackend):
                 update.source,
                 update.content_hash,
                 update.entries,
-                self.embedder.identity,
+                self._identity,
                 self.embedder.embed,
+                self.opts.dense_context,
             )
             embedded[update.path] = update.content_hash
             changed[position] = True
@@ -244,7 +254,7 @@ class VectorIndex(IndexBackend):
         entries that reach ``min_similarity`` (at most ``dense_candidates``), best first.
         (With ``ranking = "dense"`` the text pool is empty: every entry needs the bar.)
         """
-        matrix = self.store.matrix(self.workspace_id, source, self.embedder.identity)
+        matrix = self.store.matrix(self.workspace_id, source, self._identity)
         if matrix is None:
             return []
         vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
@@ -266,7 +276,11 @@ class VectorIndex(IndexBackend):
         count = min(extra + len(found), len(similarity))
         if count:
             nearest = np.argpartition(-similarity, count - 1)[:count]
-            bar = self.opts.min_similarity if self.opts.ranking != "dense" else -1.0
+            bar = self.opts.min_similarity
+            if bar is None:
+                bar = 0.85 if self.opts.embedder == "static" else 0.6
+            if self.opts.ranking == "dense":
+                bar = -1.0
             for row in nearest.tolist():
                 place = matrix.places[row]
                 if row in found or similarity[row] < bar or similarity[row] == -np.inf:
@@ -293,7 +307,7 @@ class VectorIndex(IndexBackend):
             **text.details,
             "vectors": {
                 "path": str(self.store.path),
-                "embedder": self.embedder.identity,
+                "embedder": self._identity,
                 "embedded_entries": entries,
                 "cached_vectors": vectors,
                 "ranking": self.opts.ranking,

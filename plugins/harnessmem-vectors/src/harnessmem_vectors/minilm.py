@@ -74,7 +74,8 @@ class MiniLM:
 
         with zipfile.ZipFile(archive) as zf:
             tensors = load_tensors(zf.read("model.safetensors"))
-            tokenizer = Tokenizer.from_str(zf.read("tokenizer.json").decode("utf-8"))
+            self._tokenizer_json = zf.read("tokenizer.json").decode("utf-8")
+            tokenizer = Tokenizer.from_str(self._tokenizer_json)
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer = tokenizer
@@ -129,6 +130,20 @@ class MiniLM:
             out[chosen] = self._forward([ids[i] for i in chosen])
         return out
 
+    def tokenizer_copy(self) -> Any:
+        """A tokenizer of its own (a ``tokenizers.Tokenizer``): no special tokens, no cut."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(self._tokenizer_json)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        tokenizer.post_processor = None
+        return tokenizer
+
+    def forward_unit(self, batch: list[list[int]]) -> Any:
+        """Unit vectors of token id sequences (special tokens included by the caller)."""
+        return self._forward(batch)
+
     def _forward(self, batch: list[list[int]]) -> Any:
         length = max(len(x) for x in batch)
         tokens = np.zeros((len(batch), length), dtype=np.int64)
@@ -141,17 +156,21 @@ class MiniLM:
         b, t, d = x.shape
         head = d // _HEADS
         bias = ((1.0 - mask) * -1e9)[:, None, None, :]
+        # The dense layers run on (b*t, d) matrices: one BLAS call each, where a stacked
+        # (b, t, d) @ (d, e) product makes numpy loop over b small ones.
+        x = x.reshape(b * t, d)
         for qkv, qkv_b, ow, ob, n1w, n1b, iw, ib, fw, fb, n2w, n2b in self._layers:
-            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=-1)
+            q, k, v = np.split((x @ qkv + qkv_b).reshape(b, t, 3 * d), 3, axis=-1)
             q = q.reshape(b, t, _HEADS, head).transpose(0, 2, 1, 3)
             k = k.reshape(b, t, _HEADS, head).transpose(0, 2, 3, 1)
             v = v.reshape(b, t, _HEADS, head).transpose(0, 2, 1, 3)
             scores = (q @ k) * float(head**-0.5) + bias
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(b * t, d)
             x = _layer_norm(context @ ow + ob + x, n1w, n1b)
             x = _layer_norm(_gelu(x @ iw + ib) @ fw + fb + x, n2w, n2b)
+        x = x.reshape(b, t, d)
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)

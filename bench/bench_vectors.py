@@ -1,0 +1,163 @@
+"""The hybrid plugin (``harnessmem-vectors``) against the default index and raw FTS5.
+
+Corpus, workspace and queries are bench_index's (bullets drawn from the LoCoMo word
+frequencies over 365 daily logs; *natural* queries of 2-5 words). In one run, per size:
+
+- *build*: ``harness.reindex()`` with the ``vectors`` backend (static embedder, a fresh
+  vector file and, for the first size, no token vectors computed in the process yet)
+  against the default ``sqlite`` backend, per 1,000 entries; the embedding time (token
+  vectors computed plus texts embedded) is shown apart, as its own row.
+- *search*: ``harness.search(query, limit=10)`` on the two harnesses and the raw FTS5
+  table, each query run by the three in turn (one round in a quick run, three in a full
+  one): p50 and p95 of the plugin against the default, and against raw FTS5.
+
+Skipped, saying why, when the plugin or its weights package is not installed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench._util import Row, percentile
+from bench.bench_index import (
+    QUERIES,
+    _corpus,
+    _queries,
+    _raw_build,
+    _raw_search,
+    _vocabulary,
+    _write_workspace,
+)
+
+
+def run(quick: bool) -> list[Row]:
+    """Build and search rows at two corpus sizes."""
+    try:
+        from harnessmem_vectors.minilm import DISTRIBUTION, locate_model
+    except ImportError:
+        print("bench vectors: skipped, harnessmem-vectors is not installed", file=sys.stderr)
+        return []
+    if locate_model() is None:
+        print(
+            f"bench vectors: skipped, the weights package {DISTRIBUTION} is not installed",
+            file=sys.stderr,
+        )
+        return []
+    from harnessmem import MemoryHarness
+
+    words, weights = _vocabulary()
+    sizes = (5_000, 20_000) if quick else (20_000, 100_000)
+    rounds = 1 if quick else 3
+    rows: list[Row] = []
+    for size in sizes:
+        bullets = _corpus(size, words, weights)
+        with tempfile.TemporaryDirectory(prefix="bench-vectors-") as tmp:
+            root = Path(tmp) / "ws"
+            _write_workspace(root, bullets)
+            common = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
+            plain = MemoryHarness.open(
+                root, workspace={"index_path": str(Path(tmp) / "plain.db")}, **common
+            )
+            started = time.perf_counter()
+            entries = plain.reindex().entries
+            plain_build = time.perf_counter() - started
+            hybrid = MemoryHarness.open(
+                root,
+                index={"backend": "vectors"},
+                workspace={"index_path": str(Path(tmp) / "hybrid.db")},
+                **common,
+            )
+            store = hybrid.index.store  # type: ignore[attr-defined]
+            embedder = hybrid.index.embedder  # type: ignore[attr-defined]
+            started = time.perf_counter()
+            hybrid.reindex()
+            hybrid_build = time.perf_counter() - started
+            embedding = store.embed_seconds
+            per = 1_000 / entries
+            notes = (
+                f"{entries} entries in 365 daily logs; static embedder "
+                f"({getattr(embedder, 'tokens_computed', 0)} token vectors computed in this "
+                "build); one build each"
+            )
+            rows += [
+                Row(
+                    bench="vectors",
+                    name=f"build per 1,000 entries, {size:,} entries",
+                    value=hybrid_build * per,
+                    unit="s",
+                    baseline="default sqlite index, same files",
+                    baseline_value=plain_build * per,
+                    notes=notes,
+                ),
+                Row(
+                    bench="vectors",
+                    name=f"build per 1,000 entries, embedding alone, {size:,} entries",
+                    value=embedding * per,
+                    unit="s",
+                    baseline="the whole build of the vectors index",
+                    baseline_value=hybrid_build * per,
+                    notes="token vectors computed and texts embedded (part of the build)",
+                ),
+            ]
+            raw = _raw_build(Path(tmp) / "raw.db", bullets)
+            queries = _queries(words, weights, content_only=False)
+            sides = {
+                "hybrid": lambda q, h=hybrid: h.search(q, limit=10),
+                "default": lambda q, p=plain: p.search(q, limit=10),
+                "raw": lambda q, db=raw: _raw_search(db, q),
+            }
+            for query in queries[:20]:  # warm the page caches and the matrix
+                for fn in sides.values():
+                    fn(query)
+            times: dict[str, list[float]] = {name: [] for name in sides}
+            for _ in range(rounds):
+                for query in queries:
+                    for name, fn in sides.items():
+                        begun = time.perf_counter()
+                        fn(query)
+                        times[name].append(time.perf_counter() - begun)
+            what = f"natural queries, {size:,} entries"
+            notes = f"{QUERIES} queries of 2-5 words, {rounds} rounds, the three sides interleaved"
+            for label, q in (("p50", 0.5), ("p95", 0.95)):
+                rows.append(
+                    Row(
+                        bench="vectors",
+                        name=f"search {label}, {what}",
+                        value=percentile(times["hybrid"], q),
+                        unit="s",
+                        baseline="default sqlite index, same run",
+                        baseline_value=percentile(times["default"], q),
+                        notes=notes,
+                    )
+                )
+                rows.append(
+                    Row(
+                        bench="vectors",
+                        name=f"search {label}, {what}, against raw FTS5",
+                        value=percentile(times["hybrid"], q),
+                        unit="s",
+                        baseline="raw sqlite3 FTS5, terms OR-ed, bm25",
+                        baseline_value=percentile(times["raw"], q),
+                        notes=notes,
+                    )
+                )
+            print(
+                f"   {size:,}: build {hybrid_build:.1f} s (embedding {embedding:.1f} s) vs "
+                f"default {plain_build:.1f} s; search p50 hybrid "
+                f"{statistics.median(times['hybrid']) * 1e3:.2f} ms, default "
+                f"{statistics.median(times['default']) * 1e3:.2f} ms, raw "
+                f"{statistics.median(times['raw']) * 1e3:.2f} ms"
+            )
+            raw.close()
+            hybrid.close()
+            plain.close()
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(quick="--quick" in sys.argv):
+        print(row.as_dict())
