@@ -44,6 +44,7 @@ ORDER = [
     "extractive",
     "facts",
     "locomo",
+    "memorybank",
     "index",
     "postgres",
     "tenants",
