@@ -19,6 +19,9 @@ the fewest requests that give the same durability:
 - *search*: between sweeps nothing (baseline 0, no ratio); a sweep lists ``memory/`` and
   heads MEMORY.md, against one LIST; a changed file adds its GET to both sides.
 - *eviction*: one create-if-absent PUT of the file.
+- *before_reasoning* below the compaction triggers, with ``context.inject = "system"``:
+  the memory block's change check, one HEAD of MEMORY.md, and its GET when it changed;
+  the baseline is one conditional GET (``If-None-Match``), which answers both.
 - *compaction*: the offload of 20 messages to the session log: GET + PUT of the log and
   a PUT of its offload mark: 3. harnessmem adds the session's lease (PUT + DELETE) and,
   for a session this process has not offloaded yet, a GET of the mark; this session never
@@ -197,6 +200,25 @@ def _measure(server: Any, rounds: int) -> list[Row]:
                 1,
             )
         )
+        unchanged, changed = _memory_block(h, count, rounds)
+        rows.append(
+            _row(
+                "before_reasoning, memory unchanged",
+                unchanged,
+                "conditional GET (If-None-Match)",
+                1,
+                "context.inject = system: HEAD of MEMORY.md",
+            )
+        )
+        rows.append(
+            _row(
+                "before_reasoning, memory changed",
+                changed,
+                "conditional GET (If-None-Match)",
+                1,
+                "HEAD, then GET of MEMORY.md",
+            )
+        )
         chat = [{"role": "system", "content": "You are a travel agent."}]
         for i in range(30):
             role = "user" if i % 2 == 0 else "assistant"
@@ -241,6 +263,29 @@ def _measure(server: Any, rounds: int) -> list[Row]:
     settle.clear()
     rows.append(_contention(harness, server, rounds))
     return rows
+
+
+def _memory_block(
+    h: Any, count: Callable[[Callable[[], object]], int], rounds: int
+) -> tuple[float, float]:
+    """Mean requests of a before_reasoning below the compaction triggers whose only work
+    is the memory block: MEMORY.md unchanged since the last turn, and changed (a save)."""
+    session = h.session("memory-block")
+    chat: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": "where to?"},
+    ]
+
+    def reason() -> None:
+        chat[:] = session.before_reasoning(chat)
+
+    reason()
+    unchanged = [count(reason) for _ in range(rounds)]
+    changed = []
+    for i in range(rounds):
+        h.save(f"- block fact {i}")
+        changed.append(count(reason))
+    return sum(unchanged) / rounds, sum(changed) / rounds
 
 
 def _steady_compaction(h: Any, count: Callable[[Callable[[], object]], int]) -> int:

@@ -72,6 +72,9 @@ def open_harness(
             compaction=compaction,
             maintenance={"enabled": False},
             flush={"enabled": False},
+            # The messages compared are the ones the tests send, with no memory block
+            # (tests/test_context_inject.py compacts with it).
+            context={"inject": "manual"},
         )
         opened.append(harness)
         MODELS[id(harness)] = model

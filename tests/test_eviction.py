@@ -52,7 +52,11 @@ def _output(chars: int, tag: str = "") -> str:
 @pytest.fixture
 def harness(workspace_target: WorkspaceTarget, events: EventLog) -> Iterator[MemoryHarness]:
     """A harness on a fresh workspace: each test using it runs locally and on S3."""
-    with workspace_target.open(plugins=[events], maintenance={"enabled": False}) as opened:
+    # The messages compared are the ones the tests send: no memory block put in front
+    # (tests/test_context_inject.py covers it).
+    with workspace_target.open(
+        plugins=[events], maintenance={"enabled": False}, context={"inject": "manual"}
+    ) as opened:
         yield opened
 
 

@@ -67,7 +67,10 @@ def recorder() -> Recorder:
 @pytest.fixture
 def harness(tmp_path: Path, recorder: Recorder) -> Any:
     with MemoryHarness.open(
-        tmp_path / "ws", plugins=[recorder], compaction={"trigger_messages": 30}
+        tmp_path / "ws",
+        plugins=[recorder],
+        compaction={"trigger_messages": 30},
+        context={"inject": "manual"},  # the hooks' wiring, not the memory block
     ) as opened:
         yield opened
 
@@ -110,7 +113,7 @@ def test_recover_overflow_uses_plugin_answer_or_reraises(harness: MemoryHarness)
 
 
 def test_without_plugins_lifecycle_returns_input_unchanged(tmp_path: Path) -> None:
-    with MemoryHarness.open(tmp_path / "ws", plugins=[]) as harness:
+    with MemoryHarness.open(tmp_path / "ws", plugins=[], context={"inject": "manual"}) as harness:
         session = harness.session("plain")
         assert session.before_reasoning([USER]) == [USER]
         assert session.after_tool(CALL, "result") == "result"
@@ -134,7 +137,9 @@ class AsyncRecorder:
 
 
 def test_async_twins_await_async_plugins(tmp_path: Path) -> None:
-    with MemoryHarness.open(tmp_path / "ws", plugins=[AsyncRecorder()]) as harness:
+    with MemoryHarness.open(
+        tmp_path / "ws", plugins=[AsyncRecorder()], context={"inject": "manual"}
+    ) as harness:
         session = harness.session("a")
 
         async def run() -> None:

@@ -46,7 +46,7 @@ def nested_dict(depth: int) -> Any:
 
 @pytest.fixture
 def harness(tmp_path: Path) -> Iterator[MemoryHarness]:
-    # Default plugins: eviction, compaction, flush (extractive model), redaction.
+    # Default plugins: context, eviction, compaction, flush (extractive model), redaction.
     with MemoryHarness.open(
         tmp_path / "ws", maintenance={"enabled": False}, compaction={"trigger_messages": 4}
     ) as opened:
@@ -154,7 +154,8 @@ def test_a_message_that_refers_to_itself_is_rejected(session: Session) -> None:
 
 def test_messages_nested_up_to_the_limit_pass(session: Session) -> None:
     shallow = {"role": "user", "content": "x", "meta": nested_dict(MAX_DEPTH - 2)}
-    assert session.before_reasoning([shallow]) == [shallow]
+    # After the system message the context plugin puts in front with the memory block.
+    assert session.before_reasoning([shallow])[1:] == [shallow]
     with pytest.raises(MessageFormatError):
         session.before_reasoning([{**shallow, "meta": nested_dict(MAX_DEPTH)}])
 

@@ -75,6 +75,7 @@ def test_the_integration_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not server.problems
     last = server.requests[-1].messages
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "tool"]
+    assert last[0]["content"].count("<memory_context ") == 1, "before_reasoning put MEMORY.md in"
     assert "port 5433" in last[-1]["content"], "memory_search found the flushed fact"
     (log,) = Path("workspace/memory").glob("*.md")
     assert "port 5433" in log.read_text()

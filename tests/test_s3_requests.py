@@ -183,7 +183,7 @@ def test_compaction_of_a_flushed_session_costs_five_requests(
     """A session whose turns were flushed after each call: the compaction's flush has
     nothing new (no request), and the offload is the lease, one read and one conditional
     PUT of the log, the mark, and the release. The first offload of the session in this
-    process also reads the mark."""
+    process also reads the mark. Before it, the memory block's HEAD of MEMORY.md."""
     harness = new_harness()
     session = harness.session("trip")
     messages = _chat(0)
@@ -197,9 +197,10 @@ def test_compaction_of_a_flushed_session_costs_five_requests(
             compactions.append(described(requests))
         messages.append({"role": "assistant", "content": f"answer {turn}"})
         session.after_call(messages)
+    # First the memory block's change check (MEMORY.md unchanged since the last turn).
     assert compactions[:2] == [
-        _offload(first=True),
-        _offload(first=False),
+        ["HeadObject MEMORY.md", *_offload(first=True)],
+        ["HeadObject MEMORY.md", *_offload(first=False)],
     ]
     lines = [json.loads(line) for line in harness.workspace.read_text(SESSION_LOG).splitlines()]
     assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
@@ -222,6 +223,7 @@ def test_compaction_of_a_new_session_flushes_then_offloads_in_twelve_requests(
     assert len(out) < 31
     calls = [c for c in described(requests) if not c.startswith(INDEX_SWEEP)]
     assert calls == [
+        "GetObject MEMORY.md",  # the memory block, first rendered (after its HEAD)
         *_offload(first=True),
         "GetObject memory/.flush_state/trip.json",
         "GetObject MEMORY.md",
@@ -419,3 +421,33 @@ def test_a_maintenance_tick_writes_its_state_after_each_step_that_changed_someth
         after[-1],  # the end of the tick: the reindex and the idle steps
     ]
     assert calls[-1] == "DeleteObject .locks/maintenance.lease [If-Match]"
+
+
+# -- the memory block ---------------------------------------------------------------------------
+
+
+def test_the_memory_block_costs_one_head_per_turn_and_a_get_when_memory_changed(
+    s3_server: S3TestServer, new_harness: Callable[..., MemoryHarness]
+) -> None:
+    """context.inject = "system": each before_reasoning checks MEMORY.md's version with one
+    HEAD and reads it (one GET) only when it changed; with "manual" before_reasoning makes
+    no request (below the compaction trigger, nothing to evict)."""
+    harness = new_harness()
+    harness.save("- the user likes trains")
+    session = harness.session("trip")
+    messages = _chat(2)
+    costs = []
+    for change in (False, True, False, False, True):
+        if change:
+            harness.save(f"- fact {len(costs)}")
+        with s3_server.record() as requests:
+            messages = session.before_reasoning(messages)
+        costs.append(described(requests))
+    assert costs[0] == ["HeadObject MEMORY.md", "GetObject MEMORY.md"], "first turn"
+    assert costs[1] == costs[4] == ["HeadObject MEMORY.md", "GetObject MEMORY.md"]
+    assert costs[2] == costs[3] == ["HeadObject MEMORY.md"], "memory unchanged"
+    assert "- fact 4" in messages[0]["content"]
+    manual = new_harness(context={"inject": "manual"}).session("trip")
+    with s3_server.record() as requests:
+        assert manual.before_reasoning(_chat(2)) == _chat(2)
+    assert described(requests) == []

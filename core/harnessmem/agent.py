@@ -4,8 +4,9 @@
 through: copy it, or the part you need, into your own. It uses the
 :class:`~harnessmem.harness.Session` API exactly at its lifecycle points::
 
-    system = instructions + session.system_context()     # MEMORY.md, once per user turn
-    messages = session.before_reasoning(messages)         # before every model call
+    messages = session.before_reasoning(messages)         # before every model call:
+                                                          # MEMORY.md into the system message
+                                                          # (context.inject = "system")
     reply = litellm.completion(model, messages, tools=session.tools + your tools)
     # context-length error: messages = session.recover_overflow(messages, error); retry once
     output = session.call_tool(name, args)  or  your_tool(**args)
@@ -201,10 +202,16 @@ class Agent:
         return before, len(self.messages)
 
     def _refresh_system(self) -> None:
-        """Instructions plus the memory block, read again at the start of each turn."""
-        memory = self.session.system_context()
-        content = f"{self.instructions}\n\n{memory}" if memory else self.instructions
-        system = {"role": "system", "content": content}
+        """The instructions at the head of the conversation, with the memory block.
+
+        Under ``context.inject = "system"`` ``before_reasoning`` places the block, fresh
+        at every model call; under ``"manual"`` it is read here, once per user turn.
+        """
+        from harnessmem.memory.context import place_memory_block
+
+        manual = self.session.harness.settings.context.inject == "manual"
+        memory = self.session.system_context() if manual else ""
+        system = {"role": "system", "content": place_memory_block(self.instructions, memory)}
         if self.messages and self.messages[0].get("role") == "system":
             self.messages[0] = system
         else:

@@ -16,21 +16,31 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessmem import _text, layout
 from harnessmem.events import ContextOverBudgetEvent
+from harnessmem.memory import blocks
 from harnessmem.memory import files as mf
+from harnessmem.plugins import hookimpl
 from harnessmem.prompts import escape_tag
 
 if TYPE_CHECKING:
+    from harnessmem.events import TurnContext
     from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
 
-__all__ = ["MemoryContext", "render_memory_block"]
+__all__ = [
+    "MemoryContext",
+    "MemoryContextPlugin",
+    "place_memory_block",
+    "render_memory_block",
+    "take_memory_block",
+]
 
 logger = logging.getLogger("harnessmem.memory.context")
 T = TypeVar("T")
+Message = dict[str, Any]
 
 TAG = "memory_context"
 PREAMBLE = (
@@ -84,6 +94,29 @@ def render_memory_block(body: str) -> str:
     return f'{PREAMBLE}\n\n<{TAG} source="{layout.MEMORY_FILE}">\n{body}\n</{TAG}>'
 
 
+#: What comes before the ``<memory_context>`` tag in a rendered block (found with it).
+BLOCK_PREAMBLE = f"{PREAMBLE}\n\n"
+
+
+def place_memory_block(text: str, block: str) -> str:
+    """``text`` (a system prompt) with ``block`` as its only memory block.
+
+    An earlier copy (one ``system_context()`` gave, say) is replaced where it is, or the
+    block is added after the text; "" removes it. See :mod:`harnessmem.memory.blocks`.
+    """
+    return blocks.place_block(text, block, TAG, BLOCK_PREAMBLE)
+
+
+def take_memory_block(messages: Sequence[Message]) -> tuple[list[Message], str]:
+    """``messages`` without the memory block of their system message, and that block.
+
+    For an adapter that sends instructions apart from the messages: the block that
+    ``before_reasoning`` placed goes into the instructions (:func:`place_memory_block`)
+    and the messages stay as the caller had them. The block is "" when there is none.
+    """
+    return blocks.take_from_system(messages, TAG, BLOCK_PREAMBLE)
+
+
 class MemoryContext:
     """Renders the memory block; one per harness, cached per version of MEMORY.md.
 
@@ -106,43 +139,50 @@ class MemoryContext:
         return self._counter.count_text(text)
 
     def render(self, session_id: str) -> str:
-        """The memory block for ``session_id``'s system prompt ("" when disabled)."""
+        """The memory block for ``session_id``'s system prompt ("" when disabled).
+
+        One change check first (a stat; a HEAD on S3): while MEMORY.md keeps its version
+        the block rendered for it is returned without reading the file again.
+        """
         settings = self.harness.settings.context
         if not settings.enabled:
             return ""
-        workspace = self.harness.workspace
-        window = settings.max_tokens * BYTES_PER_TOKEN
         try:
-            data = workspace.read_range(layout.MEMORY_FILE, 0, 2 * window)
-            info = workspace.info(layout.MEMORY_FILE) if len(data) == 2 * window else None
+            info = self.harness.workspace.info(layout.MEMORY_FILE)
         except FileNotFoundError:
-            data, info = b"", None
-        # A UTF-16/32 file (a BOM) is rare enough to be read whole, as read_text reads it.
-        bounded = info is not None and info.size > len(data) and not data.startswith(_WIDE)
-        if bounded:
-            assert info is not None
-            key = f"{settings.max_tokens}\0{info.size}\0{info.etag_or_hash}".encode()
-        else:
-            if info is not None and info.size != len(data):
-                data = self._read_whole()
-            content = workspace.decode_text(layout.MEMORY_FILE, data)
-            key = f"{settings.max_tokens}\0{content}".encode()
-        digest = _text.content_hash(key)
+            info = None
+        version = f"{settings.max_tokens}\0" + (
+            f"{info.size}\0{info.etag_or_hash}" if info is not None else "missing"
+        )
         with self._lock:
-            if self._cache is not None and self._cache[0] == digest:
+            if self._cache is not None and self._cache[0] == version:
                 return self._cache[1].text
-        if bounded:
-            assert info is not None
-            rendered = self._render_ends(
-                self._ends(data[:window], info.size, window), settings.max_tokens
-            )
-        else:
-            rendered = self._render(content, settings.max_tokens)
+        # A change between the check and the read is cached under the older version:
+        # the next check sees a newer one and renders again.
+        rendered = self._read_and_render(info.size if info is not None else None)
         with self._lock:
-            self._cache = (digest, rendered)
+            self._cache = (version, rendered)
         if rendered.omitted is not None:
             self._over_budget(session_id, rendered, settings.max_tokens)
         return rendered.text
+
+    def _read_and_render(self, size: int | None) -> _Rendered:
+        """Render MEMORY.md of ``size`` bytes (None: missing) with a bounded read."""
+        max_tokens = self.harness.settings.context.max_tokens
+        workspace = self.harness.workspace
+        window = max_tokens * BYTES_PER_TOKEN
+        if size is None:
+            return self._render("", max_tokens)
+        try:
+            data = workspace.read_range(layout.MEMORY_FILE, 0, 2 * window)
+        except FileNotFoundError:
+            return self._render("", max_tokens)
+        if len(data) == 2 * window:
+            # A UTF-16/32 file (a BOM) is rare enough to be read whole, as read_text reads it.
+            if size > len(data) and not data.startswith(_WIDE):
+                return self._render_ends(self._ends(data[:window], size, window), max_tokens)
+            data = self._read_whole()  # wide, or grown since the check
+        return self._render(workspace.decode_text(layout.MEMORY_FILE, data), max_tokens)
 
     def _read_whole(self) -> bytes:
         try:
@@ -259,6 +299,30 @@ class MemoryContext:
                 unread_bytes=rendered.unread,
             )
         )
+
+
+class MemoryContextPlugin:
+    """The built-in ``context`` plugin: the current memory block in the system message.
+
+    With ``context.inject = "system"`` (the default), at every ``before_reasoning`` the
+    block :meth:`MemoryContext.render` gives (one change check per turn, MEMORY.md read
+    only when it changed) becomes the only memory block of the first system message: an
+    earlier copy, the one a caller put there with ``system_context()`` or the one the
+    previous turn placed, is replaced where it is; without a system message one is put in
+    front. It runs before compaction (which is ``trylast``), so compaction counts the
+    block and keeps it in the pinned system head. ``"manual"`` leaves the messages alone.
+    """
+
+    name = "context"
+
+    @hookimpl
+    def pre_reasoning(self, ctx: TurnContext) -> None:
+        """Place the current memory block in ``ctx.messages``' system message."""
+        settings = ctx.settings.context
+        if not settings.enabled or settings.inject != "system":
+            return
+        block = ctx.harness.component(MemoryContext).render(ctx.session_id)
+        ctx.messages = blocks.place_in_system(ctx.messages, block, TAG, BLOCK_PREAMBLE)
 
 
 _WIDE = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 marks start with these

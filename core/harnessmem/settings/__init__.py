@@ -500,7 +500,22 @@ class EvictionSettings(_Section):
 class ContextSettings(_Section):
     """The memory block injected into the system prompt."""
 
-    enabled: bool = Field(True, description="Inject MEMORY.md through system_context().")
+    enabled: bool = Field(
+        True,
+        description=(
+            "Give the model MEMORY.md: in the system message (context.inject) or through "
+            "system_context(); off, neither places anything."
+        ),
+    )
+    inject: Literal["system", "manual"] = Field(
+        "system",
+        description=(
+            "Where the memory block goes: 'system' puts the current block in the system "
+            "message at every before_reasoning (refreshing an earlier copy in place, "
+            "re-reading MEMORY.md only when it changed); 'manual' leaves the messages "
+            "alone and the caller puts system_context() in its prompt."
+        ),
+    )
     max_tokens: int = Field(
         8_000,
         gt=0,

@@ -258,3 +258,18 @@ def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     assert saved.read_text().count("timetable importer") == 3999
     record = json.loads(Path("ws/langgraph_store/releases/last-session.json").read_text())
     assert record["value"] == {"turns": 4}
+
+
+@pytest.mark.parametrize("hook", [False, True], ids=["model_node", "pre_model_hook"])
+def test_the_memory_block_is_sent_once_fresh_and_never_stored(chat: Any, hook: bool) -> None:
+    """A save during the turn reaches the next model call; the block is in the node's
+    system message once, and the graph's state never holds it."""
+    run = chat([call("memory_save", {"text": "The Harbour pier closes in March"}), "Noted."], hook)
+    run.say("Remember that the Harbour pier closes in March.")
+    first, second = run.requests
+    for request in (first, second):
+        assert json.dumps(request.messages).count("<memory_context ") == 1
+        assert [m["role"] for m in request.messages].count("system") == 1
+    assert "Harbour pier closes in March" not in first.messages[0]["content"]
+    assert "Harbour pier closes in March" in second.messages[0]["content"]
+    assert not any("memory_context" in str(m.content) for m in run.state["messages"])

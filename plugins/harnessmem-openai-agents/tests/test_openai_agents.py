@@ -270,3 +270,19 @@ def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     assert "travels with a bicycle" in Path("ws/MEMORY.md").read_text()
     stored = json.loads(Path("ws/sessions/ferry-support.agents.json").read_text())
     assert stored[-1] == {"role": "assistant", "content": "The 07:15 from pier 4 takes bicycles."}
+
+
+def test_the_memory_block_is_sent_once_and_fresh_at_every_model_call(chat: Any) -> None:
+    """A save during the run reaches the next model call; instructions that already hold
+    system_context() get it refreshed, not a second copy; the history never stores it."""
+    run = chat([call("memory_save", {"text": "The Harbour pier closes in March"}), "Noted."])
+    run.agent.instructions = f"You help.\n\n{run.session.memory.system_context()}"
+    run.say("Remember that the Harbour pier closes in March.")
+    first, second = run.requests
+    for request in (first, second):
+        assert json.dumps(request.messages).count("<memory_context ") == 1
+        assert request.messages[0]["content"].startswith("You help.\n\n## Long-term memory")
+    assert "Harbour pier closes in March" not in first.messages[0]["content"]
+    assert "Harbour pier closes in March" in second.messages[0]["content"]
+    stored = Path("workspace/sessions/support-42.agents.json").read_text()
+    assert "memory_context" not in stored

@@ -28,6 +28,8 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from harnessmem.memory.context import place_memory_block, take_memory_block
+
 if TYPE_CHECKING:
     from langchain_core.language_models import LanguageModelInput
     from langchain_core.runnables import Runnable
@@ -57,14 +59,22 @@ class GraphMemory:
     def tool_names(self) -> set[str]:
         return {schema["function"]["name"] for schema in self.session.tools}
 
-    def system_message(self) -> SystemMessage:
-        """The instructions and the memory block, as read now."""
-        parts = (self.instructions, self.session.system_context())
-        return SystemMessage("\n\n".join(p for p in parts if p))
+    def system_message(self, memory: str | None = None) -> SystemMessage:
+        """The instructions and the memory block: ``memory`` (the one ``before_reasoning``
+        placed), or as read now."""
+        block = self.session.system_context() if memory is None else memory
+        return SystemMessage(place_memory_block(self.instructions, block))
 
-    def _prepare(self, state: State) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _prepare(self, state: State) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+        """The thread, what to send of it, and the memory block for the system message.
+
+        The block ``before_reasoning`` put in a system message (``context.inject =
+        "system"``) goes to the node's own system message, never into the graph's state;
+        with ``"manual"`` it is read here.
+        """
         thread = _openai(state["messages"])
-        return thread, self.session.before_reasoning(thread)
+        sent, memory = take_memory_block(self.session.before_reasoning(thread))
+        return thread, sent, memory or self.session.system_context()
 
     @staticmethod
     def _update(thread: list[dict[str, Any]], sent: list[dict[str, Any]]) -> list[BaseMessage]:
@@ -75,9 +85,9 @@ class GraphMemory:
 
     def pre_model_hook(self, state: State) -> dict[str, Any]:
         """A node before the model node: ``llm_input_messages`` is what to send."""
-        thread, sent = self._prepare(state)
+        thread, sent, memory = self._prepare(state)
         update: dict[str, Any] = {
-            "llm_input_messages": [self.system_message(), *convert_to_messages(sent)]
+            "llm_input_messages": [self.system_message(memory), *convert_to_messages(sent)]
         }
         if rewrite := self._update(thread, sent):
             update["messages"] = rewrite
@@ -89,8 +99,8 @@ class GraphMemory:
         """The model node of a ``MessagesState`` graph, calling ``model`` (tools bound)."""
 
         def call_model(state: State) -> dict[str, Any]:
-            thread, sent = self._prepare(state)
-            system = self.system_message()
+            thread, sent, memory = self._prepare(state)
+            system = self.system_message(memory)
             try:
                 reply = model.invoke([system, *convert_to_messages(sent)])
             except Exception as error:  # recover_overflow re-raises all but a context overflow

@@ -22,6 +22,7 @@ from agents import FunctionTool, RunConfig, RunHooks, Runner
 from agents.run import CallModelData, ModelInputData
 
 from harnessmem.layout import SESSIONS_DIR, safe_id
+from harnessmem.memory.context import place_memory_block, take_memory_block
 from harnessmem_openai_agents.convert import to_chat, to_items
 
 if TYPE_CHECKING:
@@ -94,13 +95,16 @@ class HarnessSession:
         """Before every model call: evict, compact, add the memory block to the instructions."""
         raw = to_chat(data.model_data.input)
         chat = self._rewritten(raw)
-        sent = _normal(await self.memory.abefore_reasoning(chat))
+        # The block before_reasoning put in a system message goes to the instructions:
+        # the stored history stays free of it, and the instructions hold it once.
+        sent, memory = take_memory_block(await self.memory.abefore_reasoning(chat))
+        sent = _normal(sent)
         if sent != chat:
             self._rewrite = (raw, sent)
             self._store(self._rewritten(self._load()))
         self.sent = sent
-        memory = self.memory.system_context()
-        instructions = "\n\n".join(p for p in (data.model_data.instructions, memory) if p)
+        memory = memory or self.memory.system_context()  # context.inject = "manual"
+        instructions = place_memory_block(data.model_data.instructions or "", memory)
         return ModelInputData(input=to_items(sent), instructions=instructions)  # type: ignore[arg-type]
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
