@@ -16,10 +16,11 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessmem import _text, layout
 from harnessmem.events import ContextOverBudgetEvent
+from harnessmem.memory import blocks
 from harnessmem.memory import files as mf
 from harnessmem.prompts import escape_tag
 
@@ -27,10 +28,16 @@ if TYPE_CHECKING:
     from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
 
-__all__ = ["MemoryContext", "render_memory_block"]
+__all__ = [
+    "MemoryContext",
+    "place_memory_block",
+    "render_memory_block",
+    "take_memory_block",
+]
 
 logger = logging.getLogger("harnessmem.memory.context")
 T = TypeVar("T")
+Message = dict[str, Any]
 
 TAG = "memory_context"
 PREAMBLE = (
@@ -82,6 +89,29 @@ class _Ends:
 def render_memory_block(body: str) -> str:
     """The block around an already bounded and escaped ``body`` of MEMORY.md."""
     return f'{PREAMBLE}\n\n<{TAG} source="{layout.MEMORY_FILE}">\n{body}\n</{TAG}>'
+
+
+#: What comes before the ``<memory_context>`` tag in a rendered block (found with it).
+BLOCK_PREAMBLE = f"{PREAMBLE}\n\n"
+
+
+def place_memory_block(text: str, block: str) -> str:
+    """``text`` (a system prompt) with ``block`` as its only memory block.
+
+    An earlier copy (one ``system_context()`` gave, say) is replaced where it is, or the
+    block is added after the text; "" removes it. See :mod:`harnessmem.memory.blocks`.
+    """
+    return blocks.place_block(text, block, TAG, BLOCK_PREAMBLE)
+
+
+def take_memory_block(messages: Sequence[Message]) -> tuple[list[Message], str]:
+    """``messages`` without the memory block of their system message, and that block.
+
+    For an adapter that sends instructions apart from the messages: the block that
+    ``before_reasoning`` placed goes into the instructions (:func:`place_memory_block`)
+    and the messages stay as the caller had them. The block is "" when there is none.
+    """
+    return blocks.take_from_system(messages, TAG, BLOCK_PREAMBLE)
 
 
 class MemoryContext:
