@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import _text
+from harnessmem.memory.blocks import SEPARATOR, block_spans, place_in_system
 from harnessmem.plugins import hookimpl
 from harnessmem.prompts import escape_tag
 
@@ -60,10 +61,11 @@ __all__ = [
     "TAG",
     "MemoryRecall",
     "RecallOutcome",
-    "find_block",
-    "place_block",
+    "place_recall",
     "render_recall_block",
 ]
+
+Message = dict[str, Any]
 
 logger = logging.getLogger("harnessmem.memory.recall")
 
@@ -85,7 +87,8 @@ MAX_RECALLED = 512
 #: Below this many tokens of room, a hit that does not fit whole is not cut but left out.
 MIN_CUT_TOKENS = 24
 
-_BLOCK = re.compile(re.escape(PREAMBLE) + rf"\n\n<{TAG}>\n.*?\n</{TAG}>", re.S)
+#: What the block carries before its opening tag (how a copy is found with its preamble).
+_PREFIX = PREAMBLE + SEPARATOR
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SPACE = re.compile(r"\s+")
 
@@ -125,12 +128,7 @@ class _SessionState:
 def render_recall_block(entries: Sequence[str]) -> str:
     """The block around already escaped ``entries``."""
     body = "\n".join(entries)
-    return f"{PREAMBLE}\n\n<{TAG}>\n{body}\n</{TAG}>"
-
-
-def find_block(text: str) -> re.Match[str] | None:
-    """Where a recall block sits in ``text`` (the first), or None."""
-    return _BLOCK.search(text)
+    return f"{_PREFIX}<{TAG}>\n{body}\n</{TAG}>"
 
 
 def _content_text(content: Any) -> str:
@@ -145,68 +143,37 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def _without_blocks(text: str) -> str:
+    for start, end in reversed(block_spans(text, TAG, _PREFIX)):
+        text = text[:start] + text[end:]
+    return text
+
+
 def _is_note(message: Mapping[str, Any]) -> bool:
     """A user-side note recall put there (the whole content is one block)."""
-    if message.get("role") != "user":
-        return False
     content = message.get("content")
-    return isinstance(content, str) and _BLOCK.fullmatch(content) is not None
+    return (
+        message.get("role") == "user"
+        and isinstance(content, str)
+        and block_spans(content, TAG, _PREFIX) == [(0, len(content))]
+    )
 
 
-def _strip_from_system(message: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A copy of the system ``message`` without its recall block; None when it has none."""
-    content = message.get("content")
-    if isinstance(content, str):
-        match = _BLOCK.search(content)
-        if match is None:
-            return None
-        text = (
-            content[: match.start()].rstrip("\n") + "\n\n" + content[match.end() :].lstrip("\n")
-        ).strip("\n")
-        return {**message, "content": text}
-    if isinstance(content, list):
-        kept = [
-            p
-            for p in content
-            if not (isinstance(p, Mapping) and _BLOCK.fullmatch(str(p.get("text", ""))))
-        ]
-        return {**message, "content": kept} if len(kept) != len(content) else None
-    return None
-
-
-def place_block(messages: Sequence[Mapping[str, Any]], block: str, place: str) -> list[Any]:
+def place_recall(messages: Sequence[Message], block: str, place: str) -> list[Message]:
     """``messages`` with ``block`` as their only recall block; ``block=""`` removes it.
 
-    ``place`` ``"system"``: the block replaces the previous one in the system message (or is
-    appended to it; a system message is added first when there is none). ``"user"``: a
-    note just before the latest user message. Any other copy is removed. New list; the
-    messages that change are copies.
+    ``place`` ``"system"``: in the system message, replacing the previous copy where it
+    was (:func:`harnessmem.memory.blocks.place_in_system`). ``"user"``: a note just before
+    the latest user message. Any other copy (a note, a block in the system message) is
+    removed. A new list; the messages that change are copies.
     """
-    out: list[Any] = []
-    for message in messages:
-        if _is_note(message):
-            continue
-        if message.get("role") == "system":
-            stripped = _strip_from_system(message)
-            if stripped is not None:
-                message = stripped
-        out.append(message)
-    if not block:
-        return out
-    if place == "system":
-        first = out[0] if out else None
-        if first is None or first.get("role") != "system":
-            return [{"role": "system", "content": block}, *out]
-        content = first.get("content")
-        if isinstance(content, list):
-            new_content: Any = [*content, {"type": "text", "text": block}]
-        else:
-            text = content if isinstance(content, str) else ""
-            new_content = f"{text.rstrip()}\n\n{block}" if text.strip() else block
-        return [{**first, "content": new_content}, *out[1:]]
-    last_user = _latest_user(out)
-    at = last_user if last_user is not None else len(out)
-    return [*out[:at], {"role": "user", "content": block}, *out[at:]]
+    out = [message for message in messages if not _is_note(message)]
+    out = place_in_system(out, block if place == "system" else "", TAG, _PREFIX)
+    if block and place == "user":
+        latest = _latest_user(out)
+        at = latest if latest is not None else len(out)
+        out.insert(at, {"role": "user", "content": block})
+    return out
 
 
 def _latest_user(messages: Sequence[Mapping[str, Any]]) -> int | None:
@@ -226,7 +193,7 @@ def _context_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in messages:
         if _is_note(message):
             continue
-        texts.append(_BLOCK.sub("", _content_text(message.get("content"))))
+        texts.append(_without_blocks(_content_text(message.get("content"))))
     return _normalise("\n".join(texts))
 
 
@@ -296,7 +263,7 @@ class MemoryRecall:
         ctx.outcomes["recall"] = outcome
         state = self._state(ctx.session_id)
         if not query:
-            ctx.messages = place_block(messages, "", settings.recall_place)
+            ctx.messages = place_recall(messages, "", settings.recall_place)
             return outcome
         key = _text.content_hash(
             f"{settings.recall_hits}\0{settings.recall_max_tokens}\0{query}".encode()
@@ -305,7 +272,7 @@ class MemoryRecall:
             self._refresh(ctx, state, key, query[:QUERY_CHARS], settings, outcome)
         else:
             outcome.shown, outcome.tokens = list(state.shown), state.tokens
-        ctx.messages = place_block(messages, state.block, settings.recall_place)
+        ctx.messages = place_recall(messages, state.block, settings.recall_place)
         return outcome
 
     def _refresh(
