@@ -44,6 +44,7 @@ ORDER = [
     "extractive",
     "facts",
     "locomo",
+    "recall",
     "index",
     "postgres",
     "tenants",
