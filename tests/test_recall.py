@@ -301,3 +301,20 @@ def test_async_path(tmp_path: Path) -> None:
     assert "Ryokan" in _block(out[0]["content"])
     assert again[0]["content"] == out[0]["content"]
     assert messages == original
+
+
+def test_block_without_a_system_message_and_in_content_parts(harness: Any) -> None:
+    session = harness.session("s")
+    bare = session.before_reasoning([{"role": "user", "content": "Kyoto hotel?"}])
+    assert bare[0]["role"] == "system"
+    assert bare[0]["content"].startswith(PREAMBLE)
+    assert bare[1] == {"role": "user", "content": "Kyoto hotel?"}
+    parts = [{"type": "text", "text": "You are a travel agent."}]
+    messages = [{"role": "system", "content": parts}, {"role": "user", "content": "Kyoto hotel?"}]
+    out = harness.session("t").before_reasoning(messages)
+    assert out[0]["content"][0] == parts[0]
+    assert "Ryokan" in _block(out[0]["content"][1]["text"])
+    again = harness.session("t").before_reasoning(out)
+    assert again[0]["content"] == out[0]["content"]
+    assert messages[0]["content"] == parts
+    assert len(parts) == 1
