@@ -11,22 +11,14 @@ import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pytest
 
-from harnessmem import HarnessSettings, MemoryHarness, hookimpl
+from harnessmem import HarnessSettings, MemoryHarness
 from harnessmem.testing import FakeClock, FakeOpenAIServer
+from harnessmem.testing.recorders import EventLog
 from harnessmem.testing.s3_server import S3TestServer
-
-if TYPE_CHECKING:
-    from harnessmem.events import (
-        CompactionEvent,
-        MaintenanceEvent,
-        MemoryConsolidatedEvent,
-        MemoryFlushedEvent,
-        ToolResultEvictedEvent,
-    )
 
 # -- fake installed distributions (real importlib.metadata discovery) ----------------------------
 
@@ -290,37 +282,6 @@ def workspace_target(request: pytest.FixtureRequest, tmp_path: Path) -> Workspac
 # -- harnesses: one event log, one clock, one factory --------------------------------------------
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
-
-
-class EventLog:
-    """A plugin that keeps the observer events a harness emits, one list per hook."""
-
-    def __init__(self) -> None:
-        self.compactions: list[CompactionEvent] = []
-        self.flushed: list[MemoryFlushedEvent] = []
-        self.consolidated: list[MemoryConsolidatedEvent] = []
-        self.evicted: list[ToolResultEvictedEvent] = []
-        self.maintenance: list[MaintenanceEvent] = []
-
-    @hookimpl
-    def on_compaction(self, event: CompactionEvent) -> None:
-        self.compactions.append(event)
-
-    @hookimpl
-    def on_memory_flushed(self, event: MemoryFlushedEvent) -> None:
-        self.flushed.append(event)
-
-    @hookimpl
-    def on_memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
-        self.consolidated.append(event)
-
-    @hookimpl
-    def on_tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
-        self.evicted.append(event)
-
-    @hookimpl
-    def on_maintenance(self, event: MaintenanceEvent) -> None:
-        self.maintenance.append(event)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ offline with the extractive backend (no key, no network)."""
 from __future__ import annotations
 
 import re
-import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +12,15 @@ import pytest
 
 from harnessmem import MemoryHarness
 from harnessmem.backends.extractive import ExtractiveBackend
+from harnessmem.testing.recorders import loopback_only
 
 
 @pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Refuse every connection that is not to this machine."""
-    connect = socket.socket.connect
-
-    def guarded(self: socket.socket, address: Any) -> Any:
-        if isinstance(address, tuple) and address[0] not in {"127.0.0.1", "::1", "localhost"}:
-            raise OSError(f"network disabled in this test: {address}")
-        return connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    refused = loopback_only(monkeypatch)
+    yield
+    assert not refused, refused
 
 
 def test_a_default_harness_does_all_three_jobs_offline(

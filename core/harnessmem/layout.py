@@ -125,6 +125,44 @@ _USAGE_DAY = re.compile(rf"({_DATE})\.jsonl")
 _EVICTION_HASH_CHARS = 16
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def path_problem(
+    raw: str, *, normal: bool = False, allow_root: bool = False
+) -> tuple[str, str | None]:
+    """The one statement of which paths name a file of a workspace.
+
+    Returns ``(rel, None)`` with ``rel`` the normal relative POSIX form of ``raw``, or
+    ``("", why)`` with the reason it is refused: a NUL or backslash, an absolute path, a URL
+    or drive path, a path into :data:`LOCKS_DIR`, the root itself (unless ``allow_root``),
+    and ``..`` above the root. ``normal``: ``raw`` must already be in normal form (no empty,
+    ``.`` or ``..`` part), as the paths an export writes are; used for archives, where a
+    path that only normalises into the workspace is a sign of a crafted file.
+    """
+    if "\x00" in raw or "\\" in raw:
+        return "", "it contains a backslash or NUL"
+    if raw.startswith("/"):
+        return "", "it is absolute"
+    if _SCHEME.match(raw):
+        return "", "it is a URL or drive path"
+    parts: list[str] = []
+    for segment in raw.split("/"):
+        if normal and segment in ("", ".", ".."):
+            return "", "it has an empty, '.' or '..' part"
+        if segment == "..":
+            if not parts:
+                return "", "'..' leaves the workspace"
+            parts.pop()
+        elif segment not in ("", "."):
+            parts.append(segment)
+    if parts and parts[0] == LOCKS_DIR:
+        return "", f"{LOCKS_DIR}/ holds the workspace's locks and leases"
+    if not parts and not allow_root:
+        return "", "it names the workspace root, not a file"
+    return "/".join(parts), None
+
+
 def safe_id(text: str, *, max_length: int = 80) -> str:
     """Turn an id (session id, call id, lease name) into one safe path segment.
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import difflib
 import hmac
-import ipaddress
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from harnessmem import layout
 from harnessmem.errors import ConfigError
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
+from harnessmem.settings import exposure
+from harnessmem.settings.exposure import is_loopback
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -65,23 +66,14 @@ def _missing_extra(exc: ImportError) -> ConfigError:
     )
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_exposure(host: str, token: str | None) -> None:
     """ConfigError when ``host`` is reachable from other machines and there is no token."""
-    if not is_loopback(host) and not token:
-        raise ConfigError(
-            f"harnessmem inspect on {host} would show memory to the network without a token",
-            hint="pass --token (or set HARNESSMEM_INSPECT_TOKEN), or bind to 127.0.0.1",
-        )
+    exposure.check_exposure(
+        host,
+        token,
+        refusal=f"harnessmem inspect on {host} would show memory to the network without a token",
+        hint="pass --token (or set HARNESSMEM_INSPECT_TOKEN), or bind to 127.0.0.1",
+    )
 
 
 # ------------------------------------------------------------------------------ reading

@@ -8,7 +8,6 @@ before it reaches the MCP session manager, so it reads and writes nothing.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,8 @@ from mcp.server.lowlevel import Server
 from starlette.applications import Starlette
 
 from harnessmem.errors import ConfigError
+from harnessmem.settings import exposure
+from harnessmem.settings.exposure import is_loopback
 
 __all__ = ["check_exposure", "http_app", "is_loopback", "parse_address", "serve_http"]
 
@@ -47,24 +48,16 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
-
-
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse (``ConfigError``) to serve without a token on a host that is not loopback."""
-    if not token and not is_loopback(host):
-        raise ConfigError(
-            f"refusing to serve MCP on {host}, which is not a loopback address, without a token",
-            hint="set mcp.token (or HARNESSMEM_MCP__TOKEN) to a long random string, and "
-            "give clients the header Authorization: Bearer <token>",
-        )
+    exposure.check_exposure(
+        host,
+        token,
+        refusal=f"refusing to serve MCP on {host}, which is not a loopback address, "
+        "without a token",
+        hint="set mcp.token (or HARNESSMEM_MCP__TOKEN) to a long random string, and "
+        "give clients the header Authorization: Bearer <token>",
+    )
 
 
 def http_app(server: Server[Any], *, host: str, path: str, token: str | None) -> Starlette:

@@ -38,7 +38,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -51,10 +50,10 @@ from harnessmem.errors import ArchiveError, PathNotAllowed
 from harnessmem.layout import (
     ARCHIVE_DIR,
     CONSOLIDATION_STATE,
-    LOCKS_DIR,
     MEMORY_DIR,
     MEMORY_FILE,
     is_daily_log,
+    path_problem,
     session_log_path,
 )
 from harnessmem.memory.transcripts import SessionTranscript
@@ -282,27 +281,13 @@ def _manifest(tar: tarfile.TarFile, member: tarfile.TarInfo, where: str) -> list
         raise ArchiveError(f"{where}: {MANIFEST} has no valid 'files' list")
     assert isinstance(files, list)  # checked above
     for entry in files:
-        problem = _path_problem(entry["path"])
+        _, problem = path_problem(entry["path"], normal=True)
         if problem:
             raise ArchiveError(
                 f"{where}: path {entry['path']!r} is not allowed in a workspace: {problem}; "
                 "nothing was imported"
             )
     return [dict(f) for f in files]
-
-
-def _path_problem(rel: str) -> str | None:
-    """Why ``rel`` cannot be a file of an archive (the paths an export writes are normal)."""
-    parts = rel.split("/")
-    if "\x00" in rel or "\\" in rel:
-        return "it contains a backslash or NUL"
-    if rel.startswith("/") or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", rel):
-        return "it is absolute or a URL"
-    if any(part in ("", ".", "..") for part in parts):
-        return "it has an empty, '.' or '..' part"
-    if parts[0] == LOCKS_DIR:
-        return f"{LOCKS_DIR}/ holds a workspace's locks, which are not exported"
-    return None
 
 
 def _plan(

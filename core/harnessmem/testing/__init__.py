@@ -7,7 +7,9 @@
   ``suite_override`` for a deliberate replacement of a suite test;
 - ``FakeClock``: an injectable clock for tests that never sleep;
 - ``S3TestServer`` and ``S3Fault``: moto's S3 on loopback, one request at a time, with a
-  request log and injected faults (needs ``moto[server]``).
+  request log and injected faults (needs ``moto[server]``);
+- ``EventLog`` and ``loopback_only``: an observer-event recorder and a network guard
+  (:mod:`harnessmem.testing.recorders`).
 
 The test doubles import only the standard library and harnessmem; the suites import pytest
 and hypothesis, so they load on first use (``from harnessmem.testing import WorkspaceSuite``).
@@ -29,10 +31,13 @@ _SUITES = {
     "ModelFault": "model_suite",
     "S3Fault": "s3_server",
     "S3TestServer": "s3_server",
+    "EventLog": "recorders",
+    "loopback_only": "recorders",
 }
 
 __all__ = [
     "ConformanceSuite",
+    "EventLog",
     "FakeClock",
     "FakeOpenAIServer",
     "Fault",
@@ -45,6 +50,7 @@ __all__ = [
     "S3TestServer",
     "ScriptedModel",
     "WorkspaceSuite",
+    "loopback_only",
     "suite_integrity_problems",
     "suite_override",
 ]

@@ -48,7 +48,14 @@ from typing import Any
 
 from harnessmem import _text
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
-from harnessmem.layout import HISTORY_DIR, LOCKS_DIR, lease_path, original_path, safe_id
+from harnessmem.layout import (
+    HISTORY_DIR,
+    LOCKS_DIR,
+    lease_path,
+    original_path,
+    path_problem,
+    safe_id,
+)
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
 from harnessmem.workspace._s3store import S3Store
@@ -83,7 +90,6 @@ logger = logging.getLogger("harnessmem.workspace")
 #: write that replaces them (beside consolidation's previous versions of MEMORY.md).
 ORIGINALS_DIR = HISTORY_DIR
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # A relative path that _rel would return as it is: parts of common file-name characters
 # that do not start with a dot (so no '.', '..', '.locks' or hidden file takes this path).
 _PLAIN = re.compile(r"(?:[\w@+=,-][\w.@+=,-]*/)*[\w@+=,-][\w.@+=,-]*", re.ASCII)
@@ -215,25 +221,10 @@ class Workspace:
             return raw  # already normal: no '.', '..' or empty part, scheme, NUL or backslash
         if not isinstance(raw, str):
             raise deny("paths are str, not bytes")
-        if "\x00" in raw or "\\" in raw:
-            raise deny("it contains a backslash or NUL")
-        if raw.startswith("/"):
-            raise deny("it is absolute")
-        if _SCHEME.match(raw):
-            raise deny("it is a URL or drive path")
-        parts: list[str] = []
-        for segment in raw.split("/"):
-            if segment == "..":
-                if not parts:
-                    raise deny("'..' leaves the workspace")
-                parts.pop()
-            elif segment not in ("", "."):
-                parts.append(segment)
-        if parts and parts[0] == LOCKS_DIR:
-            raise deny(f"{LOCKS_DIR}/ holds the workspace's locks and leases")
-        if not parts and not allow_root:
-            raise deny("it names the workspace root, not a file")
-        return "/".join(parts)
+        rel, why = path_problem(raw, allow_root=allow_root)
+        if why is not None:
+            raise deny(why)
+        return rel
 
     def _full(self, rel: str) -> str:
         full = self._store.join(rel)

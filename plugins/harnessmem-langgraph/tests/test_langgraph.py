@@ -27,7 +27,7 @@ from harnessmem.testing import FakeOpenAIServer, Fault, RecordedRequest
 from harnessmem_langgraph import GraphMemory, HarnessStore
 
 if TYPE_CHECKING:
-    from conftest import Events
+    from harnessmem.testing.recorders import EventLog
 
 MEMORY_TOOLS = {"memory_search", "memory_get", "session_search", "memory_save"}
 
@@ -95,7 +95,7 @@ class Chat:
 
 
 @pytest.fixture
-def chat(events: Events) -> Iterator[Any]:
+def chat(events: EventLog) -> Iterator[Any]:
     opened: list[tuple[MemoryHarness, FakeOpenAIServer]] = []
 
     def start(replies: Any, hook: bool = False, **settings: Any) -> Chat:
@@ -150,7 +150,7 @@ def test_memory_reaches_the_prompt_and_the_memory_tools_work(chat: Any, hook: bo
     assert "night ferry leaves at 23:40" in daily
 
 
-def test_shell_output_is_evicted_with_the_model_call_id(chat: Any, events: Events) -> None:
+def test_shell_output_is_evicted_with_the_model_call_id(chat: Any, events: EventLog) -> None:
     run = chat([call("run_shell", {"command": "seq 1 30000"}, "call_sh"), "Printed them."])
     run.say("Count to 30000 in the shell.")
     result = run.requests[1].messages[-1]
@@ -168,7 +168,9 @@ def chatty(body: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("hook", [False, True], ids=["model_node", "pre_model_hook"])
-def test_a_long_conversation_stays_under_the_trigger(chat: Any, events: Events, hook: bool) -> None:
+def test_a_long_conversation_stays_under_the_trigger(
+    chat: Any, events: EventLog, hook: bool
+) -> None:
     said = [f"Question {n}: what sails from pier {n}?" for n in range(1, 31)]
     run = chat(chatty, hook=hook, compaction={"trigger_messages": 12, "keep_messages": 4})
     run.say(*said)
@@ -186,7 +188,7 @@ def test_a_long_conversation_stays_under_the_trigger(chat: Any, events: Events, 
     assert len(convert_to_openai_messages(run.state["messages"])) <= 12
 
 
-def test_a_context_length_error_compacts_and_retries_once(chat: Any, events: Events) -> None:
+def test_a_context_length_error_compacts_and_retries_once(chat: Any, events: EventLog) -> None:
     said = [f"Question {n}: " + "which piers does the night ferry serve? " * 8 for n in range(8)]
     run = chat([*["Pier 3, then pier 7. " * 15] * 7, Fault.context_length(), "Pier 9."])
     assert run.say(*said)[-1] == "Pier 9."

@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from harnessmem import hookimpl
-
-
-class Events:
-    """The compaction and eviction events a harness emits."""
-
-    def __init__(self) -> None:
-        self.compactions: list[Any] = []
-        self.evicted: list[Any] = []
-
-    @hookimpl
-    def on_compaction(self, event: Any) -> None:
-        self.compactions.append(event)
-
-    @hookimpl
-    def on_tool_result_evicted(self, event: Any) -> None:
-        self.evicted.append(event)
+from harnessmem.testing.recorders import EventLog, loopback_only
 
 
 @pytest.fixture
-def events() -> Events:
-    return Events()
+def events() -> EventLog:
+    return EventLog()
 
 
 @pytest.fixture(autouse=True)
@@ -38,21 +21,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[list[obj
     own folder, with the SDK's tracing (an upload to api.openai.com) off."""
     from agents import set_tracing_disabled
 
-    refused: list[object] = []
-    connect = socket.socket.connect
-
-    def loopback_only(sock: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and host not in (
-            "127.0.0.1",
-            "::1",
-            "localhost",
-        ):
-            refused.append(address)
-            raise OSError(f"no network in tests ({address!r})")
-        return connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    refused = loopback_only(monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     set_tracing_disabled(True)

@@ -22,7 +22,7 @@ from harnessmem.testing import FakeOpenAIServer, Fault, RecordedRequest
 from harnessmem_openai_agents import HarnessSession, to_chat, to_items
 
 if TYPE_CHECKING:
-    from conftest import Events
+    from harnessmem.testing.recorders import EventLog
 
 MEMORY_TOOLS = {"memory_search", "memory_get", "session_search", "memory_save"}
 TIMETABLE = "".join(f"07:{m % 60:02d} Tidewater -> Harbour, pier {m}\n" for m in range(4000))
@@ -67,7 +67,7 @@ class Chat:
 
 
 @pytest.fixture
-def chat(events: Events) -> Iterator[Any]:
+def chat(events: EventLog) -> Iterator[Any]:
     opened: list[tuple[MemoryHarness, FakeOpenAIServer]] = []
 
     def start(replies: Any, **settings: Any) -> Chat:
@@ -154,7 +154,7 @@ def test_memory_reaches_the_prompt_and_the_memory_tools_work(chat: Any) -> None:
     assert "night ferry leaves at 23:40" in daily_logs()
 
 
-def test_own_tool_outputs_are_evicted_with_the_sdk_call_ids(chat: Any, events: Events) -> None:
+def test_own_tool_outputs_are_evicted_with_the_sdk_call_ids(chat: Any, events: EventLog) -> None:
     calls = [
         {"id": i, "type": "function", "function": {"name": "fetch_timetable", "arguments": a}}
         for i, a in (("call_tt1", '{"route": "a"}'), ("call_tt2", '{"route": "b"}'))
@@ -187,7 +187,7 @@ def chatty(body: dict[str, Any]) -> Any:
     return f"Answer to: {body['messages'][-1]['content']} " + "Details follow. " * 20
 
 
-def test_a_long_conversation_stays_under_the_trigger(chat: Any, events: Events) -> None:
+def test_a_long_conversation_stays_under_the_trigger(chat: Any, events: EventLog) -> None:
     said = [f"Question {n}: what sails from pier {n}?" for n in range(1, 31)]
     run = chat(chatty, compaction={"trigger_messages": 12, "keep_messages": 4})
     run.say(*said)
@@ -209,7 +209,7 @@ def test_a_long_conversation_stays_under_the_trigger(chat: Any, events: Events) 
     assert len(stored) <= 12
 
 
-def test_a_context_length_error_compacts_and_retries_once(chat: Any, events: Events) -> None:
+def test_a_context_length_error_compacts_and_retries_once(chat: Any, events: EventLog) -> None:
     said = [f"Question {n}: " + "which piers does the night ferry serve? " * 8 for n in range(8)]
     run = chat([*["Pier 3, then pier 7. " * 15] * 7, Fault.context_length(), "Pier 9."])
     answers = run.say(*said)
