@@ -45,6 +45,7 @@ ORDER = [
     "facts",
     "locomo",
     "memorybank",
+    "recall",
     "index",
     "postgres",
     "tenants",

@@ -78,7 +78,8 @@ def harnessmem_configure(settings: HarnessSettings) -> None:
 def pre_reasoning(ctx: TurnContext) -> Awaitable[None] | None:
     """Before each model call: change what is about to be sent.
 
-    The built-ins evict oversized tool results and compact long conversations here.
+    The built-ins evict oversized tool results, compact long conversations and (with
+    ``context.recall``) add the memory recalled for the latest user message here.
 
     When:
         In ``Session.before_reasoning(messages)`` (and ``abefore_reasoning``), before each

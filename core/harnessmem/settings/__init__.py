@@ -524,6 +524,31 @@ class ContextSettings(_Section):
             "warning event and a consolidation request (never a silent cut)."
         ),
     )
+    recall: bool = Field(
+        False,
+        description=(
+            "Recall before replying: at each before_reasoning, search the memory with the "
+            "latest user message and put the best hits not already in the context into a "
+            "<memory_recall> block (searched again only when that message changes)."
+        ),
+    )
+    recall_place: Literal["system", "user"] = Field(
+        "system",
+        description=(
+            "Where the recall block goes: appended to the system message, or as a user-side "
+            "note just before the latest user message. Either way one block, replaced each turn."
+        ),
+    )
+    recall_hits: int = Field(3, ge=1, le=20, description="Most memory hits the recall block shows.")
+    recall_max_tokens: int = Field(
+        400,
+        ge=100,
+        le=8_000,
+        description=(
+            "Token bound of the whole recall block, its preamble included; a hit that does "
+            "not fit is cut with a marker naming the lines to read with memory_get."
+        ),
+    )
 
 
 class ToolsSettings(_Section):
