@@ -67,14 +67,17 @@ def parse_probe(text: str, origin: str) -> Probe:
     """
     question, sign, expected = text.partition("=")
     question, expected = question.strip(), expected.strip()
-    if not sign:
-        raise ProbeFormatError(f"{origin}: {text.strip()!r} has no '='", hint=_SYNTAX)
-    if not question:
-        raise ProbeFormatError(f"{origin}: {text.strip()!r} has no question before '='", hint=_SYNTAX)
-    if not expected:
-        raise ProbeFormatError(
-            f"{origin}: {text.strip()!r} has no expected text after '='", hint=_SYNTAX
-        )
+    problem = (
+        "has no '='"
+        if not sign
+        else "has no question before '='"
+        if not question
+        else "has no expected text after '='"
+        if not expected
+        else ""
+    )
+    if problem:
+        raise ProbeFormatError(f"{origin}: {text.strip()!r} {problem}", hint=_SYNTAX)
     return Probe(question, expected, origin)
 
 
@@ -249,9 +252,7 @@ def _read(workspace: Workspace, path: str) -> str:
 
 
 def _memory_files(workspace: Workspace) -> list[tuple[str, str]]:
-    names = sorted(
-        name for name in workspace.list(f"{layout.MEMORY_DIR}/") if name.endswith(".md")
-    )
+    names = sorted(name for name in workspace.list(f"{layout.MEMORY_DIR}/") if name.endswith(".md"))
     return [(name, _read(workspace, name)) for name in names]
 
 
