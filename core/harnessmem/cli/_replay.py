@@ -28,6 +28,7 @@ from harnessmem.cli._common import (
     print_table,
     shown_url,
 )
+from harnessmem.memory.probes import LIMIT as PROBE_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,8 +46,6 @@ EXAMPLE_QUERY = "staging database"
 _INDENT = 2 + 7 + 7 + 2 + 13
 #: Longer facts are cut in the timeline (the daily log has them whole).
 _FACT_CHARS = 160
-#: Search hits a probe looks at by default: as many as the memory_search tool returns.
-PROBE_LIMIT = 8
 
 
 @click.command("replay")

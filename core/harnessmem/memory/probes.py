@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from harnessmem.workspace import Workspace
 
 __all__ = [
+    "LIMIT",
     "Probe",
     "ProbeReport",
     "ProbeResult",
@@ -45,6 +46,10 @@ __all__ = [
     "read_probes",
     "run_probes",
 ]
+
+#: Search hits a probe looks at by default: as many as the memory_search tool returns
+#: (``harnessmem.tools.DEFAULT_LIMIT``; a test keeps them equal).
+LIMIT = 8
 
 _SPACE = re.compile(r"\s+")
 _SYNTAX = "a probe is QUESTION=EXPECTED, e.g. 'Which port does staging use? = 5433'"
