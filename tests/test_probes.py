@@ -45,6 +45,11 @@ def _run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _replay_unconsolidated(transcript: Path, workspace: Path, *args: str) -> tuple[int, str, str]:
+    """``harnessmem replay`` without consolidation: MEMORY.md stays as written."""
+    return _run("replay", str(transcript), "-w", str(workspace), "--no-consolidate", *args)
+
+
 @pytest.fixture
 def transcript(tmp_path: Path) -> Path:
     path = tmp_path / "chat.jsonl"
@@ -154,12 +159,9 @@ def test_matching_ignores_case_and_whitespace_even_across_lines() -> None:
 def test_replay_probes_are_found_in_memory_md_in_the_search_hits_or_missing(
     transcript: Path, workspace: Path
 ) -> None:
-    code, out, err = _run(
-        "replay",
-        str(transcript),
-        "-w",
-        str(workspace),
-        "--no-consolidate",
+    code, out, err = _replay_unconsolidated(
+        transcript,
+        workspace,
         "--probe",
         "What is the office plant called? = FERNANDO",
         "--probe",
@@ -206,12 +208,9 @@ def test_replay_probes_from_a_file_and_the_command_line_with_a_limit(
 ) -> None:
     probes = tmp_path / "chat.probes"
     probes.write_text("# two facts\nWhen do we release? = wednesday\n")
-    code, out, err = _run(
-        "replay",
-        str(transcript),
-        "-w",
-        str(workspace),
-        "--no-consolidate",
+    code, out, err = _replay_unconsolidated(
+        transcript,
+        workspace,
         "--probes",
         str(probes),
         "--probe",
