@@ -370,3 +370,44 @@ def test_the_bench_takes_tau_bench_probes_by_its_rule() -> None:
         ("Which reservation does Mia Li have?", "NO6JO3")
     ], "each fact once; no flight number, no word without a digit"
     assert [p.expected for p in groups["ids only in tool results"]] == ["4WQ150"]
+
+
+# -- docs/replay.md shows real output -----------------------------------------------------------
+
+REPLAY_DOC = Path(__file__).resolve().parents[1] / "docs" / "replay.md"
+
+
+def _console(command: str) -> list[str]:
+    """The lines a ``console`` block of docs/replay.md shows after ``$ command``."""
+    text = REPLAY_DOC.read_text(encoding="utf-8")
+    block = text.split(f"```console\n$ {command}\n", 1)[1].split("\n```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_replay_docs_show_the_probe_table_of_the_example(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("HARNESSMEM_FLUSH__BATCH_TOKENS", "4000")  # the default
+    probes = [
+        "Which port does the staging database listen on? = 5433",
+        "Which user do the integration tests connect as? = tidewater_ci",
+        "How many constituents does Brest have? = 614",
+    ]
+    command = "harnessmem replay --example --keep-dates " + " ".join(
+        f'--probe "{probe}"' for probe in probes
+    )
+    shown = _console(command)
+    assert shown[0] == "...", "the timeline is left out"
+    args = [arg for probe in probes for arg in ("--probe", probe)]
+    code, out, err = _run("replay", "--example", "--keep-dates", "-w", str(tmp_path), *args)
+    assert code == 0, err
+    lines = out.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("#  question"))
+    assert lines[start : start + len(shown) - 1] == shown[1:]
+
+
+def test_the_replay_docs_show_the_error_of_a_bad_probe(tmp_path: Path) -> None:
+    code, _, err = _run("replay", "--example", "-w", str(tmp_path), "--probe", "Which port 5433")
+    assert code == 4
+    assert err.splitlines() == _console('harnessmem replay --example --probe "Which port 5433"')
