@@ -14,7 +14,8 @@ expected text (case and whitespace aside) is in MEMORY.md or in one of the first
   mia_li_3668?"; and each reservation id that the user writes (six capitals and digits,
   with a digit and a letter, not a flight number ``HAT123``) or a tool result carries as
   ``reservation_id``, asked as "Which reservation does Mia Li have?" (the user id when the
-  run gives no name). Each fact is asked once.
+  run gives no name: the ``get_user_details`` argument, else the first ``name_name_1234`` the
+  user writes; "the user" when there is none). Each fact is asked once.
 
 Rows: found / asked (the ratio is the retention), and how many of the missing ones no
 memory file holds at all (lost by the flush or the consolidation, not merely ranked out).
@@ -49,6 +50,7 @@ QUICK_RUNS = 8
 
 _RESERVATION = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")
 _FLIGHT = re.compile(r"^HAT\d{3}$")
+_USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d+\b")
 
 
 def replay_and_probe(transcript: Path, probes: list[Probe], workspace: Path) -> ProbeReport:
@@ -111,6 +113,9 @@ def tau_probes(runs: list[dict[str, Any]]) -> dict[str, list[Probe]]:
             for m in run["traj"]
             if m.get("role") == "user" and isinstance(m.get("content"), str)
         )
+        if user_id is None:
+            written_ids = _USER_ID.findall(said)
+            user_id = written_ids[0] if written_ids else None
         typed = [token for token in _RESERVATION.findall(said) if not _FLIGHT.match(token)]
         written.update(typed)
         ids += typed

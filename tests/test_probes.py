@@ -362,13 +362,15 @@ def test_the_bench_takes_tau_bench_probes_by_its_rule() -> None:
         ],
     }
     again = {"task_id": 8, "traj": run["traj"][:1]}
-    groups = tau_probes([run, again])
+    nameless = {"task_id": 9, "traj": [{"role": "user", "content": "I'm ivo_ek_12: ZZ9ZZ9."}]}
+    groups = tau_probes([run, again, nameless])
     assert [(p.question, p.expected) for p in groups["names"]] == [
         ("Who is user mia_li_3668?", "Mia Li")
     ]
     assert [(p.question, p.expected) for p in groups["ids the user wrote"]] == [
-        ("Which reservation does Mia Li have?", "NO6JO3")
-    ], "each fact once; no flight number, no word without a digit"
+        ("Which reservation does Mia Li have?", "NO6JO3"),
+        ("Which reservation does ivo_ek_12 have?", "ZZ9ZZ9"),
+    ], "each fact once; no flight number, no word without a digit; else the user id written"
     assert [p.expected for p in groups["ids only in tool results"]] == ["4WQ150"]
 
 
