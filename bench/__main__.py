@@ -43,6 +43,7 @@ ORDER = [
     "upkeep",
     "extractive",
     "facts",
+    "probes",
     "locomo",
     "memorybank",
     "recall",

@@ -232,6 +232,52 @@ def test_flush_names_the_speaker_of_a_group_chat(model: ExtractiveBackend) -> No
     ]
 
 
+def _tool_exchange(name: str, arguments: dict[str, str], result: str) -> list[dict[str, Any]]:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "name": name, "content": result},
+    ]
+
+
+def test_flush_names_a_record_a_tool_returned_by_its_identifiers(
+    model: ExtractiveBackend,
+) -> None:
+    """A name or an id only a tool result gave is kept (tau-bench's users and reservations):
+    the identifier fields the call did not already give, even of a result cut to its head
+    and tail in the request; not a plain-text result, a record without identifiers, nor JSON
+    Lines (a log: many records, none of them the one)."""
+    user = {
+        "name": {"first_name": "Mia", "last_name": "Li"},
+        "address": {"city": "Austin", "zip": "78750"},
+        "membership": "gold",
+        "notes": "x" * 2_000,
+        "reservations": ["NO6JO3"],
+    }
+    reservation = {"reservation_id": "4WQ150", "user_id": "mia_li_3668", "cabin": "economy"}
+    chat = [
+        {"role": "user", "content": "Hi, my user id is mia_li_3668."},
+        *_tool_exchange("get_user_details", {"user_id": "mia_li_3668"}, json.dumps(user)),
+        *_tool_exchange(
+            "get_reservation_details", {"reservation_id": "4WQ150"}, json.dumps(reservation)
+        ),
+        *_tool_exchange("run_shell", {"command": "ls"}, "name: not a record"),
+        *_tool_exchange("get_weather", {"city": "Austin"}, json.dumps({"temperature": 21})),
+        *_tool_exchange("read_logs", {}, '{"request_id": "req-1"}\n{"request_id": "req-2"}'),
+    ]
+    facts = bullets(model.complete(flush_request(chat), purpose="flush").text)
+
+    assert "get_user_details for user_id mia_li_3668 returned name Mia Li." in facts
+    assert (
+        "get_reservation_details for reservation_id 4WQ150 returned user_id mia_li_3668." in facts
+    )
+    assert not any(fact.startswith(("run_shell", "get_weather", "read_logs")) for fact in facts)
+
+
 def test_flush_honours_max_facts_and_max_tokens() -> None:
     chat = [
         {"role": "user", "content": f"I visited the museum number {i} in Porto with Rui."}

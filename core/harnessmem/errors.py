@@ -20,6 +20,7 @@ __all__ = [
     "ModelUnavailableError",
     "PathNotAllowed",
     "PluginError",
+    "ProbeFormatError",
     "WorkspaceError",
     "WorkspaceFileNotFound",
     "WorkspaceNotFound",
@@ -66,6 +67,11 @@ class MessageFormatError(HarnessMemError, ValueError):
 class ForgetError(HarnessMemError, ValueError):
     """``forget`` or ``edit`` was given a query that names no fact, or too many: nothing
     was changed."""
+
+
+class ProbeFormatError(HarnessMemError, ValueError):
+    """A replay probe that cannot be read: not ``QUESTION=EXPECTED``, or a probes file that
+    is missing, unreadable or empty; the message names the option or the file and line."""
 
 
 class PluginError(HarnessMemError):

@@ -10,10 +10,10 @@ A failure prints one ``error:`` line (more only when a config has several proble
 ====  =========================================================================
 0     success
 1     the command ran and something failed (a maintenance step, a consolidation
-      rejected, an unexpected error)
+      rejected, fewer replay probes found than ``--fail-under``, an unexpected error)
 2     a bad option or argument
 3     settings that cannot be used (a bad value, an unknown backend, no model)
-4     bad input: a file that is missing or malformed (``replay``), a path that
+4     bad input: a file that is missing or malformed (``replay``, its probes), a path that
       may not be read (``get``), a ``forget`` / ``edit`` query that matches nothing
       or more facts than ``--limit``
 5     the workspace cannot be opened, reached or written (bad URL, missing bucket)

@@ -68,6 +68,7 @@ def exit_code_of(exc: BaseException) -> int:
         ModelError,
         PathNotAllowed,
         PluginError,
+        ProbeFormatError,
         WorkspaceError,
         WorkspaceFileNotFound,
     )
@@ -76,7 +77,12 @@ def exit_code_of(exc: BaseException) -> int:
         return EXIT_CONFIG
     if isinstance(
         exc,
-        ArchiveError | ForgetError | MessageFormatError | PathNotAllowed | WorkspaceFileNotFound,
+        ArchiveError
+        | ForgetError
+        | MessageFormatError
+        | PathNotAllowed
+        | ProbeFormatError
+        | WorkspaceFileNotFound,
     ):
         return EXIT_INPUT
     if isinstance(exc, WorkspaceError | OSError):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harnessmem.cli._common import (
+    EXIT_FAILED,
     EXIT_INPUT,
     CommandError,
     common_options,
@@ -24,12 +25,16 @@ from harnessmem.cli._common import (
     load_settings,
     open_harness,
     plural,
+    print_table,
     shown_url,
 )
+from harnessmem.memory.probes import LIMIT as PROBE_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.memory.probes import Probe, ProbeReport, ProbeResult
     from harnessmem.replay import ReplayEvent, ReplayReport, Transcript
     from harnessmem.settings import HarnessSettings
 
@@ -93,6 +98,36 @@ _FACT_CHARS = 160
     default=None,
     help=f"Progress bar; default: on a terminal, for files of {PROGRESS_FROM}+ messages.",
 )
+@click.option(
+    "--probe",
+    "probe_texts",
+    multiple=True,
+    metavar="QUESTION=EXPECTED",
+    help="After the replay, ask whether a fact can still be found: in MEMORY.md, or in "
+    "the search hits for QUESTION (repeatable).",
+)
+@click.option(
+    "--probes",
+    "probes_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A probes file: one 'QUESTION = EXPECTED' a line; '#' starts a comment line.",
+)
+@click.option(
+    "--probe-limit",
+    type=click.IntRange(min=1),
+    default=PROBE_LIMIT,
+    show_default=True,
+    help="Search hits a probe looks at (the memory_search tool's default).",
+)
+@click.option(
+    "--fail-under",
+    type=click.FloatRange(min=0, max=100),
+    default=None,
+    metavar="PERCENT",
+    help="Exit with status 1 when fewer than PERCENT of the probes are found.",
+)
 def replay_command(
     transcript: str | None,
     config: str | None,
@@ -105,6 +140,10 @@ def replay_command(
     keep_dates: bool,
     no_consolidate: bool,
     progress: bool | None,
+    probe_texts: tuple[str, ...],
+    probes_file: str | None,
+    probe_limit: int,
+    fail_under: float | None,
 ) -> None:
     """Feed TRANSCRIPT through a session, turn by turn, as an agent loop would.
 
@@ -114,10 +153,17 @@ def replay_command(
     message the session may evict and compact; each tool result may be evicted; each agent
     call ends with a flush into the daily log; MEMORY.md is consolidated when the day
     changes and at the end. Prints a timeline of what happened.
+
+    With --probe or --probes, asks after the replay whether each fact can still be found
+    (its EXPECTED text, case and whitespace aside, in MEMORY.md or in one of the first
+    --probe-limit search hits for its QUESTION) and prints a retention table.
     """
     from harnessmem.replay import ReplayClock, read_transcript, replay
 
     path = _transcript_path(transcript, example)
+    probes = _probes(probe_texts, probes_file)
+    if fail_under is not None and not probes:
+        raise click.UsageError("--fail-under needs probes: give --probe or --probes")
     try:
         loaded = read_transcript(path, sample=sample)
     except FileNotFoundError:
@@ -134,33 +180,39 @@ def replay_command(
     clock = ReplayClock()
     show = progress if progress is not None else _on_terminal() and len(messages) >= PROGRESS_FROM
     started = time.monotonic()
-    with (
-        open_harness(settings, clock=clock) as harness,
-        _progress_bar(show and report == "text", len(messages), path.name) as advance,
-    ):
-        result = replay(
-            harness,
-            messages,
-            session_id=session,
-            clock=clock,
-            keep_dates=keep_dates,
-            consolidate=not no_consolidate,
-            progress=advance,
-        )
-    seconds = time.monotonic() - started
+    with open_harness(settings, clock=clock) as harness:
+        with _progress_bar(show and report == "text", len(messages), path.name) as advance:
+            result = replay(
+                harness,
+                messages,
+                session_id=session,
+                clock=clock,
+                keep_dates=keep_dates,
+                consolidate=not no_consolidate,
+                progress=advance,
+            )
+        seconds = time.monotonic() - started
+        retention = _ask(harness, probes, probe_limit) if probes else None
     if report == "json":
         extra = {"conversation": loaded.conversation, "conversations": loaded.conversations}
+        asked = {"probes": retention.as_dict()} if retention is not None else {}
         echo_json(
             {
                 "transcript": str(path),
                 **(extra if loaded.conversation is not None else {}),
                 "seconds": round(seconds, 3),
                 **result.as_dict(),
+                **asked,
             }
         )
-        return
-    _print_timeline(result, settings, path, facts, loaded)
-    _print_summary(result, seconds, workspace, example)
+    else:
+        _print_timeline(result, settings, path, facts, loaded)
+        _print_summary(result, seconds)
+        if retention is not None:
+            _print_probes(retention)
+        _print_next(workspace, example)
+    if retention is not None and fail_under is not None:
+        _check_share(retention, fail_under)
 
 
 def _transcript_path(transcript: str | None, example: bool) -> Path:
@@ -173,6 +225,82 @@ def _transcript_path(transcript: str | None, example: bool) -> Path:
     if not transcript:
         raise click.UsageError("give a TRANSCRIPT file, or --example to replay the bundled example")
     return Path(transcript)
+
+
+# ------------------------------------------------------------------------------ probes
+
+
+def _probes(texts: tuple[str, ...], file: str | None) -> list[Probe]:
+    """The probes of --probes FILE, then those of each --probe; a bad one is an error
+    before anything runs."""
+    from harnessmem.memory.probes import parse_probe, read_probes
+
+    probes = read_probes(file) if file is not None else []
+    probes += [parse_probe(text, f"--probe {text!r}") for text in texts]
+    return probes
+
+
+def _ask(harness: MemoryHarness, probes: list[Probe], limit: int) -> ProbeReport:
+    from harnessmem.memory.probes import run_probes
+
+    return run_probes(probes, search=harness.search, workspace=harness.workspace, limit=limit)
+
+
+def _where(result: ProbeResult, limit: int) -> str:
+    """Where a probe was found: ``MEMORY.md:5; search #2 memory/2026-03-10.md:8``."""
+    places = []
+    if result.memory_line is not None:
+        places.append(f"MEMORY.md:{result.memory_line}")
+    if result.rank is not None:
+        places.append(f"search #{result.rank} {result.hit}")
+    if places:
+        return "; ".join(places)
+    if result.on_file is not None:
+        return f"not in the top {limit} hits; {result.on_file} holds it"
+    return "no memory file holds it"
+
+
+def _print_probes(retention: ProbeReport) -> None:
+    limit = retention.limit
+    rows = [
+        [
+            str(number),
+            result.probe.question,
+            result.probe.expected,
+            "yes" if result.found else "MISSING",
+            _where(result, limit),
+        ]
+        for number, result in enumerate(retention.results, 1)
+    ]
+    click.echo("")
+    print_table(
+        f"Probes (MEMORY.md, then the top {limit} search hits)",
+        ["#", "question", "expected", "found", "where"],
+        rows,
+    )
+    totals = retention.totals()
+    line = (
+        f"Probes: {totals['found']} of {totals['probes']} found ({retention.share:.0%}): "
+        f"{totals['in_memory_md']} in MEMORY.md, {totals['in_search']} in the top {limit} "
+        f"search hits"
+    )
+    if totals["missing"]:
+        lost = totals["missing"] - totals["missing_on_file"]
+        line += (
+            f"; {totals['missing']} missing ({totals['missing_on_file']} on file but not "
+            f"found by the search, {lost} in no memory file)"
+        )
+    click.echo(line + ".")
+
+
+def _check_share(retention: ProbeReport, fail_under: float) -> None:
+    if retention.share * 100 < fail_under:
+        totals = retention.totals()
+        raise CommandError(
+            f"{totals['found']} of {totals['probes']} probes found ({retention.share:.0%}), "
+            f"under --fail-under {fail_under:g}",
+            code=EXIT_FAILED,
+        )
 
 
 def _on_terminal() -> bool:
@@ -370,9 +498,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _print_summary(
-    report: ReplayReport, seconds: float, workspace: str | None, example: bool
-) -> None:
+def _print_summary(report: ReplayReport, seconds: float) -> None:
     totals = report.totals()
     logs = totals["daily_logs"]
     parts = [
@@ -404,6 +530,9 @@ def _print_summary(
         )
     for failure in report.flush_failures[:3]:
         click.echo(f"warning: a flush failed: {failure}", err=True)
+
+
+def _print_next(workspace: str | None, example: bool) -> None:
     target = f" -w {shlex.quote(workspace)}" if workspace else ""
     query = EXAMPLE_QUERY if example else "<words to look for>"
     click.echo("Next:")

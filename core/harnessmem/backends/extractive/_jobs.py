@@ -454,6 +454,61 @@ def _candidate(sentence: str, turn: Turn, position: int) -> Fact | None:
 
 
 _SUBJECT_TERMS: Final = frozenset({"user", "assistant"})
+#: Identifier fields of a tool's JSON record a fact names it by (at most this many).
+_RECORD_FIELDS: Final = 3
+#: Below what is said: a record fact fills a place no statement of the talk wanted.
+_RECORD_SCORE: Final = 1.35
+
+
+#: A string field of a JSON record that says which record it is: ``"reservation_id": "4WQ150"``,
+#: ``"first_name": "Mia"``. Read from the text, so that a result cut to its head and tail in
+#: the flush request still gives them.
+_ID_FIELD = re.compile(
+    r'"(?P<key>id|name|\w+_id|first_name|last_name)"\s*:\s*"(?P<value>[^"\\\n]{1,80})"'
+)
+
+
+def _identifiers(text: str) -> list[str]:
+    """``name Mia Li``, ``reservation_id 4WQ150``: the fields that say which record a tool
+    returned (a first and last name joined), names first, at most ``_RECORD_FIELDS``."""
+    fields: dict[str, str] = {}
+    for match in _ID_FIELD.finditer(text):
+        fields.setdefault(match.group("key"), match.group("value").strip())
+    person = " ".join(fields.pop(k) for k in ("first_name", "last_name") if k in fields)
+    if person:
+        fields["name"] = person
+    ordered = sorted(fields.items(), key=lambda item: (item[0] != "name", item[0] == "id"))
+    return [f"{key} {value}" for key, value in ordered if value][:_RECORD_FIELDS]
+
+
+def _record_fact(turn: Turn, call: tuple[str, str] | None, position: int) -> Fact | None:
+    """A tool's JSON record, by the identifiers it returned that its call did not give
+    ("get_user_details for user_id mia_li_3668 returned name Mia Li"): otherwise the
+    extractive flush keeps nothing of what tools return, and a name or an id only a tool
+    said is lost."""
+    lines = turn.text.strip().splitlines()
+    if not lines or not lines[0].startswith("{"):
+        return None
+    if any(line.lstrip().startswith("{") for line in lines[1:]):
+        return None  # JSON Lines (logs, a listing): many records, none of them *the* one
+    arguments: Any = {}
+    if call is not None and call[1].strip():
+        try:
+            arguments = json.loads(call[1])
+        except ValueError:
+            arguments = {}
+    given = {
+        f"{k} {v}"
+        for k, v in (arguments.items() if isinstance(arguments, Mapping) else ())
+        if isinstance(v, str) and 0 < len(v) <= 80
+    }
+    named = [field for field in _identifiers(turn.text) if field not in given]
+    if not named:
+        return None
+    tool = turn.name or (call[0] if call else "a tool")
+    asked = f" for {', '.join(sorted(given))}" if given else ""
+    text = f"{tool}{asked} returned {', '.join(named)}."
+    return Fact(text, "record", _RECORD_SCORE, position)
 
 
 def extract_facts(
@@ -473,7 +528,16 @@ def extract_facts(
     ]
     candidates: list[Fact] = []
     position = 0
+    calls: list[tuple[str, str]] = []
     for turn in turns:
+        calls.extend(turn.calls)
+        if turn.role == "tool":
+            position += 1
+            call = next((c for c in reversed(calls) if c[0] == turn.name), None)
+            record = _record_fact(turn, call, position)
+            if record is not None and record.score >= min_score:
+                candidates.append(record)
+            continue
         if turn.role not in {"user", "assistant"}:
             continue
         # The harness's notes about what it cut ("[harnessmem: … left out …]") are no
