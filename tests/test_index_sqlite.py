@@ -268,6 +268,62 @@ def test_a_limit_under_one_or_a_wordless_query_searches_nothing(db_path: Path) -
         assert len(index._search_terms("the kyoto", 1, source="memory", mode="phrase")) == 2
 
 
+def test_the_entry_before_ranks_a_reply_but_never_matches_alone(db_path: Path) -> None:
+    """A reply ranks by the words of the entry before it; those words alone find nothing."""
+    text = (
+        "## Chat\n- Ann: where did you go hiking last weekend?\n- Bo: a lovely trail by the sea\n"
+        "\n## Other\n- Bo: the trail shoes are worn out\n"
+        "\n## Notes\n- buy stamps\n- water plants\n- call the plumber\n- renew the passport\n"
+    )
+    index = _open(db_path)
+    flat = _open(db_path.with_name("flat.db"), neighbor_weight=0)  # the column, no lift
+    try:
+        sync_text(index, "memory/2026-01-01.md", text)
+        assert [h.content for h in index.search("trail hiking weekend", limit=3)] == [
+            "- Ann: where did you go hiking last weekend?",
+            "- Bo: a lovely trail by the sea",
+            "- Bo: the trail shoes are worn out",
+        ]
+        sync_text(flat, "memory/2026-01-01.md", text)
+        reply = {
+            query: next(h.score for h in flat.search(query) if "lovely" in h.content)
+            for query in ("trail", "trail hiking weekend")
+        }
+        assert reply["trail hiking weekend"] > reply["trail"], reply
+        assert [h.content for h in index.search("hiking")] == [
+            "- Ann: where did you go hiking last weekend?"
+        ]
+    finally:
+        index.close()
+        flat.close()
+
+
+def _terms_of(db_path: Path) -> set[str]:
+    with closing(sqlite3.connect(db_path)) as db:
+        db.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, memory_fts, row)")
+        return {row[0] for row in db.execute("SELECT term FROM temp.v WHERE doc > 0")}
+
+
+def test_entries_whose_neighbour_changed_are_indexed_anew(db_path: Path) -> None:
+    """An edit that changes an entry's neighbour re-indexes it: no stale word is left.
+
+    A contentless FTS5 table deletes a row by the text it was given; an entry kept with
+    its old neighbour text would leave that text's words in the index for good.
+    """
+    index = _open(db_path)
+    try:
+        sync_text(index, "memory/2026-01-01.md", "- alpha one\n- bravo two\n")
+        sync_text(index, "memory/2026-01-01.md", "- alpha one\n- zulu three\n- bravo two\n")
+        assert "zulu" in _terms_of(db_path)
+        assert index.search("bravo zulu")[0].content == "- bravo two"
+        sync_text(index, "memory/2026-01-01.md", "- bravo two\n- alpha one\n")
+        assert _terms_of(db_path) == {"alpha", "on", "bravo", "two"}  # porter: one -> on
+        index.remove("memory/2026-01-01.md")
+        assert _terms_of(db_path) == set()
+    finally:
+        index.close()
+
+
 def test_long_queries_are_capped_to_the_rarest_terms(db_path: Path) -> None:
     index = _open(db_path, max_terms=3)
     try:
@@ -280,8 +336,20 @@ def test_long_queries_are_capped_to_the_rarest_terms(db_path: Path) -> None:
 
 
 def test_neighbours_lift_a_match_next_to_other_matches(db_path: Path) -> None:
-    """Two equally good matches: the one next to another match ranks first."""
-    text = "## Trip\n- pasta for dinner\n- ordered pasta again\n\n## Other\n- pasta recipe\n"
+    """Two equally good matches: the one next to another match ranks first.
+
+    "ordered pasta again" is indexed with the entry before it, so bm25 alone ranks it
+    below "pasta recipe card" (a longer entry); the lift from its neighbour puts it
+    first. The notes give "pasta" a weight (a word in half the entries has none).
+    """
+    notes = "".join(
+        f"- {note}\n"
+        for note in ("car needs new tyres", "call the plumber", "buy stamps", "water plants")
+    )
+    text = (
+        "## Trip\n- pasta for dinner\n- ordered pasta again\n\n## Other\n- pasta recipe card\n"
+        f"\n## Notes\n{notes}- renew the passport\n"
+    )
     index = _open(db_path)
     flat = _open(db_path.with_name("flat.db"), neighbor_weight=0)
     try:
@@ -294,7 +362,8 @@ def test_neighbours_lift_a_match_next_to_other_matches(db_path: Path) -> None:
         hits = index.search("pasta", limit=3)
         assert {h.content for h in hits} == {h.content for h in flat.search("pasta", limit=3)}
         assert all("pasta" in h.content for h in hits), "neighbours never add non-matches"
-        assert hits[-1].content == "- pasta recipe"
+        assert hits[-1].content == "- pasta recipe card"
+        assert flat.search("pasta", limit=3)[-1].content == "- ordered pasta again"
     finally:
         index.close()
         flat.close()

@@ -10,6 +10,9 @@ Everything here is pure (no database), so it is fuzzed directly:
   token (CJK text has no spaces), so without this ``寿司`` would not match ``我喜欢寿司``.
   Index and query go through the same function, the approach of Lucene's CJK bigram
   filter. The trailing single character lets a one-character query match as a prefix.
+- :func:`neighbour_texts` gives each entry the text of the entry before it in its section,
+  which a backend indexes as a low-weight column that ranks but does not match (an answer
+  then ranks by the words of the question it answers too).
 - :func:`fts5_expression` writes the terms as an FTS5 MATCH expression in which every
   token is inside double quotes. Tokens contain only letters and digits, so quotes,
   operators (AND, OR, NOT, NEAR), column filters, parentheses and ``*`` in the user's
@@ -27,16 +30,21 @@ from harnessmem.backends.base import SearchMode
 
 __all__ = [
     "MAX_QUERY_CHARS",
+    "NEIGHBOUR_CHARS",
     "STOP_WORDS",
     "QueryTerm",
     "SearchMode",
     "fts5_expression",
     "has_cjk",
+    "neighbour_texts",
     "parse_query",
     "segment_cjk",
     "select_terms",
 ]
 
+
+#: What :func:`neighbour_texts` keeps of the entry before (the start of its text).
+NEIGHBOUR_CHARS = 1_000
 
 #: Longer query text is cut here (after normalisation): a pasted page is not a query, and
 #: the term cap would drop most of it anyway.
@@ -227,3 +235,17 @@ def fts5_expression(terms: Iterable[QueryTerm], mode: SearchMode = "any") -> str
     if mode not in ("any", "all"):
         raise ValueError(f"unknown search mode {mode!r}; expected 'any', 'all' or 'phrase'")
     return (" OR " if mode == "any" else " AND ").join(_quote(term) for term in terms)
+
+
+def neighbour_texts(contents: Sequence[str], sections: Sequence[int]) -> list[str]:
+    """For each entry of a file (its entries in order, by column), the content of the entry
+    before it in the same ``section``, cut at :data:`NEIGHBOUR_CHARS` ("" for a section's first).
+
+    A backend indexes it as a low-weight column that ranks but never matches on its own:
+    of the entries holding a query's words, one that follows an entry with more of them
+    (a reply to the question asked, the detail under a bullet) comes first.
+    """
+    out = [""] if contents else []
+    for i in range(1, len(contents)):
+        out.append(contents[i - 1][:NEIGHBOUR_CHARS] if sections[i] == sections[i - 1] else "")
+    return out

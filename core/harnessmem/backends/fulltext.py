@@ -11,15 +11,20 @@ offered to third-party index backends so that every backend reads a query the sa
   run's last character; index and query text go through it alike (a one-character CJK
   term is marked ``prefix`` and matches the start of an indexed bigram).
 - :func:`select_terms` keeps the rarest ``max_terms`` terms of a long query.
+- :func:`neighbour_texts` gives each entry of a file the text of the entry before it in
+  its section, for a low-weight column that ranks an entry but never matches it alone
+  (the ``sqlite`` backend's ``before`` column; a reply then ranks by its question too).
 
 These names are re-exported from a private module; import them from here.
 """
 
 from harnessmem.backends._fts import (
     MAX_QUERY_CHARS,
+    NEIGHBOUR_CHARS,
     STOP_WORDS,
     QueryTerm,
     has_cjk,
+    neighbour_texts,
     parse_query,
     segment_cjk,
     select_terms,
@@ -27,9 +32,11 @@ from harnessmem.backends._fts import (
 
 __all__ = [
     "MAX_QUERY_CHARS",
+    "NEIGHBOUR_CHARS",
     "STOP_WORDS",
     "QueryTerm",
     "has_cjk",
+    "neighbour_texts",
     "parse_query",
     "segment_cjk",
     "select_terms",

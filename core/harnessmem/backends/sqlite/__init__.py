@@ -13,7 +13,9 @@ append to a daily log costs the new bullets (and the block they land in), not th
 ``sync_files`` writes up to ``_BATCH_ENTRIES`` entries in one transaction (what a rebuild
 costs against raw FTS5 inserts: the performance section of ``docs/index.md``).
 
-Ranking: bm25 (``content`` weighs 1, ``context`` 0.3); in ``any`` mode the best
+Ranking: bm25 (``content`` weighs 1, ``context`` 0.3, and ``before``, the text of the entry
+before in the section, half of 0.3: it ranks an entry whose content or headings hold a
+query term, never matches one alone); in ``any`` mode the best
 ``candidates`` are then re-ranked: each gains ``neighbor_weight`` times the scores of the
 matching entries next to it in the same section (a question and its answer, a bullet
 and its detail). Every hit still holds a query term.

@@ -28,6 +28,11 @@ from harnessmem.backends.sqlite._store import (
 
 __all__ = ["EntrySearcher", "interrupt_after"]
 
+#: bm25 weights of the columns: content, context (headings), before (the entry before).
+#: ``before`` ranks but never matches alone: a query matches ``{content context}`` and
+#: again every column, so the first two count twice (before's share is half its weight).
+#: Tuned on LoCoMo dev (bench/bench_locomo.py), confirmed on conversations left out.
+_WEIGHTS = "1.0, 0.3, 0.3"
 _PROGRESS_STEPS = 10_000  # VM instructions between timeout checks (~10-50 µs)
 _DF_SAMPLE = 1_000  # document frequencies above this are "common"; counting stops there
 _DF_CACHE_SIZE = 4_096  # (table, term) document frequencies kept
@@ -84,7 +89,7 @@ class EntrySearcher:
             terms = select_terms(
                 terms, self.max_terms, lambda t: self._frequency(db, fts, workspace_no, t)
             )
-        expression = fts5_expression(terms, mode)
+        expression = _ranked_expression(terms, mode)
         if expression is None:
             return []
         spread = mode == "any" and self.neighbor_weight > 0
@@ -92,7 +97,7 @@ class EntrySearcher:
         # bm25() ordered by SQLite's sorter beats FTS5's "ORDER BY rank" path.
         if files is not None:
             ranked = db.execute(
-                f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} WHERE {fts} MATCH ? "
+                f"SELECT rowid, bm25({fts}, {_WEIGHTS}) AS s FROM {fts} WHERE {fts} MATCH ? "
                 f"AND rowid BETWEEN ? AND ? AND (rowid >> {FILE_SHIFT}) IN ({files[0]}) "
                 "ORDER BY s LIMIT ?",
                 (expression, *workspace_range(workspace_no), *files[1], pool),
@@ -101,7 +106,7 @@ class EntrySearcher:
             ranked = self._ranked_in(db, fts, workspace_no, expression, path_prefix, pool)
         else:
             ranked = db.execute(
-                f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} "
+                f"SELECT rowid, bm25({fts}, {_WEIGHTS}) AS s FROM {fts} "
                 f"WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY s LIMIT ?",
                 (expression, *workspace_range(workspace_no), pool),
             ).fetchall()
@@ -175,7 +180,7 @@ class EntrySearcher:
         ]
         if not numbers:
             return []
-        select = f"SELECT rowid, bm25({fts}, 1.0, 0.3) AS s FROM {fts} WHERE {fts} MATCH ? "
+        select = f"SELECT rowid, bm25({fts}, {_WEIGHTS}) AS s FROM {fts} WHERE {fts} MATCH ? "
         if len(numbers) == 1:
             low = numbers[0] << FILE_SHIFT
             return db.execute(
@@ -201,13 +206,27 @@ class EntrySearcher:
             db.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? "
                 "AND rowid BETWEEN ? AND ? LIMIT ?)",
-                (fts5_expression([term]), *workspace_range(workspace_no), _DF_SAMPLE),
+                (_matched(fts5_expression([term])), *workspace_range(workspace_no), _DF_SAMPLE),
             ).fetchone()[0]
         )
         self._df_cache[key] = count
         if len(self._df_cache) > _DF_CACHE_SIZE:
             self._df_cache.popitem(last=False)
         return count
+
+
+def _ranked_expression(terms: list[QueryTerm], mode: SearchMode) -> str | None:
+    """The MATCH expression of ``terms``: entries whose content or headings hold them,
+    ranked by every column (the entry before's words too; see ``_WEIGHTS``)."""
+    expression = fts5_expression(terms, mode)
+    if expression is None:
+        return None
+    return f"{_matched(expression)} AND ({expression})"
+
+
+def _matched(expression: str | None) -> str:
+    """``expression`` matched in the content and headings only."""
+    return f"{{content context}} : ({expression})"
 
 
 @contextmanager

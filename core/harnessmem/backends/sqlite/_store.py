@@ -12,8 +12,10 @@ Tables (schema version :data:`SCHEMA_VERSION`):
   numbers ``workspace_no << WORKSPACE_SHIFT | m``, so a file's entries are one id range, a
   workspace's entries one larger range (:func:`workspace_range`, which every search of
   that workspace is confined to), and entry ``id`` lives in block ``id >> BLOCK_SHIFT``;
-- ``memory_fts``, ``sessions_fts``: contentless FTS5 over ``content`` and ``context``
-  (CJK segmented, see ``_fts``), rowid = entry id, for the first
+- ``memory_fts``, ``sessions_fts``: contentless FTS5 over ``content``, ``context`` and
+  ``before`` (the text of the entry before in its section,
+  :func:`~harnessmem.backends._fts.neighbour_texts`; it ranks, never matches alone), CJK
+  segmented (see ``_fts``), rowid = entry id, for the first
   :data:`WORKSPACES_PER_TABLE` workspaces; ``memory_fts_<g>``, ``sessions_fts_<g>`` for
   group ``g`` of the next ones, made when its first workspace joins (:func:`fts_table`).
   A search is confined to its workspace's rowid range, but FTS5's bm25 counts a term's
@@ -39,7 +41,7 @@ from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any, cast
 
-from harnessmem.backends._fts import has_cjk, segment_cjk
+from harnessmem.backends._fts import NEIGHBOUR_CHARS, has_cjk, neighbour_texts, segment_cjk
 from harnessmem.backends.base import INDEX_SOURCES, EntryColumns, IndexEntry
 
 __all__ = [
@@ -72,7 +74,7 @@ __all__ = [
 ]
 
 #: Bumped whenever tables, tokenizer or the indexed text form change; another version rebuilds.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 FILE_SHIFT = 22  # entry ids: file number << 22 | entry number (4.2 M entries a file)
 FILE_SPAN = 1 << FILE_SHIFT
@@ -91,7 +93,7 @@ _SWAP = sys.byteorder == "big"  # blocks are stored little-endian, whatever the 
 def fts_statements(table: str) -> list[str]:
     """The DDL of one FTS5 table with its settings."""
     return [
-        f"CREATE VIRTUAL TABLE {table} USING fts5(content, context, content='', "
+        f"CREATE VIRTUAL TABLE {table} USING fts5(content, context, before, content='', "
         f"tokenize='{TOKENIZER}')",
         # A bigger in-memory term buffer (8 MB, default 1 MB) means fewer, larger
         # segments to merge while a rebuild inserts 100,000s of rows: ~10% faster.
@@ -309,17 +311,41 @@ def stored_entries(db: sqlite3.Connection, file_no: int) -> list[StoredEntry]:
     return found
 
 
+def stored_neighbours(stored: Sequence[StoredEntry]) -> dict[int, str]:
+    """The ``before`` column FTS5 was given for each stored entry, by id.
+
+    Rebuilt from the stored order: an entry's neighbour is the entry of the seq before in
+    its section, which :meth:`BatchWriter.replace` keeps true (an entry whose neighbour
+    changed is indexed anew).
+    """
+    found: dict[int, str] = {}
+    last: StoredEntry | None = None
+    for row in sorted(stored, key=itemgetter(3)):
+        near = last is not None and last[3] == row[3] - 1 and last[4] == row[4]
+        found[row[0]] = last[1][:NEIGHBOUR_CHARS] if near and last is not None else ""
+        last = row
+    return found
+
+
 def _diff(
-    stored: Sequence[StoredEntry], entries: Sequence[IndexEntry]
+    stored: Sequence[StoredEntry],
+    entries: Sequence[IndexEntry],
+    old: dict[int, str],
+    new: Sequence[str],
 ) -> tuple[list[StoredEntry], list[StoredEntry], list[tuple[int, IndexEntry]]]:
-    """(entries to delete, entries with a new place, (seq, entry) to add) to reach ``entries``."""
-    pool: dict[tuple[str, str], list[StoredEntry]] = defaultdict(list)
+    """(entries to delete, entries with a new place, (seq, entry) to add) to reach ``entries``.
+
+    ``old`` and ``new`` are the neighbour texts (:func:`stored_neighbours`, of ``stored``
+    by id; :func:`neighbour_texts`, of ``entries`` in order): an entry is kept only when
+    its text, context and neighbour text are unchanged.
+    """
+    pool: dict[tuple[str, str, str], list[StoredEntry]] = defaultdict(list)
     for row in stored:
-        pool[(row[1], row[2])].append(row)
+        pool[(row[1], row[2], old[row[0]])].append(row)
     moved: list[StoredEntry] = []
     added: list[tuple[int, IndexEntry]] = []
     for seq, entry in enumerate(entries):
-        same = pool.get((entry.content, entry.context))
+        same = pool.get((entry.content, entry.context, new[seq]))
         if same:
             row = same.pop(0)
             place = (seq, entry.section, entry.start_line, entry.end_line, entry.date)
@@ -345,9 +371,9 @@ class BatchWriter:
         self.workspace_no = workspace_no
         self.next_file: int | None = None
         self.blocks: list[tuple[int, bytes, str]] = []
-        # FTS rows by table, with their context; rows of files without headings apart,
-        # without it: an empty column still costs FTS5 a few % of a rebuild.
-        self.fts_rows: dict[str, list[Iterable[tuple[int, str, str]]]] = defaultdict(list)
+        # FTS rows by table, with their context and neighbour; rows of one-entry files
+        # without headings apart, content only: empty columns still cost FTS5 a few %.
+        self.fts_rows: dict[str, list[Iterable[tuple[int, str, str, str]]]] = defaultdict(list)
         self.fts_bare: dict[str, list[Iterable[tuple[int, str]]]] = defaultdict(list)
         self.paths: set[str] = set()
 
@@ -384,8 +410,10 @@ class BatchWriter:
         stored = stored_entries(self.db, number)
         low = number << FILE_SHIFT
         first = max((row[0] - low for row in stored), default=-1) + 1
+        old_before = stored_neighbours(stored)
+        new_before = _neighbours(entries)
         if table == fts:
-            gone, moved, added = _diff(stored, entries)
+            gone, moved, added = _diff(stored, entries, old_before, new_before)
         else:
             gone, moved, added = list(stored), [], list(enumerate(entries))
         wrapped = first + len(added) > FILE_SPAN
@@ -393,8 +421,9 @@ class BatchWriter:
             gone, moved = list(stored), []
         if gone:
             self.db.executemany(
-                f"INSERT INTO {table}({table}, rowid, content, context) VALUES ('delete', ?, ?, ?)",
-                [(row[0], segment_cjk(row[1]), segment_cjk(row[2])) for row in gone],
+                f"INSERT INTO {table}({table}, rowid, content, context, before) "
+                "VALUES ('delete', ?, ?, ?, ?)",
+                [(row[0], *map(segment_cjk, (row[1], row[2], old_before[row[0]]))) for row in gone],
             )
         if wrapped:
             self._write_blocks({}, [row[0] for row in stored])
@@ -419,7 +448,7 @@ class BatchWriter:
                 entry.end_line,
                 entry.date,
             )
-            new_rows.append((entry_id, entry.content, entry.context))
+            new_rows.append((entry_id, entry.content, entry.context, new_before[seq]))
         touched = {row[0] for row in gone} | {row[0] for row in moved}
         touched.update(row[0] for row in new_rows)
         self._write_blocks(live, touched)
@@ -444,14 +473,13 @@ class BatchWriter:
             cjk = cjk or (not texts.isascii() and has_cjk(texts))
         ids = range(base, base + count)
         if columns is not None:
-            contents: Iterable[str] = columns.contents
-            contexts: Iterable[str] = columns.contexts
-            headed = any(columns.contexts)
+            contents: Sequence[str] = columns.contents
+            contexts: Sequence[str] = columns.contexts
         else:
-            contents, contexts = map(_CONTENT, entries), map(_CONTEXT, entries)
-            headed = any(map(_CONTEXT, entries))
-        if headed:
-            rows = zip(ids, contents, contexts, strict=True)
+            contents, contexts = list(map(_CONTENT, entries)), list(map(_CONTEXT, entries))
+        before = _neighbours(entries)
+        if count > 1 or any(contexts):
+            rows = zip(ids, contents, contexts, before, strict=True)
             self.fts_rows[fts].append(_segmented(rows) if cjk else rows)
         elif cjk:
             bare = zip(ids, map(segment_cjk, contents), strict=True)
@@ -487,7 +515,7 @@ class BatchWriter:
             )
         for table, parts in self.fts_rows.items():
             self.db.executemany(
-                f"INSERT INTO {table}(rowid, content, context) VALUES (?, ?, ?)",
+                f"INSERT INTO {table}(rowid, content, context, before) VALUES (?, ?, ?, ?)",
                 chain.from_iterable(parts),
             )
         for table, bare in self.fts_bare.items():
@@ -503,9 +531,17 @@ class BatchWriter:
         self.fts_rows, self.fts_bare = defaultdict(list), defaultdict(list)
 
 
-def _segmented(rows: Iterable[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+def _neighbours(entries: Sequence[IndexEntry]) -> list[str]:
+    """:func:`neighbour_texts` of a file's entries, from its columns when it has them."""
+    if isinstance(entries, EntryColumns):
+        return neighbour_texts(entries.contents, entries.sections)
+    return neighbour_texts([e.content for e in entries], [e.section for e in entries])
+
+
+def _segmented(rows: Iterable[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
     return [
-        (row_id, segment_cjk(content), segment_cjk(context)) for row_id, content, context in rows
+        (row_id, segment_cjk(content), segment_cjk(context), segment_cjk(before))
+        for row_id, content, context, before in rows
     ]
 
 
