@@ -6,6 +6,7 @@ results are ratios that survive a noisy machine.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -62,6 +63,16 @@ class Series:
     def as_dict(self) -> dict[str, Any]:
         """The series as stored in results.json."""
         return asdict(self)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def fts5_or_query(text: str) -> str | None:
+    """The plain FTS5 baseline's query: the words of ``text``, lower-cased, each once, quoted
+    and OR-ed (None when ``text`` has no word)."""
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
+    return " OR ".join(f'"{w}"' for w in words) or None
 
 
 def median_seconds(fn: Callable[[], object], *, repeat: int = 7, number: int = 1) -> float:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._util import Row
+from bench._util import Row, fts5_or_query
 
 DATA = (
     Path(
@@ -47,7 +47,6 @@ DATA = (
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _EVIDENCE = re.compile(r"^D:?(\d+):(\d+)$")
-_WORD = re.compile(r"\w+")
 
 
 @dataclass
@@ -160,10 +159,9 @@ def _plain_table(sample: dict[str, Any]) -> tuple[sqlite3.Connection, list[str]]
 
 
 def _plain_search(db: sqlite3.Connection, ids: list[str], question: str) -> list[str]:
-    words = dict.fromkeys(w.lower() for w in _WORD.findall(question))
-    if not words:
+    query = fts5_or_query(question)
+    if query is None:
         return []
-    query = " OR ".join(f'"{w}"' for w in words)
     rows = db.execute(
         "SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 10", (query,)
     ).fetchall()

@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import _memorybank as key_of
-from bench._util import Row
+from bench._util import Row, fts5_or_query
 
-_WORD = re.compile(r"\w+")
 _DAY = re.compile(r"(\d{4}-\d\d-\d\d)")
 _DAILY_LOG = re.compile(r"^memory/(?:[^./][^/]*/)*\d{4}-\d\d-\d\d\.md$")
 #: The first turn of a day is at 19:00 UTC, the next two minutes later, and so on.
@@ -143,10 +142,9 @@ def _plain_search(
     db: sqlite3.Connection, dates: list[str], question: str, day: str | None = None
 ) -> list[tuple[int, str]]:
     """The top 5 rows for the question's words OR-ed, by bm25 (of ``day`` only, if given)."""
-    words = dict.fromkeys(w.lower() for w in _WORD.findall(question))
-    if not words:
+    query = fts5_or_query(question)
+    if query is None:
         return []
-    query = " OR ".join(f'"{w}"' for w in words)
     rows = db.execute(
         "SELECT rowid, content FROM turns WHERE turns MATCH ? ORDER BY bm25(turns)", (query,)
     ).fetchall()
