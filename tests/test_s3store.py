@@ -36,6 +36,9 @@ FAULTS: dict[str, Callable[..., S3Fault]] = {
     "internal_error": S3Fault.internal_error,
     "drop": S3Fault.drop,
     "drop_after_write": lambda **match: S3Fault.drop(after_apply=True, **match),
+    # an error answer after the write landed (the server had read the body already)
+    "slowdown_after_write": lambda **match: S3Fault.slowdown(after_apply=True, **match),
+    "internal_error_after_write": lambda **match: S3Fault.internal_error(after_apply=True, **match),
     "timeout": lambda **match: S3Fault.timeout(READ_TIMEOUT * 2, **match),
 }
 

@@ -32,6 +32,7 @@ credentials of any value: :meth:`S3TestServer.storage_options` gives s3fs its ow
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import time
@@ -282,6 +283,10 @@ class S3TestServer:
                 fault = next((f for f in self._faults if f._claims(request)), None)
             if fault is not None and not fault.after_apply:
                 return self._fail(fault, request, environ, start_response)
+            if fault is not None:
+                # moto reads the body; the error answer after it must not read it again
+                # from the socket (that read would wait for bytes that never come).
+                _buffer_body(environ)
             answer: dict[str, Any] = {}
 
             def capture(status: str, headers: list[Any], exc_info: Any = None) -> Any:
@@ -367,6 +372,14 @@ def _describe(environ: dict[str, Any]) -> S3Request:
         condition=condition,
         copy=bool(environ.get("HTTP_X_AMZ_COPY_SOURCE")),
     )
+
+
+def _buffer_body(environ: dict[str, Any]) -> None:
+    """Read the request body into memory, so that it can be read twice."""
+    length = environ.get("CONTENT_LENGTH")
+    stream = environ.get("wsgi.input")
+    if stream is not None and length and length.isdigit():
+        environ["wsgi.input"] = io.BytesIO(stream.read(int(length)))
 
 
 def _drain(environ: dict[str, Any]) -> None:
