@@ -122,7 +122,9 @@ def test_validate_reports_every_problem_with_each_hint(config: Path) -> None:
     hints = [line for line in result.stderr.splitlines() if line.startswith("hint: ")]
     assert len(hints) == 3
     assert "the options of ExtractiveBackend are: summary_sentences" in hints[1]
-    installed = "the installed hook plugins are: compaction, context, eviction, flush, recall, redaction"
+    installed = (
+        "the installed hook plugins are: compaction, context, eviction, flush, recall, redaction"
+    )
     assert installed in hints[2]
     data = json.loads(invoke("config", "validate", str(config), "--json").output)
     assert data["ok"] is False
