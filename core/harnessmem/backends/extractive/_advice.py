@@ -55,10 +55,12 @@ _YOU_CAN = re.compile(
     re.I,
 )
 # "Some suggestions for you to try could include ...", "I have many recommendations for
-# movies, such as ...", "movie recommendations like ...".
+# movies, such as ...", "movie recommendations like ...", "some healthy living advice, such
+# as ...".
 _LIST_OF = re.compile(
-    r"\b(?:(?P<topic>[a-z][\w-]*)\s+)?(?P<verb>recommendation|suggestion)s?\b"
-    r"(?:\s+for\s+(?P<for>(?!you\b)[\w -]{2,30}?))?(?:\s+for\s+you(?:\s+to\s+\w+)?)?"
+    r"\b(?P<phrase>(?:(?!(?:have|has|had|of|lots|many|some|few|several|a|an|the|my|any|I)\b)"
+    r"[a-z][\w-]*\s+){0,2}(?:recommendation|suggestion|advice|tip)s?\b"
+    r"(?:\s+for\s+(?!you\b)[\w -]{2,30}?)?)(?:\s+for\s+you(?:\s+to\s+\w+)?)?"
     r"(?:\s+(?:could|would|might|may|can))?\s*(?:,\s*)?"
     r"(?:such as|like|include|including|are|is|:)\s+(?P<rest>.+)",
     re.I,
@@ -92,9 +94,9 @@ _CONDITION = re.compile(r"^(?P<cond>(?:if|when|since|as for|for)\s+[^,]{3,120}),
 _HEARD = re.compile(r"^(?:I(?:'ve| have)? (?:heard|read|think|believe|know)(?: that)?\s+)", re.I)
 # Where the thing recommended ends and the speaker's comment on it begins.
 _COMMENT = re.compile(
-    r"(?:,\s*|\s+-\s+|\s+)(?=(?-i:which|who|where|it(?:'s| is| was| has| helps| can| will)|"
+    r"(?:,\s*|\s+-\s+|\s+)(?=(?-i:which|who|where|it(?:'s| is| was| has| can| will| \w+s)|"
     r"they(?:'re| are| have| can| will)|as (?:it|they|this|these)|because|since|so that|"
-    r"so you|this (?:will|can|way|is)|these (?:are|can|will))\b)"
+    r"so you|this (?:will|can|way|is)|these (?:\w+ )?(?:are|is|can|will))\b)"
     r"|,\s*and (?:I|it|this|they)\b|[;:]\s|\.\s"
 )
 # "for you", "to you", "for you to try": who is told, said by the fact's attribution.
@@ -287,18 +289,45 @@ def _condition(sentence: str) -> tuple[str, str]:
     return found.group("cond"), _LEAD.sub("", sentence[found.end() :]).strip()
 
 
-def _say(subject: str, listener: str, text: str, condition: str) -> str:
-    body = second_to_third(text, listener)
-    if condition:
-        cond = second_to_third(condition, listener)
-        body = f"{body} ({cond[:1].lower()}{cond[1:]})"
-    body = " ".join(body.split())
-    head, _, tail = body.partition(" ")
-    if re.fullmatch(r"[A-Z][a-z]+", tail.split(" ", 1)[0] if tail else "") and (
-        tail.split(" ", 1)[0].lower().endswith("ing") or tail.split(" ", 1)[0].lower() in STOPWORDS
+def _lower_lead(thing: str) -> str:
+    """``thing`` with a capital that only began its sentence lowered ("Doing some exercise"
+    -> "doing some exercise"; "Emei Mountain" stays)."""
+    first = thing.split(" ", 1)[0]
+    if re.fullmatch(r"[A-Z][a-z]+", first) and (
+        first.endswith("ing") or first.lower() in STOPWORDS
     ):
-        body = f"{head} {tail[:1].lower()}{tail[1:]}"
-    return f"{subject[:1].upper()}{subject[1:]} {body}".rstrip(" ,") + "."
+        return thing[:1].lower() + thing[1:]
+    return thing
+
+
+def _say(subject: str, listener: str, thing: str, condition: str = "", about: str = "") -> str:
+    """ "<Subject> recommended <thing> (<about>) (<condition>)." with the listener's second
+    person said in the third."""
+    body = second_to_third(_lower_lead(thing), listener)
+    for note in (about, condition):
+        if note:
+            said = second_to_third(note, listener)
+            body = f"{body} ({said[:1].lower()}{said[1:]})"
+    body = " ".join(body.split()).rstrip(" ,")
+    return f"{subject[:1].upper()}{subject[1:]} recommended {body}."
+
+
+_ATTITUDE = re.compile(r"(?:stay|be|keep|remain|never|always|don't|do not)\b", re.I)
+_QUANTIFIER = re.compile(
+    r"^(?:(?:some|many|lots|a few|few|several|good|great|common|my)\s+)+", re.I
+)
+
+
+def _listed(text: str) -> str | None:
+    """The items of "recommendations for movies, such as ..."-like sentences, or None."""
+    listed = _LIST_OF.search(text)
+    if listed is None:
+        return None
+    rest = listed.group("rest")
+    items = _trim_titles(rest) if _QUOTED.search(rest) else _trim(rest)
+    if _ATTITUDE.match(items) and not (_QUOTED.search(items) or _PROPER.search(items)):
+        return None  # "My advice: stay passionate, focused and resilient."
+    return items if is_concrete(items) else None
 
 
 def recommendation(sentence: str, subject: str, listener: str) -> str | None:
@@ -307,6 +336,8 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
     ``subject`` is who speaks ("the assistant", "Melanie"); ``listener`` who is told
     ("the user"). "I recommend you read 'Atomic Habits' by James Clear, it helps build
     routines" -> "The assistant recommended reading 'Atomic Habits' by James Clear."
+    Every kind of cue ("I suggest", "you could try", "X is a good choice") is said as
+    "recommended": one wording for one kind of fact.
     """
     text = normalise(sentence).strip()
     if len(text) < 12:
@@ -315,52 +346,38 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
     if asked:
         thing = _trim(asked.group("rest"))
         if _QUOTED.search(thing) or _PROPER.search(thing):
-            return _say(subject, listener, f"suggested {thing}", "")
+            return _say(subject, listener, thing)
         return None
     if text.rstrip("\"') ").endswith("?"):
         return None
     condition, text = _condition(text)
     cue = _I_RECOMMEND.search(text)
     if cue:
-        rest = text[cue.end() :]
-        verb = cue.group("verb").lower()
-        trimmed = _trim(rest)
+        trimmed = _trim(text[cue.end() :])
         purpose_free = _PURPOSE.sub("", trimmed)
-        if _REFERRAL.match(purpose_free) or not is_concrete(purpose_free):
-            return None
-        thing = _object(trimmed, verb, bool(cue.group("you")))
-        return _say(subject, listener, f"{verb}ed {thing}", condition)
+        if not _REFERRAL.match(purpose_free) and is_concrete(purpose_free):
+            thing = _object(trimmed, cue.group("verb"), bool(cue.group("you")))
+            return _say(subject, listener, thing, condition)
     listed = _LIST_OF.search(text)
     if listed:
-        items = (
-            _trim(listed.group("rest"))
-            if not _QUOTED.search(listed.group("rest"))
-            else (_trim_titles(listed.group("rest")))
-        )
-        topic = listed.group("for") or (
-            listed.group("topic")
-            if listed.group("topic")
-            and listed.group("topic").lower()
-            not in STOPWORDS | {"many", "lots", "few", "several", "good", "great"}
-            else ""
-        )
-        if not is_concrete(items):
+        items = _listed(text)
+        if items is None:
             return None
-        kind = f"{listed.group('verb').lower()}s"
-        about = f" for {topic}" if listed.group("for") else ""
-        lead = f"{topic} " if topic and not listed.group("for") else ""
-        owner = f"{subject}'" if subject.endswith("s") else f"{subject}'s"
-        return _say(owner, listener, f"{lead}{kind}{about}: {items}", condition)
+        phrase = _QUANTIFIER.sub("", listed.group("phrase").strip())
+        plain = phrase.lower().rstrip("s") in {"recommendation", "suggestion", "advice", "tip"}
+        return _say(subject, listener, items, condition, "" if plain else phrase)
+    if cue:
+        return None
     could = _YOU_COULD.search(text) or _YOU_CAN.search(text)
     if could:
         rest = text[could.end() :]
-        verb = could.group("verb")
-        trimmed = _trim(rest)
-        thing = _object(trimmed, verb, True)
+        if re.match(r"\s*(?:it|them|this|that|these|those)\b", rest, re.I):
+            return None  # "you can do it", "watch them grow": nothing named
+        thing = _object(_trim(rest), could.group("verb"), True)
         judged = _PURPOSE.sub("", thing)
         if _REFERRAL.match(judged) or not is_concrete(judged):
             return None
-        return _say(subject, listener, f"suggested {thing}", condition)
+        return _say(subject, listener, thing, condition)
     good = _GOOD_CHOICE.match(text)
     if good:
         thing = _HEARD.sub("", good.group("thing").strip(" ,"))
@@ -371,34 +388,37 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
             return None
         if re.match(r"(?:it|this|that|these|those|they|there|which|he|she)\b", thing, re.I):
             return None
-        rest = _trim(good.group("rest"))
-        return _say(subject, listener, f"recommended {thing} as {rest}", condition)
+        return _say(subject, listener, f"{thing} as {_trim(good.group('rest'))}", condition)
     return None
 
 
 def _trim_titles(rest: str) -> str:
     """A list of titles up to the comment after its last title."""
     if rest.count('"') % 2:
-        return rest.strip(" ,;:.")  # a title cut by the sentence splitter: keep it whole
+        # A title the sentence splitter cut ("Avengers: Endgame." These ...): keep it whole.
+        return rest.strip(" ,;:.") + '"'
     titles = list(_QUOTED.finditer(rest))
     if not titles:
         return _trim(rest)
     end = titles[-1].end()
     tail = re.match(r"[^,.;:]{0,40}", rest[end:])  # "... series", "... by James Clear"
-    extra = tail.group(0) if tail and not _COMMENT.match(rest[end:]) else ""
-    if extra and _COMMENT.search(extra):
-        extra = extra[: _COMMENT.search(extra).start()]  # type: ignore[union-attr]
+    extra = tail.group(0) if tail else ""
+    comment = _COMMENT.search(extra)
+    if comment:
+        extra = extra[: comment.start()]
     return (rest[:end] + extra).strip(" ,;:.")
 
 
 def named_follow_up(sentence: str, subject: str, listener: str) -> str | None:
     """A sentence that names titles after its turn has said it recommends some ("I can
     recommend some books. For romance novels, "Jane Eyre" and ... are classic works.")."""
-    text = normalise(sentence).strip()
+    text = _LEAD.sub("", normalise(sentence)).strip()
+    text = re.sub(r"^there (?:are|is) (?:also )?", "", text, flags=re.I)
     if text.rstrip("\"') ").endswith("?") or not _QUOTED.search(text):
         return None
-    owner = f"{subject}'" if subject.endswith("s") else f"{subject}'s"
-    return _say(owner, listener, f"recommendation: {text.rstrip('.!')}", "")
+    if re.search(r"\b(?:I|my|me|we|our)\b", text):
+        return None
+    return _say(subject, listener, f"{text.rstrip('.!')}", "", "")
 
 
 def announces(sentence: str) -> bool:
