@@ -140,7 +140,7 @@ _GENERIC: Final = frozenset(
     every each whatever anything something everything practice practise more most
     continue keep going look looking check checking learn learning improve improving
     technique techniques method methods tip tips activity activities idea ideas resource
-    resources exercise exercises
+    resources exercise exercises tool tools
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 
