@@ -345,8 +345,11 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
     asked = _HAVE_YOU.match(text)
     if asked:
         thing = _trim(asked.group("rest"))
-        if _QUOTED.search(thing) or _PROPER.search(thing):
-            return _say(subject, listener, thing)
+        # Not the sentence's start: a capital here begins a name ("Have you tried Headspace?").
+        if _QUOTED.search(thing) or _PROPER.search(f"the {thing}"):
+            tried = asked.group("verb").lower() == "tried"
+            gerund = thing.split(" ", 1)[0].lower().endswith("ing")
+            return _say(subject, listener, f"trying {thing}" if tried and not gerund else thing)
         return None
     if text.rstrip("\"') ").endswith("?"):
         return None
