@@ -240,3 +240,17 @@ def test_the_extended_labelled_set(labels: ModuleType, shared_file: Callable[[st
     ]
     assert verdicts.precision() >= 0.85, wrong
     assert verdicts.recall() >= 0.70, wrong
+
+
+def test_named_things_count_when_recommendations_were_asked_for() -> None:
+    """Asked "Do you have any recommendations?", the things the assistant then names are
+    what it recommended, whatever the cue; not asked, the same answer is no advice."""
+    answer = (
+        "There are many famous car races around the world, such as the Montreal Grand "
+        "Prix, the Monaco Grand Prix, and more."
+    )
+    asked = flush(("user", "Any car races you could recommend to me?"), ("assistant", answer))
+    assert any(b.startswith("The assistant recommended many famous car races") for b in asked)
+    assert any("Monaco Grand Prix" in b for b in asked), asked
+    told = flush(("user", "I watched a race on TV today."), ("assistant", answer))
+    assert not any("recommended" in b for b in told), told

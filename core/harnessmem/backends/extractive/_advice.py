@@ -309,7 +309,8 @@ def _say(subject: str, listener: str, thing: str, condition: str = "", about: st
             said = second_to_third(note, listener)
             body = f"{body} ({said[:1].lower()}{said[1:]})"
     body = " ".join(body.split()).rstrip(" ,")
-    return f"{subject[:1].upper()}{subject[1:]} recommended {body}."
+    space = "" if body.startswith(":") else " "
+    return f"{subject[:1].upper()}{subject[1:]} recommended{space}{body}."
 
 
 _ATTITUDE = re.compile(r"(?:stay|be|keep|remain|never|always|don't|do not)\b", re.I)
@@ -412,16 +413,38 @@ def _trim_titles(rest: str) -> str:
     return (rest[:end] + extra).strip(" ,;:.")
 
 
+_THERE_IS = re.compile(r"^there(?:'s| is| are)\s+(?:also\s+)?", re.I)
+_ASKS = re.compile(
+    r"\b(?:recommend\w*|suggest\w*|advice|tips?|ideas?|what should I)\b[^.!]*\?|"
+    r"\b(?:can|could|would) you (?:please )?(?:recommend|suggest)\b",
+    re.I,
+)
+
+
+def asks_for_advice(text: str) -> bool:
+    """Whether a user's turn asks for recommendations ("Do you have any recommendations?",
+    "Can you recommend some recipes and card-making techniques?")."""
+    return bool(_ASKS.search(normalise(text)))
+
+
 def named_follow_up(sentence: str, subject: str, listener: str) -> str | None:
-    """A sentence that names titles after its turn has said it recommends some ("I can
-    recommend some books. For romance novels, "Jane Eyre" and ... are classic works.")."""
+    """A sentence that names titles (or lists named things) once recommendations are asked
+    for or announced in the turn ("I can recommend some books. For romance novels, "Jane
+    Eyre" and ... are classic works."; "There's a comedy movie "Crazy Alien" ...")."""
     text = _LEAD.sub("", normalise(sentence)).strip()
-    text = re.sub(r"^there (?:are|is) (?:also )?", "", text, flags=re.I)
-    if text.rstrip("\"') ").endswith("?") or not _QUOTED.search(text):
+    if text.rstrip("\"') ").endswith("?"):
         return None
-    if re.search(r"\b(?:I|my|me|we|our)\b", text):
+    listed = re.search(r"\b(?:such as|like|including)\s+(?P<items>.+)", text)
+    named = _QUOTED.search(text) or (listed and _PROPER.search(f"the {listed.group('items')}"))
+    if not named or re.search(r"\b(?:I|my|me|we|our)\b", text, re.I):
         return None
-    return _say(subject, listener, f"{text.rstrip('.!')}", "", "")
+    there = _THERE_IS.match(text)
+    if there:  # "There's a comedy movie "Crazy Alien" which ...": the thing itself
+        thing = text[there.end() :]
+        return _say(
+            subject, listener, _trim_titles(thing) if _QUOTED.search(thing) else _trim(thing)
+        )
+    return _say(subject, listener, f": {text.rstrip('.!')}")
 
 
 def announces(sentence: str) -> bool:
@@ -430,11 +453,14 @@ def announces(sentence: str) -> bool:
     return bool(_I_RECOMMEND.search(sentence) or _LIST_OF.search(sentence))
 
 
-def recommendations(sentences: Sequence[str], subject: str, listener: str) -> list[str | None]:
+def recommendations(
+    sentences: Sequence[str], subject: str, listener: str, *, asked: bool = False
+) -> list[str | None]:
     """The fact of each sentence of one turn that recommends something concrete (None for
-    the others); a sentence naming titles after the turn announced recommendations counts."""
+    the others). A sentence naming titles counts once recommendations were ``asked`` for
+    (by the turn before) or announced earlier in the turn."""
     found: list[str | None] = []
-    announced = False
+    announced = asked
     for sentence in sentences:
         fact = recommendation(sentence, subject, listener)
         if fact is None and announced:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harnessmem.backends.extractive._advice import recommendations
+from harnessmem.backends.extractive._advice import asks_for_advice, recommendations
 from harnessmem.backends.extractive._filters import (
     FENCE,
     identifier_user,
@@ -514,16 +514,17 @@ def _record_fact(turn: Turn, call: tuple[str, str] | None, position: int) -> Fac
 _ADVICE_SCORE: Final = 2.5
 
 
-def _advice_of(turn: Turn, sentences: Sequence[str]) -> list[str | None]:
+def _advice_of(turn: Turn, sentences: Sequence[str], asked: bool) -> list[str | None]:
     """The recommendation fact of each sentence of an assistant turn (None for the others
     and for every sentence of a user's turn: what a user tells the agent to do is an
-    instruction, not advice)."""
+    instruction, not advice). ``asked``: the user's turn before asked for recommendations."""
     if turn.role != "assistant":
         return [None] * len(sentences)
     return recommendations(
         [_OPENER.sub("", normalise(s)).strip() for s in sentences],
         turn.name or "the assistant",
         "the user",
+        asked=asked,
     )
 
 
@@ -545,6 +546,7 @@ def extract_facts(
     candidates: list[Fact] = []
     position = 0
     calls: list[tuple[str, str]] = []
+    asked = False  # the last user turn asked for recommendations
     for turn in turns:
         calls.extend(turn.calls)
         if turn.role == "tool":
@@ -560,7 +562,8 @@ def extract_facts(
         # part of what was said.
         # Nor is code: a fenced block goes whole.
         sentences = split_sentences(FENCE.sub("", strip_markers(turn.text)))
-        advice = _advice_of(turn, sentences)
+        advice = _advice_of(turn, sentences, asked)
+        asked = turn.role == "user" and asks_for_advice(turn.text)
         for sentence, recommended in zip(sentences, advice, strict=True):
             position += 1
             if recommended is not None:
