@@ -254,3 +254,20 @@ def test_named_things_count_when_recommendations_were_asked_for() -> None:
     assert any("Monaco Grand Prix" in b for b in asked), asked
     told = flush(("user", "I watched a race on TV today."), ("assistant", answer))
     assert not any("recommended" in b for b in told), told
+
+
+def test_listed_activities_count_when_how_to_was_asked() -> None:
+    """Asked for ways to do something, the specific activities the answer lists are what it
+    recommended; a list of the listener's own doings is not."""
+    bullets = flush(
+        ("user", "I've been stressed lately. Do you have any good ways to relieve stress?"),
+        (
+            "assistant",
+            "There are many ways to relieve stress, such as doing moderate exercise, "
+            "listening to music, reading, talking to friends, etc.",
+        ),
+    )
+    assert any(
+        b.startswith("The assistant recommended many ways to relieve stress, such as doing")
+        for b in bullets
+    ), bullets

@@ -415,27 +415,36 @@ def _trim_titles(rest: str) -> str:
 
 _THERE_IS = re.compile(r"^there(?:'s| is| are)\s+(?:also\s+)?", re.I)
 _ASKS = re.compile(
-    r"\b(?:recommend\w*|suggest\w*|advice|tips?|ideas?|what should I)\b[^.!]*\?|"
+    r"\b(?:recommend\w*|suggest\w*|advice|tips?|ideas?|ways? to|methods?|techniques?|any good|"
+    r"what should I|how (?:can|could|should|do) I)\b[^.!]*\?|"
     r"\b(?:can|could|would) you (?:please )?(?:recommend|suggest)\b",
     re.I,
 )
 
 
 def asks_for_advice(text: str) -> bool:
-    """Whether a user's turn asks for recommendations ("Do you have any recommendations?",
-    "Can you recommend some recipes and card-making techniques?")."""
+    """Whether a user's turn asks for recommendations or how to do something ("Do you have
+    any recommendations?", "Do you know any photography techniques?", "Do you have any good
+    ways to relieve stress?")."""
     return bool(_ASKS.search(normalise(text)))
 
 
 def named_follow_up(sentence: str, subject: str, listener: str) -> str | None:
-    """A sentence that names titles (or lists named things) once recommendations are asked
-    for or announced in the turn ("I can recommend some books. For romance novels, "Jane
-    Eyre" and ... are classic works."; "There's a comedy movie "Crazy Alien" ...")."""
+    """A sentence that names titles (or lists named things or specific activities) once
+    recommendations are asked for or announced in the turn ("I can recommend some books.
+    For romance novels, "Jane Eyre" and ... are classic works."; "There's a comedy movie
+    "Crazy Alien" ...")."""
     text = _LEAD.sub("", normalise(sentence)).strip()
     if text.rstrip("\"') ").endswith("?"):
         return None
     listed = re.search(r"\b(?:such as|like|including)\s+(?P<items>.+)", text)
-    named = _QUOTED.search(text) or (listed and _PROPER.search(f"the {listed.group('items')}"))
+    named = _QUOTED.search(text) or (
+        listed
+        and (
+            _PROPER.search(f"the {listed.group('items')}")
+            or (_LIST.search(listed.group("items")) and is_concrete(listed.group("items")))
+        )
+    )
     if not named or re.search(r"\b(?:I|my|me|we|our)\b", text, re.I):
         return None
     there = _THERE_IS.match(text)
