@@ -258,7 +258,7 @@ def test_named_things_count_when_recommendations_were_asked_for() -> None:
 
 def test_listed_activities_count_when_how_to_was_asked() -> None:
     """Asked for ways to do something, the specific activities the answer lists are what it
-    recommended; a list of the listener's own doings is not."""
+    recommended."""
     bullets = flush(
         ("user", "I've been stressed lately. Do you have any good ways to relieve stress?"),
         (
