@@ -144,12 +144,22 @@ def sentence_at(unit: Unit, message: str, index: int) -> str | None:
     return found[index] if 0 <= index < len(found) else None
 
 
-def load(labels: Path = LABELS, shared: Path = SHARED) -> LabelledSet:
-    """The shared-data labels with their sentences (``own.jsonl`` is read separately)."""
+#: The original labelled set, and what the extended set adds to it: every sentence of more
+#: conversations whose assistant recommends things (``advice.jsonl``).
+ORIGINAL: tuple[str, ...] = ("shared.jsonl",)
+EXTENDED: tuple[str, ...] = ("shared.jsonl", "advice.jsonl")
+
+
+def load(
+    labels: Path = LABELS, shared: Path = SHARED, files: tuple[str, ...] = ORIGINAL
+) -> LabelledSet:
+    """The shared-data labels of ``files`` with their sentences (``own.jsonl`` is read
+    separately)."""
     result = LabelledSet()
     records = [
         json.loads(line)
-        for line in (labels / "shared.jsonl").read_text(encoding="utf-8").splitlines()
+        for name in files
+        for line in (labels / name).read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
     wanted = {r["unit"] for r in records}

@@ -3,8 +3,8 @@
 The written rule these follow is in ``tests/data/flush-labels/README.md``: instructions,
 framework boilerplate, code, stack traces, raw JSON, narration of the next step and
 fragments are dropped; outcomes of the work ("the flight has been booked", "the output
-changed from 344 to 345") and concrete recommendations are kept. Regular expressions
-only, like the rest of the backend.
+changed from 344 to 345") are kept (concrete recommendations are read by ``_advice``).
+Regular expressions only, like the rest of the backend.
 """
 
 from __future__ import annotations
@@ -58,11 +58,6 @@ _OUTCOME = re.compile(
     r"\b(?:is|are) (?:present|located|defined) in\b",
     re.I,
 )
-_RECOMMEND = re.compile(
-    r"\b(?:I (?:would )?(?:recommend|suggest)|suggestions?\b.*\binclude|you (?:could|might) "
-    r"(?:try|look at|read|watch|listen to|visit))\b",
-    re.I,
-)
 
 
 def is_code(sentence: str) -> bool:
@@ -102,14 +97,6 @@ def is_lead_in(sentence: str) -> bool:
 def is_outcome(sentence: str) -> bool:
     """What came of the work: something booked, changed, fixed, passed, refunded."""
     return bool(_OUTCOME.search(sentence))
-
-
-def is_recommendation(sentence: str) -> bool:
-    """A concrete recommendation: a cue and named titles or a list of several things."""
-    if not _RECOMMEND.search(sentence):
-        return False
-    named = re.search(r"[\"\u201c][^\"\u201d]{2,}[\"\u201d]", sentence)
-    return bool(named) or sentence.count(",") >= 2
 
 
 def identifier_user(text: str) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harnessmem.backends.extractive._advice import asks_for_advice, recommendations
 from harnessmem.backends.extractive._filters import (
     FENCE,
     identifier_user,
@@ -28,7 +29,6 @@ from harnessmem.backends.extractive._filters import (
     is_lead_in,
     is_narration,
     is_outcome,
-    is_recommendation,
 )
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
@@ -377,10 +377,8 @@ def _claim(sentence: str, found: frozenset[str]) -> bool:
 
 
 def _assistant_candidate(sentence: str, subject: str, position: int) -> Fact | None:
-    """From the assistant's side, only what was decided, done or found counts, and the
-    concrete things it recommended."""
-    if is_recommendation(sentence):
-        return Fact(sentence_case(third_person(sentence, subject)), "advice", 2.0, position)
+    """From the assistant's side, only what was decided, done or found counts (the
+    concrete things it recommended are read before, by :mod:`._advice`)."""
     outcome = is_outcome(sentence)
     if not outcome and (is_instruction(sentence) or is_narration(sentence)):
         return None
@@ -511,6 +509,25 @@ def _record_fact(turn: Turn, call: tuple[str, str] | None, position: int) -> Fac
     return Fact(text, "record", _RECORD_SCORE, position)
 
 
+#: A concrete recommendation ranks below what the user said they want or decided (3 and
+#: up), above a plain statement of theirs.
+_ADVICE_SCORE: Final = 2.5
+
+
+def _advice_of(turn: Turn, sentences: Sequence[str], asked: bool) -> list[str | None]:
+    """The recommendation fact of each sentence of an assistant turn (None for the others
+    and for every sentence of a user's turn: what a user tells the agent to do is an
+    instruction, not advice). ``asked``: the user's turn before asked for recommendations."""
+    if turn.role != "assistant":
+        return [None] * len(sentences)
+    return recommendations(
+        [_OPENER.sub("", normalise(s)).strip() for s in sentences],
+        turn.name or "the assistant",
+        "the user",
+        asked=asked,
+    )
+
+
 def extract_facts(
     turns: Sequence[Turn],
     reference: str,
@@ -529,6 +546,7 @@ def extract_facts(
     candidates: list[Fact] = []
     position = 0
     calls: list[tuple[str, str]] = []
+    asked = False  # the last user turn asked for recommendations
     for turn in turns:
         calls.extend(turn.calls)
         if turn.role == "tool":
@@ -543,9 +561,15 @@ def extract_facts(
         # The harness's notes about what it cut ("[harnessmem: … left out …]") are no
         # part of what was said.
         # Nor is code: a fenced block goes whole.
-        for sentence in split_sentences(FENCE.sub("", strip_markers(turn.text))):
+        sentences = split_sentences(FENCE.sub("", strip_markers(turn.text)))
+        advice = _advice_of(turn, sentences, asked)
+        asked = turn.role == "user" and asks_for_advice(turn.text)
+        for sentence, recommended in zip(sentences, advice, strict=True):
             position += 1
-            fact = _candidate(sentence, turn, position)
+            if recommended is not None:
+                fact: Fact | None = Fact(recommended, "advice", _ADVICE_SCORE, position)
+            else:
+                fact = _candidate(sentence, turn, position)
             if fact is not None and fact.score >= min_score:
                 candidates.append(fact)
     chosen: list[tuple[Fact, frozenset[str]]] = []
