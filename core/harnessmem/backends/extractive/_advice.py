@@ -20,10 +20,10 @@ from typing import Final
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
     STOPWORDS,
-    _third_person_verb,
-    _word_set,
     normalise,
     stem,
+    third_person_verb,
+    word_set,
     words,
 )
 
@@ -194,13 +194,13 @@ _AUXILIARY_YOU = re.compile(
 
 
 # Words after "you" that are not its verb ("for you to try", "you all").
-_NOT_VERB_AFTER_YOU = _word_set(
+_NOT_VERB_AFTER_YOU = word_set(
     "to and or all too as a an the some more with for in on at of if that this these"
 )
 
 
 # "help you memorize", "let you know": the verb after these stays bare.
-_BARE_AFTER = _word_set("help helps let lets make makes see watch allow allows")
+_BARE_AFTER = word_set("help helps let lets make makes see watch allow allows")
 
 
 def second_to_third(text: str, listener: str) -> str:
@@ -229,7 +229,7 @@ def second_to_third(text: str, listener: str) -> str:
                 before and before[0].lower() in _BARE_AFTER
             ):
                 return f"{listener} {following}"
-            return f"{listener} {_third_person_verb(following)}"
+            return f"{listener} {third_person_verb(following)}"
         if said == "yourself":
             return "themself"
         if said in {"your", "yours"}:

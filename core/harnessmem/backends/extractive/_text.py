@@ -17,11 +17,11 @@ from typing import Final
 
 # A compact English stop-word list: function words plus conversational filler, so that
 # what is left is what a sentence is about.
-def _word_set(text: str) -> frozenset[str]:
+def word_set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-STOPWORDS: Final = _word_set(
+STOPWORDS: Final = word_set(
     """
     a about above after again against all also am an and any are aren't as at be because been
     before being below between both but by can can't cannot could couldn't did didn't do does
@@ -82,7 +82,7 @@ def stem(word: str) -> str:
 
 # Words that carry feeling or politeness rather than facts; a sentence made only of these
 # and stop words is small talk.
-CHITCHAT_WORDS: Final = _word_set(
+CHITCHAT_WORDS: Final = word_set(
     """
     great awesome cool nice good glad happy love amazing wow wonderful fantastic lovely sweet
     sounds sound totally definitely absolutely exactly agree true thanks thank sorry hope
@@ -245,7 +245,7 @@ def find_artifacts(text: str) -> list[tuple[str, str]]:
 # -- rewriting first person ---------------------------------------------------------------------
 
 _IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes", "was": "was", "'m": " is"}
-_NOT_VERBS = _word_set(
+_NOT_VERBS = word_set(
     """
     just really also still always never usually often sometimes recently finally actually
     definitely probably already even only too so then now currently mostly totally kind sort
@@ -260,7 +260,7 @@ _ADVERB = (
 _PRONOUN_SUBJECT = re.compile(rf"\b(I)\b(\s+(?:{_ADVERB}\s+)*)(\w+)", re.I)
 
 
-_PAST = _word_set(
+_PAST = word_set(
     """
     went saw made had got took came gave bought told felt found thought met left ran began
     wrote read kept heard sent spent built lost won ate drove flew grew knew paid said sat stood
@@ -270,7 +270,7 @@ _PAST = _word_set(
 )
 
 
-def _third_person_verb(verb: str) -> str:
+def third_person_verb(verb: str) -> str:
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
@@ -315,7 +315,7 @@ def third_person(sentence: str, subject: str) -> str:
         following = match.group(3)
         if following.lower() in _NOT_VERBS:
             return f"{subject}{match.group(2)}{following}"
-        return f"{subject}{match.group(2)}{_third_person_verb(following)}"
+        return f"{subject}{match.group(2)}{third_person_verb(following)}"
 
     text = _PRONOUN_SUBJECT.sub(subject_verb, text)
     text = re.sub(r"\bI\b", subject, text)
