@@ -281,12 +281,12 @@ class S3TestServer:
             request = _describe(environ)
             with self._log_lock:
                 fault = next((f for f in self._faults if f._claims(request)), None)
-            if fault is not None and not fault.after_apply:
-                return self._fail(fault, request, environ, start_response)
             if fault is not None:
-                # moto reads the body; the error answer after it must not read it again
-                # from the socket (that read would wait for bytes that never come).
+                # The body is read off the socket once, here: an error answer leaves the
+                # connection usable, and after moto read this copy nothing waits for more.
                 _buffer_body(environ)
+                if not fault.after_apply:
+                    return self._fail(fault, request, environ, start_response)
             answer: dict[str, Any] = {}
 
             def capture(status: str, headers: list[Any], exc_info: Any = None) -> Any:
@@ -333,7 +333,6 @@ class S3TestServer:
                 else ("InternalError", "500 Internal Server Error", "We encountered an error.")
             )
             body = _ERROR_BODY.format(code=code, message=message).encode()
-            _drain(environ)
             self._log(request, int(status.split(" ", 1)[0]), label)
             start_response(
                 status,
@@ -375,19 +374,8 @@ def _describe(environ: dict[str, Any]) -> S3Request:
 
 
 def _buffer_body(environ: dict[str, Any]) -> None:
-    """Read the request body into memory, so that it can be read twice."""
+    """Read the request body off the socket into memory (moto reads the copy)."""
     length = environ.get("CONTENT_LENGTH")
     stream = environ.get("wsgi.input")
     if stream is not None and length and length.isdigit():
         environ["wsgi.input"] = io.BytesIO(stream.read(int(length)))
-
-
-def _drain(environ: dict[str, Any]) -> None:
-    """Read the request body, so that the connection stays usable after an error answer."""
-    length = environ.get("CONTENT_LENGTH")
-    stream = environ.get("wsgi.input")
-    if stream is None:
-        return
-    with contextlib.suppress(Exception):
-        if length and length.isdigit():
-            stream.read(int(length))
