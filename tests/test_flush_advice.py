@@ -9,11 +9,7 @@ the end needs the shared data and skips without it.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -213,33 +209,6 @@ def test_a_recommendation_is_found_by_the_question_about_it(tmp_path: Path) -> N
         replay(harness, messages, session_id="advice", clock=clock)
         hits = harness.search("What book did you recommend to me?", limit=5)
     assert any("Atomic Habits" in hit.content for hit in hits), [h.content for h in hits]
-
-
-@pytest.fixture(scope="module")
-def labels() -> Iterator[ModuleType]:
-    """``bench/_flush_labels.py``, imported from the checkout (bench/ is not installed)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(ROOT))
-        yield importlib.import_module("bench._flush_labels")
-
-
-def test_the_extended_labelled_set(labels: ModuleType, shared_file: Callable[[str], Path]) -> None:
-    """The labelled set with the conversations where the assistant recommends things
-    (``advice.jsonl``): whole, and precision >= 0.85 with recall >= 0.70 as on the original
-    set. A failure lists the sentences judged otherwise than labelled."""
-    shared_file("memorybank")
-    labelled: Any = labels.load(files=labels.EXTENDED)
-    assert not labelled.missing
-    assert not labelled.changed
-    assert any(label.kind == "recommendation" for label in labelled.labels)
-    verdicts = labels.evaluate(labelled, labels.extractive_flush)
-    wrong = [
-        f"{'kept' if kept else 'dropped'} {label.kind}: {label.text[:80]}"
-        for label, kept in zip(verdicts.labels, verdicts.kept, strict=True)
-        if kept != label.keep
-    ]
-    assert verdicts.precision() >= 0.85, wrong
-    assert verdicts.recall() >= 0.70, wrong
 
 
 def test_named_things_count_when_recommendations_were_asked_for() -> None:

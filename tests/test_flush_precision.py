@@ -45,9 +45,9 @@ def test_the_labelled_set_is_whole(labelled: Any) -> None:
     assert units == {"tau-bench", "swe-agent", "locomo", "memorybank"}
 
 
-def test_flush_precision_and_recall_on_the_labelled_set(labels: ModuleType, labelled: Any) -> None:
-    """The acceptance figures: precision >= 0.85 with recall >= 0.70. A failure lists the
-    sentences judged otherwise than labelled."""
+def _assert_precise(labels: ModuleType, labelled: Any) -> None:
+    """The acceptance figures on ``labelled``: precision >= 0.85 with recall >= 0.70. A
+    failure lists the sentences judged otherwise than labelled."""
     verdicts = labels.evaluate(labelled, labels.extractive_flush)
     wrong = [
         f"{'kept' if kept else 'dropped'} {label.kind}: {label.text[:80]}"
@@ -56,6 +56,21 @@ def test_flush_precision_and_recall_on_the_labelled_set(labels: ModuleType, labe
     ]
     assert verdicts.precision() >= 0.85, wrong
     assert verdicts.recall() >= 0.70, wrong
+
+
+def test_flush_precision_and_recall_on_the_labelled_set(labels: ModuleType, labelled: Any) -> None:
+    _assert_precise(labels, labelled)
+
+
+def test_the_extended_labelled_set(labels: ModuleType, shared_file: Callable[[str], Path]) -> None:
+    """The labelled set with the conversations where the assistant recommends things
+    (``advice.jsonl``): whole, and as precise as the original set."""
+    shared_file("memorybank")
+    extended: Any = labels.load(files=labels.EXTENDED)
+    assert not extended.missing
+    assert not extended.changed
+    assert any(label.kind == "recommendation" for label in extended.labels)
+    _assert_precise(labels, extended)
 
 
 @pytest.mark.parametrize(
