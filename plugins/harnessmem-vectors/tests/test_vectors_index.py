@@ -239,3 +239,114 @@ def test_static_vectors_are_weighted_means_of_token_vectors() -> None:
     assert float(both @ mean) > 0.98
     assert float(both @ the) < float(both @ mean)
     assert not static.embed([""]).any(), "no token: the zero vector"
+
+
+# --- the fusion and the query's common words, with vectors chosen by the test ----------
+
+
+def _chosen(vectors: dict[str, list[float]]) -> Any:
+    """An embeddings function: the chosen vector of a known text, else a hashed one."""
+    from harnessmem.testing.openai_server import hashed_embedding
+
+    def embed(text: str, dimensions: int) -> list[float]:
+        chosen = vectors.get(text)
+        return (
+            chosen + [0.0] * (dimensions - len(chosen))
+            if chosen
+            else hashed_embedding(text, dimensions)
+        )
+
+    return embed
+
+
+def _queries_embedded(server: FakeOpenAIServer) -> list[str]:
+    return [
+        text
+        for request in server.requests
+        if request.path.endswith("/embeddings")
+        for text in request.body.get("input", [])
+    ]
+
+
+def test_tied_text_scores_leave_the_order_to_the_dense_side(tmp_path: Path) -> None:
+    # Three bullets of the same length holding the query word once: bm25 cannot tell them
+    # apart, so the cosine decides, whatever order they were written in. (A fusion by
+    # rank keeps the text side's arbitrary order here: its rank 1 outweighs any cosine.)
+    texts = ["walrus one", "walrus two", "walrus six"]
+    vectors = {
+        "walrus": [1.0, 0.0, 0.0],
+        "walrus one": [0.0, 1.0, 0.0],
+        "walrus two": [0.6, 0.8, 0.0],
+        "walrus six": [0.95, 0.31, 0.0],
+    }
+    with FakeOpenAIServer([], embed=_chosen(vectors)) as fake:
+        index = VectorIndex.create(api_options(fake), index_path=tmp_path / "i.db")
+        try:
+            path = "memory/a.md"
+            index.sync_file(path, "h", _entries(path, *texts))
+            assert [h.content for h in index.search("walrus")] == [
+                "- walrus six",
+                "- walrus two",
+                "- walrus one",
+            ]
+        finally:
+            index.close()
+
+
+def test_a_wide_text_gap_is_not_overturned_by_a_close_cosine(tmp_path: Path) -> None:
+    # 40 bullets hold "gull" once among other words; one holds "walrus" (rare, so bm25
+    # ranks it far above them) and its vector is a little further from the query than
+    # the gulls'. The weighted sum keeps it first; its text z-score is ~6 apart.
+    fillers = [f"gull note {n} about harbour weather" for n in range(40)]
+    vectors = {"walrus gull": [1.0, 0.0], "the walrus gull": [0.9, 0.436]}
+    vectors.update({text: [0.95, 0.312] for text in fillers})
+    with FakeOpenAIServer([], embed=_chosen(vectors)) as fake:
+        index = VectorIndex.create(
+            api_options(fake, common_share=1.0), index_path=tmp_path / "i.db"
+        )
+        try:
+            # (In a file of its own: a neighbour of the walrus would share its text score.)
+            index.sync_file("memory/a.md", "h", _entries("memory/a.md", *fillers))
+            index.sync_file("memory/b.md", "h", _entries("memory/b.md", "the walrus gull"))
+            assert index.search("walrus gull", 5)[0].content == "- the walrus gull"
+        finally:
+            index.close()
+
+
+def test_words_common_to_most_entries_are_left_out_of_the_query_vector(tmp_path: Path) -> None:
+    # A chat log: every turn starts with its speaker's name. The name tells turns apart
+    # for the full text, but would pull the query's vector towards every turn of hers.
+    turns = [f"Melanie: turn {n} about the weather and the harbour" for n in range(30)]
+    turns += [f"Caroline: turn {n} about painting and music" for n in range(30)]
+    with FakeOpenAIServer([]) as fake:
+        index = VectorIndex.create(api_options(fake), index_path=tmp_path / "i.db")
+        try:
+            path = "memory/chat.md"
+            index.sync_file(path, "h", _entries(path, *turns))
+            index.search("What does Melanie paint?")
+            # "melanie" is in 30 of 60 entries (over 0.3), so are "does"-less words like
+            # "turn"; "what", "does" and "paint" are in none.
+            assert _queries_embedded(fake)[-1] == "What does paint?"
+            index.search("Melanie turn")
+            assert _queries_embedded(fake)[-1] == "Melanie turn", "all common: kept whole"
+        finally:
+            index.close()
+
+
+def test_small_sources_and_common_share_1_keep_every_query_word(tmp_path: Path) -> None:
+    with FakeOpenAIServer([]) as fake:
+        few = VectorIndex.create(api_options(fake), index_path=tmp_path / "few.db")
+        many = VectorIndex.create(
+            api_options(fake, common_share=1.0), index_path=tmp_path / "many.db"
+        )
+        try:
+            path = "memory/chat.md"
+            few.sync_file(path, "h", _entries(path, *[f"Melanie: turn {n}" for n in range(10)]))
+            few.search("What does Melanie paint?")
+            assert _queries_embedded(fake)[-1] == "What does Melanie paint?"
+            many.sync_file(path, "h", _entries(path, *[f"Melanie: turn {n}" for n in range(60)]))
+            many.search("What does Melanie paint?")
+            assert _queries_embedded(fake)[-1] == "What does Melanie paint?"
+        finally:
+            few.close()
+            many.close()

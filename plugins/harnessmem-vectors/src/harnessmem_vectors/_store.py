@@ -13,10 +13,12 @@ another's, which ``PRAGMA data_version`` reveals) changes the file.
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from harnessmem.backends.base import IndexEntry
 
-__all__ = ["Matrix", "VectorStore", "embedding_text"]
+__all__ = ["WORD", "Matrix", "VectorStore", "embedding_text"]
 
 SCHEMA_VERSION = "2"
 _SCHEMA = """
@@ -61,6 +63,10 @@ def _text_hash(identity: str, text: str) -> bytes:
     return hashlib.blake2b(f"{identity}\0{text}".encode(), digest_size=16).digest()
 
 
+#: A word, as :meth:`Matrix.word_share` counts them: letters and digits, any script.
+WORD = re.compile(r"[^\W_]+")
+
+
 @dataclass
 class Matrix:
     """A workspace's embedded entries of one source, row for row."""
@@ -68,6 +74,21 @@ class Matrix:
     vectors: Any  # float32, n x d
     places: list[tuple[str, int, int, str, str, str | None]]  # path, start, end, text, ctx, date
     rows: dict[tuple[str, int, int], int]  # (path, start, end) -> row
+    _entries_with: Counter[str] | None = field(default=None, repr=False)
+
+    def word_share(self, word: str) -> float:
+        """The share of the rows whose text holds ``word`` (lower case, a :data:`WORD`).
+
+        Counted over every row on first use, then kept with the matrix (which a write
+        replaces): one pass of ~0.3 s per 100,000 entries.
+        """
+        counts = self._entries_with
+        if counts is None:
+            counts = Counter()
+            for place in self.places:
+                counts.update(set(WORD.findall(place[3].lower())))
+            self._entries_with = counts
+        return counts[word] / len(self.places)
 
 
 class VectorStore:

@@ -3,13 +3,20 @@
 Full text is the ``sqlite`` backend itself (same file, same options, same ranking);
 vectors live in a second SQLite file beside it (``memory_index.vectors.db``; see
 :mod:`harnessmem_vectors._store`). A search in ``any`` mode takes the sqlite ranking's
-best ``text_pool`` entries (each holds a query word) and ranks them again by cosine to
-the query (a NumPy product over the workspace's vectors), adding the nearest entries
-outside the pool (at most ``dense_candidates``) that reach ``min_similarity``, so a query
-about nothing in the workspace still finds nothing. The two rankings are fused by
-reciprocal rank: ``1 / (rrf_k + rank)`` from the text side, ``dense_weight / (rrf_k +
-rank)`` from the dense one. ``all`` and ``phrase`` searches, and sources not in
+best ``text_pool`` entries (each holds a query word) and the cosine of each to the query
+(a NumPy product over the workspace's vectors), adding the nearest entries outside the
+pool (at most ``dense_candidates``) that reach ``min_similarity``, so a query about
+nothing in the workspace still finds nothing. Each candidate's text score and cosine
+become z-scores over the candidates, and the order is ``z(text) + dense_weight *
+z(cosine)`` (an entry from outside the pool has the pool's lowest text score). On LoCoMo
+dev this weighted sum beat reciprocal rank fusion, which throws the scores' gaps away
+(``docs/index.md``). ``all`` and ``phrase`` searches, and sources not in
 ``embed_sources``, are the sqlite ranking alone.
+
+The text embedded for a query leaves out its words found in more than ``common_share``
+of the source's entries: a speaker's name that prefixes half the turns of a chat log
+tells turns apart for bm25 (rarely) but pulls a sentence vector towards every turn of
+that speaker.
 
 Isolation is the sqlite backend's for the text, and rows keyed by ``workspace_id`` for
 the vectors; :meth:`VectorIndex.scoped` shares both files' connections.
@@ -38,7 +45,7 @@ from harnessmem.backends.base import (
 )
 from harnessmem.backends.sqlite import SQLiteIndex, SQLiteIndexOptions
 from harnessmem.errors import ConfigError
-from harnessmem_vectors._store import VectorStore
+from harnessmem_vectors._store import WORD, Matrix, VectorStore
 from harnessmem_vectors.embedders import Embedder, build_embedder
 from harnessmem_vectors.options import VectorIndexOptions
 
@@ -52,6 +59,45 @@ def _scored(hit: SearchHit, score: float) -> SearchHit:
 
 
 logger = logging.getLogger("harnessmem.index")
+
+#: Sources with fewer entries keep every query word in the text embedded (a word in 3
+#: of 5 notes is a topic, not a speaker's name).
+_COMMON_MIN_ENTRIES = 50
+
+
+def _z(values: Any) -> Any:
+    """z-scores; all 0 when the values hardly differ (bm25 of a term in most entries is
+    ~1e-6 for every one of them, and hits carry 6 decimals: no opinion to scale up)."""
+    spread = float(values.std())
+    return (values - values.mean()) / spread if spread > 1e-4 else np.zeros_like(values)
+
+
+def _fused(
+    text_hits: list[SearchHit], near: list[tuple[SearchHit, float]], weight: float
+) -> list[SearchHit]:
+    """The candidates of both sides by ``z(text score) + weight * z(cosine)``, best first.
+
+    An entry only the dense side found has the text side's lowest score; one without a
+    vector (not embedded yet) the candidates' mean cosine.
+    """
+
+    def key(hit: SearchHit) -> tuple[str, int, int]:
+        return (hit.path, hit.start_line, hit.end_line)
+
+    hits = {key(hit): hit for hit, _ in near}
+    hits.update((key(hit), hit) for hit in text_hits)
+    if not hits:
+        return []
+    order = list(hits)
+    text = {key(hit): hit.score for hit in text_hits}
+    cosine = {key(hit): similarity for hit, similarity in near}
+    lowest = min(text.values(), default=0.0)
+    mean = sum(cosine.values()) / len(cosine) if cosine else 0.0
+    fused = _z(np.array([text.get(k, lowest) for k in order], dtype=np.float64)) + weight * _z(
+        np.array([cosine.get(k, mean) for k in order], dtype=np.float64)
+    )
+    ranked = sorted(range(len(order)), key=lambda n: (-float(fused[n]), n))
+    return [_scored(hits[order[n]], float(fused[n])) for n in ranked]
 
 
 def vector_path(index_path: Path) -> Path:
@@ -228,18 +274,7 @@ class VectorIndex(IndexBackend):
         near = self._dense(query, source, path_prefix, text_hits, limit, (since, until))
         if opts.ranking == "dense":
             return [_scored(hit, similarity) for hit, similarity in near[:limit]]
-        scores: dict[tuple[str, int, int], float] = {}
-        by_key: dict[tuple[str, int, int], SearchHit] = {}
-        for rank, hit in enumerate(text_hits):
-            key = (hit.path, hit.start_line, hit.end_line)
-            by_key[key] = hit
-            scores[key] = 1.0 / (opts.rrf_k + rank + 1)
-        for rank, (hit, _) in enumerate(near):
-            key = (hit.path, hit.start_line, hit.end_line)
-            by_key.setdefault(key, hit)
-            scores[key] = scores.get(key, 0.0) + opts.dense_weight / (opts.rrf_k + rank + 1)
-        best = sorted(scores.items(), key=lambda item: -item[1])[:limit]
-        return [_scored(by_key[key], score) for key, score in best]
+        return _fused(text_hits, near, opts.dense_weight)[:limit]
 
     def _dense(
         self,
@@ -257,7 +292,9 @@ class VectorIndex(IndexBackend):
         matrix = self.store.matrix(self.workspace_id, source, self._identity)
         if matrix is None:
             return []
-        vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
+        vector = np.asarray(
+            self.embedder.embed([self._query_text(query, matrix)]), dtype=np.float32
+        )[0]
         if vector.shape[0] != matrix.vectors.shape[1]:
             logger.warning("the vectors index holds vectors of another size; reindex it")
             return []
@@ -297,6 +334,19 @@ class VectorIndex(IndexBackend):
                 held = SearchHit(path, start, end, content, 0.0, context, date)
             out.append((held, float(similarity[row])))
         return out
+
+    def _query_text(self, query: str, matrix: Matrix) -> str:
+        """``query`` without its words common in ``matrix`` (see the module docstring);
+        the whole query when every word is common or the source is small."""
+        share = self.opts.common_share
+        if share >= 1 or len(matrix.places) < _COMMON_MIN_ENTRIES:
+            return query
+        kept = []
+        for token in query.split():
+            words = WORD.findall(token.lower())
+            if not words or any(matrix.word_share(word) <= share for word in words):
+                kept.append(token)
+        return " ".join(kept) or query
 
     # state ----------------------------------------------------------------------------------
 

