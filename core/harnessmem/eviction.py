@@ -33,7 +33,7 @@ from harnessmem._text import content_hash
 from harnessmem.errors import ConfigError
 from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.layout import eviction_path
-from harnessmem.messages import pair_tool_calls
+from harnessmem.messages import pair_tool_calls, text_only
 from harnessmem.plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -81,17 +81,6 @@ def placeholder(text: str, path: str, preview_chars: int) -> str:
         f"with memory_get (start_line {first_cut} for the part left out) or your read_file tool.]"
     )
     return f"{head}\n{note}\n{tail}" if keep else note
-
-
-def _content_text(content: Any) -> str | None:
-    """The text of a tool message's content (a string or text parts); None when neither."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and content:
-        texts = [p.get("text") for p in content if isinstance(p, Mapping)]
-        if all(isinstance(t, str) for t in texts) and len(texts) == len(content):
-            return "".join(t for t in texts if isinstance(t, str))
-    return None
 
 
 def _tool_name_of(
@@ -181,7 +170,7 @@ class ToolResultEvictor:
             and (
                 len(body) > limit
                 if isinstance(body := m.get("content"), str)
-                else len(_content_text(body) or "") > limit
+                else len(text_only(body) or "") > limit
             )
         ]
         if not candidates:
@@ -189,7 +178,7 @@ class ToolResultEvictor:
         parents = pair_tool_calls(messages).parents
         for index in candidates:
             message = messages[index]
-            text = _content_text(message.get("content")) or ""
+            text = text_only(message.get("content")) or ""
             tool_name = _tool_name_of(messages, index, parents)
             call_id = message.get("tool_call_id")
             evicted = self._evict_wanted(ctx, settings, text, tool_name, call_id, "pre_reasoning")

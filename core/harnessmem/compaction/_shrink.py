@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from harnessmem.events import ToolResultEvictedEvent
-from harnessmem.messages import fingerprint
+from harnessmem.messages import fingerprint, text_only
 
 if TYPE_CHECKING:
     from harnessmem.services import Services
@@ -31,14 +31,7 @@ MASK_MIN_CHARS: Final = 200
 
 def text_of(message: Mapping[str, Any]) -> str | None:
     """The text of a message's content (a string or text parts only); None otherwise."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and content:
-        texts = [p.get("text") if isinstance(p, Mapping) else None for p in content]
-        if all(isinstance(t, str) for t in texts):
-            return "".join(t for t in texts if isinstance(t, str))
-    return None
+    return text_only(message.get("content"))
 
 
 class Originals:

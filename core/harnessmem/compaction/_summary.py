@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 # ``name`` of the summary message, shared with the prompts' contract (the flush skips it).
+from harnessmem.messages import content_text
 from harnessmem.prompts import SUMMARY_NAME
 
 __all__ = [
@@ -323,8 +324,7 @@ def _user_text(message: Mapping[str, Any]) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [p.get("text") for p in content if isinstance(p, Mapping)]
-        return "\n".join(t for t in texts if isinstance(t, str)) or None
+        return content_text(content) or None
     return None
 
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessmem import _text
 from harnessmem.memory.blocks import SEPARATOR, block_spans, place_in_system
+from harnessmem.messages import content_text
 from harnessmem.plugins import hookimpl
 from harnessmem.prompts import escape_tag
 
@@ -131,18 +132,6 @@ def render_recall_block(entries: Sequence[str]) -> str:
     return f"{_PREFIX}<{TAG}>\n{body}\n</{TAG}>"
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def _without_blocks(text: str) -> str:
     for start, end in reversed(block_spans(text, TAG, _PREFIX)):
         text = text[:start] + text[end:]
@@ -193,7 +182,7 @@ def _context_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in messages:
         if _is_note(message):
             continue
-        texts.append(_without_blocks(_content_text(message.get("content"))))
+        texts.append(_without_blocks(content_text(message.get("content"))))
     return _normalise("\n".join(texts))
 
 
@@ -258,7 +247,7 @@ class MemoryRecall:
         settings = ctx.settings.context
         messages = ctx.messages
         latest = _latest_user(messages)
-        query = _content_text(messages[latest].get("content")).strip() if latest is not None else ""
+        query = content_text(messages[latest].get("content")).strip() if latest is not None else ""
         outcome = RecallOutcome(query=query[:200], place=settings.recall_place)
         ctx.outcomes["recall"] = outcome
         state = self._state(ctx.session_id)

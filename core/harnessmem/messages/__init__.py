@@ -52,6 +52,7 @@ __all__ = [
     "atomic_spans",
     "check_messages",
     "check_tool_call",
+    "content_text",
     "fingerprint",
     "from_anthropic",
     "from_java_session_log",
@@ -60,6 +61,7 @@ __all__ = [
     "normalize_messages",
     "pair_tool_calls",
     "safe_cut_points",
+    "text_only",
     "tool_call_ids",
     "validate_messages",
 ]
@@ -75,6 +77,35 @@ _ANTHROPIC_BLOCKS: Final = frozenset(
 _SWE_AGENT_KEYS: Final = frozenset({"tool_call_ids", "message_type", "agent", "thought", "action"})
 _MAX_PROBLEMS: Final = 20
 _INDEXED: Final = re.compile(r"message (\d+): (.*)", re.DOTALL)
+
+
+# ---------------------------------------------------------------- the text of content
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: the string itself, or its text parts joined by
+    newlines (images and other parts give none); ``""`` for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def text_only(content: Any) -> str | None:
+    """The content's text when it holds nothing else: the string, or its text parts
+    joined as they are; None when it has any other part, is empty, or is not text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = [part.get("text") if isinstance(part, Mapping) else None for part in content]
+        if all(isinstance(text, str) for text in texts):
+            return "".join(text for text in texts if isinstance(text, str))
+    return None
 
 
 # ---------------------------------------------------------------- tool-call pairing

@@ -350,3 +350,39 @@ def test_small_sources_and_common_share_1_keep_every_query_word(tmp_path: Path) 
         finally:
             few.close()
             many.close()
+
+
+def test_forget_scrubs_the_vector_file_too(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    secret = "walrus-7731-quartz"
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        index={"backend": "vectors", "options": api_options(server)},
+        maintenance={"enabled": False},
+        plugins={"autoload": False},
+    ) as harness:
+        harness.workspace.write_text(
+            "MEMORY.md", f"# Memory\n\n- The vault code is {secret}.\n- The sky is blue.\n"
+        )
+        harness.reindex()
+        index = harness.index
+        assert isinstance(index, VectorIndex)
+        files = [index.store.path, harness.index_path]
+
+        def stored() -> bytes:
+            return b"".join(
+                Path(f"{path}{suffix}").read_bytes()
+                for path in files
+                for suffix in ("", "-wal")
+                if Path(f"{path}{suffix}").exists()
+            )
+
+        cached_before = index.store.counts(index.workspace_id)[1]
+        assert secret.encode() in stored()
+        result = harness.forget(secret)
+        assert result.count == 1
+        assert result.index_scrubbed
+        assert secret.encode() not in stored()
+        assert index.store.counts(index.workspace_id)[1] == cached_before - 1, (
+            "the forgotten entry's vector is dropped from the cache"
+        )
+        assert [hit.content for hit in harness.search("sky blue")] == ["- The sky is blue."]

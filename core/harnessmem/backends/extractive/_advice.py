@@ -20,6 +20,7 @@ from typing import Final
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
     STOPWORDS,
+    is_question,
     normalise,
     stem,
     third_person_verb,
@@ -352,7 +353,7 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
             gerund = thing.split(" ", 1)[0].lower().endswith("ing")
             return _say(subject, listener, f"trying {thing}" if tried and not gerund else thing)
         return None
-    if text.rstrip("\"') ").endswith("?"):
+    if is_question(text):
         return None
     condition, text = _condition(text)
     cue = _I_RECOMMEND.search(text)
@@ -435,7 +436,7 @@ def named_follow_up(sentence: str, subject: str, listener: str) -> str | None:
     For romance novels, "Jane Eyre" and ... are classic works."; "There's a comedy movie
     "Crazy Alien" ...")."""
     text = _LEAD.sub("", normalise(sentence)).strip()
-    if text.rstrip("\"') ").endswith("?"):
+    if is_question(text):
         return None
     listed = re.search(r"\b(?:such as|like|including)\s+(?P<items>.+)", text)
     named = _QUOTED.search(text) or (

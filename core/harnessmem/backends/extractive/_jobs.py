@@ -36,6 +36,7 @@ from harnessmem.backends.extractive._text import (
     clip,
     find_artifacts,
     is_bullet,
+    is_question,
     jaccard,
     near_duplicate,
     normalise,
@@ -51,7 +52,6 @@ from harnessmem.prompts import strip_markers
 Message = Mapping[str, Any]
 SECTIONS: Final = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
 
-_QUESTION = re.compile(r"\?\s*[\"')\]]*$")
 _DECISION = re.compile(
     r"\b(?:I|we)(?:'ve| have)?\s+(?:finally\s+)?(?:decided|chosen|chose|agreed|settled on|picked|"
     r"opted|committed|switched)\b|\blet's\s+(?:go with|use|stick with|switch to|pick|keep)\b|"
@@ -213,7 +213,7 @@ def _salient(turns: Sequence[Turn], limit: int) -> list[str]:
             # and small talk are not what a summary is for.
             if len({t for t in found - CHITCHAT if t.isalpha()}) < 4:
                 continue
-            if turn.role == "assistant" and _QUESTION.search(sentence):
+            if turn.role == "assistant" and is_question(sentence):
                 continue
             score = weights.score(found) * (1.2 if turn.role == "user" else 1.0)
             if _DECISION.search(sentence) or _PREFERENCE.search(sentence):
@@ -284,11 +284,7 @@ def _next_steps(turns: Sequence[Turn]) -> list[str]:
         steps.append(f"Answer {talk[-1].speaker}'s latest message: {clip(talk[-1].text, 240)}")
     for turn in talk[-4:]:
         for sentence in split_sentences(turn.text):
-            if (
-                turn.role == "assistant"
-                and _FUTURE.search(sentence)
-                and not _QUESTION.search(sentence)
-            ):
+            if turn.role == "assistant" and _FUTURE.search(sentence) and not is_question(sentence):
                 steps.append(f"{turn.speaker}: {clip(sentence, 240)}")
             elif turn.role == "user" and turn is not talk[-1] and _REQUEST.search(sentence):
                 steps.append(f"{turn.speaker} asked: {clip(sentence, 240)}")
@@ -405,7 +401,7 @@ _BRACKETED = re.compile(r"\s*\[[^\]]*\]")
 
 def _candidate(sentence: str, turn: Turn, position: int) -> Fact | None:
     sentence = _OPENER.sub("", normalise(sentence)).strip(" -\u2013\u2014")
-    if len(sentence) < 12 or _QUESTION.search(sentence) or _HYPOTHETICAL.match(sentence):
+    if len(sentence) < 12 or is_question(sentence) or _HYPOTHETICAL.match(sentence):
         return None
     if is_code(sentence) or is_lead_in(sentence):
         return None

@@ -46,6 +46,12 @@ _SENTENCE_END = re.compile(
     r"(?<=[.!?\u3002\uff01\uff1f])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u4e00-\u9fff])"
 )
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
+_QUESTION = re.compile(r"\?[\s\"')\]]*$")
+
+
+def is_question(sentence: str) -> bool:
+    """Whether a sentence ends with a question mark (closing quotes and brackets aside)."""
+    return _QUESTION.search(sentence) is not None
 
 
 def normalise(text: str) -> str:

@@ -395,6 +395,46 @@ class PostgresIndex(IndexBackend):
 
         self._guarded(work, "clearing the index")
 
+    def scrub(self) -> bool:
+        """Rewrite the tables so removed entries' text leaves their files (see the base).
+
+        ``VACUUM (FULL)`` writes ``entries`` and ``files`` anew from their live rows, with
+        their TOAST tables and indexes (the GIN index held every lexeme), and deletes the
+        old files. It holds an exclusive lock on each table meanwhile, so every
+        workspace's searches and writes wait for it (waiting itself at most
+        ``lock_timeout`` for running ones). False, rewriting nothing, when
+        ``scrub_on_forget`` is off or the role does not own the tables (VACUUM would skip
+        them with a warning). The server's write-ahead log, and any archive or replica of
+        it, keep the old bytes until they are recycled: no client can reach those.
+        """
+        if not self.opts.scrub_on_forget:
+            return False
+        tables = f"{self._quoted}.entries, {self._quoted}.files"
+
+        def work() -> bool:
+            with reading(self._engine) as conn:
+                owned = conn.exec_driver_sql(
+                    "SELECT bool_and(pg_has_role(current_user, relowner, 'USAGE')) "
+                    f"FROM pg_class WHERE oid IN ('{self._quoted}.entries'::regclass, "
+                    f"'{self._quoted}.files'::regclass)"
+                ).scalar_one()
+                if not owned:
+                    logger.warning(
+                        "cannot scrub the postgres index in %s: role does not own %s",
+                        self.url,
+                        tables,
+                    )
+                    return False
+                conn.exec_driver_sql(f"SET lock_timeout = '{self._lock_timeout}'")
+                try:
+                    conn.exec_driver_sql(f"VACUUM (FULL) {tables}")
+                finally:
+                    conn.exec_driver_sql("RESET lock_timeout")
+            self._frequencies.forget()
+            return True
+
+        return self._guarded(work, "scrubbing the index")
+
     # searching ------------------------------------------------------------------------------
 
     def search(

@@ -90,6 +90,15 @@ class PostgresIndexOptions(RankingOptions):
         gt=0,
         description="Seconds a write waits for another replica writing the same file.",
     )
+    scrub_on_forget: bool = Field(
+        True,
+        description=(
+            "When a fact is forgotten, rewrite the entries table (VACUUM FULL) so its text "
+            "leaves the table's files; every workspace's searches wait for the rewrite. "
+            "Off: the rows are gone from searches at once, their bytes stay in free space "
+            "until PostgreSQL reuses it."
+        ),
+    )
     application_name: str = Field(
         "harnessmem",
         max_length=63,

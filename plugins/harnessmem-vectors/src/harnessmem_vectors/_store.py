@@ -303,6 +303,19 @@ class VectorStore:
                 self._db.execute("ROLLBACK")
                 raise
 
+    def scrub(self) -> bool:
+        """Rewrite the file so removed entries leave its bytes: their cached vectors are
+        dropped (:meth:`prune`), ``VACUUM`` with secure delete on rebuilds every page from
+        the live rows, and a ``TRUNCATE`` checkpoint empties the WAL. False when another
+        connection kept the WAL from being emptied."""
+        with self.lock:
+            self.prune()
+            self._generation += 1
+            self._db.execute("PRAGMA secure_delete = ON")
+            self._db.execute("VACUUM")
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
+
     def prune(self) -> int:
         """Drop cached vectors no entry uses any more; how many."""
         with self.lock:

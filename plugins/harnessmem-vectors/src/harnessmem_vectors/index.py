@@ -226,6 +226,12 @@ class VectorIndex(IndexBackend):
         self.text.clear()
         self.store.remove(self.workspace_id)
 
+    def scrub(self) -> bool:
+        """Scrub both files (``forget`` calls it): the full-text half as the sqlite backend
+        does, the vector file by dropping unused vectors and rewriting its pages."""
+        text = self.text.scrub()
+        return self.store.scrub() and text
+
     # searching ------------------------------------------------------------------------------
 
     def search(
