@@ -85,6 +85,16 @@ class TestVectorIndexWithLocalEmbedder(IndexBackendSuite):
         backend.close()
 
 
+def _harness(tmp_path: Path, server: FakeOpenAIServer) -> MemoryHarness:
+    """A harness on the vectors index with the API embedder, no upkeep, no plugins."""
+    return MemoryHarness.open(
+        tmp_path / "ws",
+        index={"backend": "vectors", "options": api_options(server)},
+        maintenance={"enabled": False},
+        plugins={"autoload": False},
+    )
+
+
 def _entries(path: str, *texts: str) -> list[IndexEntry]:
     return [IndexEntry(path, n + 1, n + 1, f"- {t}") for n, t in enumerate(texts)]
 
@@ -354,12 +364,7 @@ def test_small_sources_and_common_share_1_keep_every_query_word(tmp_path: Path) 
 
 def test_forget_scrubs_the_vector_file_too(tmp_path: Path, server: FakeOpenAIServer) -> None:
     secret = "walrus-7731-quartz"
-    with MemoryHarness.open(
-        tmp_path / "ws",
-        index={"backend": "vectors", "options": api_options(server)},
-        maintenance={"enabled": False},
-        plugins={"autoload": False},
-    ) as harness:
+    with _harness(tmp_path, server) as harness:
         harness.workspace.write_text(
             "MEMORY.md", f"# Memory\n\n- The vault code is {secret}.\n- The sky is blue.\n"
         )
@@ -386,3 +391,97 @@ def test_forget_scrubs_the_vector_file_too(tmp_path: Path, server: FakeOpenAISer
             "the forgotten entry's vector is dropped from the cache"
         )
         assert [hit.content for hit in harness.search("sky blue")] == ["- The sky is blue."]
+
+
+# --- an embedder that fails ---------------------------------------------------------------
+
+
+class _Flaky:
+    """Stands in for an embedder's ``embed``: fails as the API embedder does (a
+    HarnessMemError naming the model) while ``down``, else calls the real one."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.down = False
+        self.calls = 0
+
+    def __call__(self, texts: list[str]) -> Any:
+        from harnessmem.errors import HarnessMemError
+
+        self.calls += 1
+        if self.down:
+            raise HarnessMemError("embedding 1 texts with openai/x failed: connection refused")
+        return self.real(texts)
+
+
+def _flaky(index: VectorIndex) -> _Flaky:
+    flaky = _Flaky(index.embedder.embed)
+    index.embedder.embed = flaky  # type: ignore[method-assign]
+    return flaky
+
+
+def test_an_embedder_outage_fails_no_sync_and_no_search(
+    tmp_path: Path, server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [1000.0]
+    index = VectorIndex.create(
+        api_options(server, retry_after=30), index_path=tmp_path / "i.db", clock=lambda: now[0]
+    )
+    try:
+        flaky = _flaky(index)
+        path = "memory/a.md"
+        index.sync_file(path, "h1", _entries(path, "the walrus naps on ice"))
+        flaky.down = True
+        with caplog.at_level("WARNING", logger="harnessmem.index"):
+            index.sync_file(path, "h2", _entries(path, "the walrus naps on ice", "gulls"))
+            calls = flaky.calls
+            for _ in range(3):  # the full text alone, and the embedder is not asked again
+                assert [h.content for h in index.search("gulls")] == ["- gulls"]
+            assert flaky.calls == calls
+        outage = [r for r in caplog.records if "could not embed" in r.getMessage()]
+        assert len(outage) == 1, "one warning per outage"
+        assert path not in index.files(), "a rebuild would hand it again"
+
+        now[0] += 31
+        flaky.down = False
+        # The first search after the pause embeds what waited, then ranks with it.
+        assert [h.content for h in index.search("gulls")] == ["- gulls"]
+        assert index.files()[path].content_hash == "h2"
+        assert index.store.counts(index.workspace_id)[0] == 2
+    finally:
+        index.close()
+
+
+def test_a_query_that_cannot_be_embedded_is_searched_by_full_text(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    for ranking in ("hybrid", "dense"):
+        index = VectorIndex.create(
+            api_options(server, ranking=ranking), index_path=tmp_path / f"{ranking}.db"
+        )
+        try:
+            path = "memory/a.md"
+            index.sync_file(path, "h", _entries(path, "the walrus naps", "a gull screams"))
+            _flaky(index).down = True
+            assert [h.content for h in index.search("walrus")] == ["- the walrus naps"]
+        finally:
+            index.close()
+
+
+def test_an_outage_through_the_harness_keeps_search_and_save_working(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    with _harness(tmp_path, server) as harness:
+        harness.workspace.write_text("MEMORY.md", "# Memory\n\n- The walrus sleeps on ice.\n")
+        assert harness.search("walrus")
+        index = harness.index
+        assert isinstance(index, VectorIndex)
+        _flaky(index).down = True
+        harness.workspace.write_text(
+            "MEMORY.md", "# Memory\n\n- The walrus sleeps on ice.\n- The gull screams.\n"
+        )
+        assert [h.content for h in harness.search("gull")] == ["- The gull screams."]
+        saved = harness.save("- The seal swims.")
+        assert saved.saved
+        assert not saved.warnings, "the reindex after the write did not fail"
+        assert [h.content for h in harness.search("seal")] == ["- The seal swims."]

@@ -25,7 +25,9 @@ the vectors; :meth:`VectorIndex.scoped` shares both files' connections.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -44,7 +46,7 @@ from harnessmem.backends.base import (
     dated_within,
 )
 from harnessmem.backends.sqlite import SQLiteIndex, SQLiteIndexOptions
-from harnessmem.errors import ConfigError
+from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem_vectors._store import WORD, Matrix, VectorStore
 from harnessmem_vectors.embedders import Embedder, build_embedder
 from harnessmem_vectors.options import VectorIndexOptions
@@ -100,6 +102,40 @@ def _fused(
     return [_scored(hits[order[n]], float(fused[n])) for n in ranked]
 
 
+class Outage:
+    """The embedder's failures, shared by the instances of every workspace on one file.
+
+    After a failure the embedder is left alone for ``pause`` seconds (``clock`` tells the
+    time): searches rank by full text alone and the files synced meanwhile wait, in
+    ``pending``, for their vectors, embedded at the first sync or search after the pause.
+    """
+
+    def __init__(self, pause: float, clock: Callable[[], float]) -> None:
+        self.pause = pause
+        self.clock = clock
+        self.until = float("-inf")
+        self.pending: dict[tuple[str, str], FileUpdate] = {}
+        self.lock = threading.Lock()
+
+    def down(self) -> bool:
+        """Whether the embedder failed less than ``pause`` seconds ago."""
+        return self.clock() < self.until
+
+    def failed(self, exc: BaseException, doing: str) -> None:
+        """Note a failure (``doing``: what it was embedding); the first one of an outage logs."""
+        with self.lock:
+            first = not self.down()
+            self.until = self.clock() + self.pause
+        if first:
+            logger.warning(
+                "the vectors index could not embed %s (%s); searching by full text alone, "
+                "trying again in %.0f s",
+                doing,
+                exc,
+                self.pause,
+            )
+
+
 def vector_path(index_path: Path) -> Path:
     """The vector file beside a full-text index file (``x.db`` -> ``x.vectors.db``)."""
     return index_path.with_name(f"{index_path.stem}.vectors{index_path.suffix or '.db'}")
@@ -120,10 +156,12 @@ class VectorIndex(IndexBackend):
         self.text: SQLiteIndex
         self.store: VectorStore
         self.embedder: Embedder
+        self.outage: Outage
         if shared is not None:
-            self.text, self.store, self.embedder = shared
+            self.text, self.store, self.embedder, self.outage = shared
             self._owner = False
             return
+        self.outage = Outage(options.retry_after, context.get("clock") or time.monotonic)
         raw_path = context.get("index_path")
         if raw_path is None:
             raise ConfigError(
@@ -169,7 +207,8 @@ class VectorIndex(IndexBackend):
         """Another workspace's instance on the same two files."""
         text = self.text.scoped(workspace_id, **context)
         merged = {**self.context, **context, "workspace_id": text.workspace_id}
-        return type(self)(self.opts, _shared=(text, self.store, self.embedder), **merged)
+        shared = (text, self.store, self.embedder, self.outage)
+        return type(self)(self.opts, _shared=shared, **merged)
 
     # writing --------------------------------------------------------------------------------
 
@@ -195,34 +234,66 @@ class VectorIndex(IndexBackend):
         return self.sync_files([FileUpdate(path, content_hash, entries, source, change_token)])[0]
 
     def sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+        """The text half first, then the vectors of the files whose hash changed.
+
+        An embedder that fails (an API down) fails no sync: the text is written, the
+        file waits in :class:`Outage` for its vectors (and ``files()`` leaves it out, so a
+        rebuild hands it again too).
+        """
         batch = list(updates)
         changed = self.text.sync_files(batch)
         embedded = self.store.current(self.workspace_id, self._identity)
-        for position, update in enumerate(batch):
-            if update.source not in self.opts.embed_sources:
-                continue
-            if embedded.get(update.path) == update.content_hash:
-                continue
-            self.store.write_file(
-                self.workspace_id,
-                update.path,
-                update.source,
-                update.content_hash,
-                update.entries,
-                self._identity,
-                self.embedder.embed,
-                self.opts.dense_context,
-            )
-            embedded[update.path] = update.content_hash
+        waiting = [
+            (position, update)
+            for position, update in enumerate(batch)
+            if update.source in self.opts.embed_sources
+            and embedded.get(update.path) != update.content_hash
+        ]
+        for position, _ in waiting:
             changed[position] = True
+        self._embed_files([update for _, update in waiting])
         return changed
 
+    def _embed_files(self, updates: list[FileUpdate]) -> None:
+        """Embed ``updates`` and the files still waiting, unless the embedder is paused."""
+        outage = self.outage
+        with outage.lock:
+            for update in updates:
+                outage.pending[(self.workspace_id, update.path)] = update
+            mine = [u for (ws, _), u in outage.pending.items() if ws == self.workspace_id]
+        if not mine or outage.down():
+            return
+        for update in mine:
+            try:
+                self.store.write_file(
+                    self.workspace_id,
+                    update.path,
+                    update.source,
+                    update.content_hash,
+                    update.entries,
+                    self._identity,
+                    self.embedder.embed,
+                    self.opts.dense_context,
+                )
+            except HarnessMemError as exc:
+                outage.failed(exc, f"{update.path}'s entries")
+                return
+            with outage.lock:
+                key = (self.workspace_id, update.path)
+                if outage.pending.get(key) is update:
+                    del outage.pending[key]
+
     def remove(self, path: str) -> bool:
+        with self.outage.lock:
+            self.outage.pending.pop((self.workspace_id, path), None)
         removed = self.text.remove(path)
         self.store.remove(self.workspace_id, path)
         return removed
 
     def clear(self) -> None:
+        with self.outage.lock:
+            for key in [k for k in self.outage.pending if k[0] == self.workspace_id]:
+                del self.outage.pending[key]
         self.text.clear()
         self.store.remove(self.workspace_id)
 
@@ -252,10 +323,14 @@ class VectorIndex(IndexBackend):
         since, until = check_dates(since, until)
         opts = self.opts
         dense = mode == "any" and source in opts.embed_sources and opts.ranking != "text"
-        if not dense:
+        if dense:
+            self._embed_files([])  # the files an outage left without vectors, if it is over
+            dense = not self.outage.down()
+
+        def text_search(count: int) -> list[SearchHit]:
             return self.text.search(
                 query,
-                limit,
+                count,
                 source=source,
                 mode=mode,
                 path_prefix=path_prefix,
@@ -263,21 +338,13 @@ class VectorIndex(IndexBackend):
                 since=since,
                 until=until,
             )
-        text_hits = (
-            []
-            if opts.ranking == "dense"
-            else self.text.search(
-                query,
-                max(limit, opts.text_pool),
-                source=source,
-                mode=mode,
-                path_prefix=path_prefix,
-                timeout=timeout,
-                since=since,
-                until=until,
-            )
-        )
+
+        if not dense:
+            return text_search(limit)
+        text_hits = [] if opts.ranking == "dense" else text_search(max(limit, opts.text_pool))
         near = self._dense(query, source, path_prefix, text_hits, limit, (since, until))
+        if near is None:  # the embedder failed: the full text alone
+            return text_hits[:limit] if opts.ranking != "dense" else text_search(limit)
         if opts.ranking == "dense":
             return [_scored(hit, similarity) for hit, similarity in near[:limit]]
         return _fused(text_hits, near, opts.dense_weight)[:limit]
@@ -290,17 +357,21 @@ class VectorIndex(IndexBackend):
         text_hits: list[SearchHit],
         limit: int,
         dates: tuple[str | None, str | None],
-    ) -> list[tuple[SearchHit, float]]:
+    ) -> list[tuple[SearchHit, float]] | None:
         """The dense ranking: the text pool by cosine to ``query``, with the nearest other
-        entries that reach ``min_similarity`` (at most ``dense_candidates``), best first.
+        entries that reach ``min_similarity`` (at most ``dense_candidates``), best first;
+        None when the query could not be embedded.
         (With ``ranking = "dense"`` the text pool is empty: every entry needs the bar.)
         """
         matrix = self.store.matrix(self.workspace_id, source, self._identity)
         if matrix is None:
             return []
-        vector = np.asarray(
-            self.embedder.embed([self._query_text(query, matrix)]), dtype=np.float32
-        )[0]
+        try:
+            embedded = self.embedder.embed([self._query_text(query, matrix)])
+        except HarnessMemError as exc:
+            self.outage.failed(exc, "the query")
+            return None
+        vector = np.asarray(embedded, dtype=np.float32)[0]
         if vector.shape[0] != matrix.vectors.shape[1]:
             logger.warning("the vectors index holds vectors of another size; reindex it")
             return []

@@ -94,6 +94,14 @@ class VectorIndexOptions(SQLiteIndexOptions):
         description="Entries before each one (in its file) embedded with it: a turn's "
         "vector then also holds the turn it answers.",
     )
+    retry_after: float = Field(
+        30.0,
+        gt=0,
+        le=86_400,
+        description="Seconds the embedder is left alone after it failed (an API down): "
+        "searches rank by full text alone meanwhile, and files synced wait for their "
+        "vectors until the first sync or search after.",
+    )
     vector_path: str | None = Field(
         None,
         description="The vector file (default: beside the index file, "
