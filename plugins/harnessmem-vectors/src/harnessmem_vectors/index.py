@@ -74,6 +74,11 @@ def _z(values: Any) -> Any:
     return (values - values.mean()) / spread if spread > 1e-4 else np.zeros_like(values)
 
 
+def _place(hit: SearchHit) -> tuple[str, int, int]:
+    """A hit's place, the key of its entry in both halves (and of ``Matrix.rows``)."""
+    return (hit.path, hit.start_line, hit.end_line)
+
+
 def _fused(
     text_hits: list[SearchHit], near: list[tuple[SearchHit, float]], weight: float
 ) -> list[SearchHit]:
@@ -82,17 +87,13 @@ def _fused(
     An entry only the dense side found has the text side's lowest score; one without a
     vector (not embedded yet) the candidates' mean cosine.
     """
-
-    def key(hit: SearchHit) -> tuple[str, int, int]:
-        return (hit.path, hit.start_line, hit.end_line)
-
-    hits = {key(hit): hit for hit, _ in near}
-    hits.update((key(hit), hit) for hit in text_hits)
+    hits = {_place(hit): hit for hit, _ in near}
+    hits.update((_place(hit), hit) for hit in text_hits)
     if not hits:
         return []
     order = list(hits)
-    text = {key(hit): hit.score for hit in text_hits}
-    cosine = {key(hit): similarity for hit, similarity in near}
+    text = {_place(hit): hit.score for hit in text_hits}
+    cosine = {_place(hit): similarity for hit, similarity in near}
     lowest = min(text.values(), default=0.0)
     mean = sum(cosine.values()) / len(cosine) if cosine else 0.0
     fused = _z(np.array([text.get(k, lowest) for k in order], dtype=np.float64)) + weight * _z(
@@ -324,7 +325,8 @@ class VectorIndex(IndexBackend):
         opts = self.opts
         dense = mode == "any" and source in opts.embed_sources and opts.ranking != "text"
         if dense:
-            self._embed_files([])  # the files an outage left without vectors, if it is over
+            if self.outage.pending:  # files an outage left without vectors, if it is over
+                self._embed_files([])
             dense = not self.outage.down()
 
         def text_search(count: int) -> list[SearchHit]:
@@ -383,7 +385,7 @@ class VectorIndex(IndexBackend):
             similarity = np.where(keep, similarity, -np.inf)
         found: dict[int, SearchHit | None] = {}
         for hit in text_hits:
-            row = matrix.rows.get((hit.path, hit.start_line, hit.end_line))
+            row = matrix.rows.get(_place(hit))
             if row is not None:
                 found[row] = hit
         extra = max(self.opts.dense_candidates, limit if not text_hits else 0)

