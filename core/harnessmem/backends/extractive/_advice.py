@@ -17,14 +17,13 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from harnessmem.backends.extractive._person import second_to_third
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
     STOPWORDS,
     is_question,
     normalise,
     stem,
-    third_person_verb,
-    word_set,
     words,
 )
 
@@ -184,60 +183,6 @@ def _gerund(verb: str) -> str:
     if len(lower) <= 4 and _GERUND_DOUBLE.match(lower) and lower not in {"visit", "open"}:
         return verb + verb[-1] + "ing"
     return verb + "ing"
-
-
-_AUXILIARY_YOU = re.compile(
-    r"\byou(?:'re| are)\b|\byou(?:'ve| have)\b|\byou haven't\b|\byou don't\b|\byou do\b|"
-    r"\byou (can|could|will|would|might|may|should|must|can't|won't)\b|\byou (\w+)\b|"
-    r"\byourself\b|\byours\b|\byour\b|\byou\b",
-    re.I,
-)
-
-
-# Words after "you" that are not its verb ("for you to try", "you all").
-_NOT_VERB_AFTER_YOU = word_set(
-    "to and or all too as a an the some more with for in on at of if that this these"
-)
-
-
-# "help you memorize", "let you know": the verb after these stays bare.
-_BARE_AFTER = word_set("help helps let lets make makes see watch allow allows")
-
-
-def second_to_third(text: str, listener: str) -> str:
-    """``text`` with the listener's second person said in the third: "if you like action
-    movies" -> "if the user likes action movies", "your friend" -> "the user's friend"."""
-    possessive = f"{listener}'" if listener.endswith("s") else f"{listener}'s"
-
-    def swap(match: re.Match[str]) -> str:
-        said = match.group(0).lower()
-        if said in {"you're", "you are"}:
-            return f"{listener} is"
-        if said in {"you've", "you have"}:
-            return f"{listener} has"
-        if said == "you haven't":
-            return f"{listener} hasn't"
-        if said == "you don't":
-            return f"{listener} doesn't"
-        if said == "you do":
-            return f"{listener} does"
-        if match.group(1):
-            return f"{listener} {match.group(1)}"
-        if match.group(2):
-            following = match.group(2)
-            before = match.string[: match.start()].split()[-1:]
-            if following.lower() in _NOT_VERB_AFTER_YOU or (
-                before and before[0].lower() in _BARE_AFTER
-            ):
-                return f"{listener} {following}"
-            return f"{listener} {third_person_verb(following)}"
-        if said == "yourself":
-            return "themself"
-        if said in {"your", "yours"}:
-            return possessive
-        return listener
-
-    return _AUXILIARY_YOU.sub(swap, text)
 
 
 def _trim(thing: str) -> str:
