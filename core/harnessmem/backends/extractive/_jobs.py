@@ -392,10 +392,15 @@ _LABELLED_AMOUNT = re.compile(
 )
 
 
+# A label before what the assistant reports: "Note: your refund ...", "Update: ...".
+_NOTE = re.compile(r"^(?:note|update|fyi|important|done|confirmed|success)\s*:\s*(?=\S)", re.I)
+
+
 def _assistant_candidate(sentence: str, subject: str, listener: str, position: int) -> Fact | None:
     """From the assistant's side, only what was decided, done or found counts (the
     concrete things it recommended are read before, by :mod:`._advice`). Its "you" is the
     user: "Your reservation ID is HATHAT" -> "The user's reservation ID is HATHAT"."""
+    sentence = _NOTE.sub("", sentence)
     outcome = is_outcome(sentence)
     if not outcome and (is_instruction(sentence) or is_narration(sentence)):
         return None

@@ -168,11 +168,12 @@ _PERSON = re.compile(
 )
 # The "we" of a speaker named in a group chat: "Melanie and others", or "they" once the fact
 # has named them.
-_WE = re.compile(
-    r"\b(?P<we>[Ww]e)(?:'(?P<contraction>re|ve|ll|d)|\s+(?P<be>are|were|have|had))?\b"
+_WE = (
+    r"|\b(?P<we>[Ww]e)(?:'(?P<we_contraction>re|ve|ll|d)|\s+(?P<we_be>are|were|have|had))?\b"
     r"|\b(?P<ourselves>[Oo]urselves)\b|\b(?P<ours>[Oo]urs)\b|\b(?P<our>[Oo]ur)\b"
     r"|\b(?P<us>us)\b"
 )
+_PERSON_AND_WE = re.compile(_PERSON.pattern + _WE)
 # "I'm having issues and need to ...": a second verb of the same "I" (no comma between).
 _COORDINATED = re.compile(
     r"(\bI\b(?:'m|'ve)?[^,.;:!?]*?\band\s+)(need|want|have|hope|plan|love|like|enjoy|prefer|"
@@ -251,6 +252,8 @@ def rewrite_person(
             kind = "you_modal"
         elif match.group("you_verb") is not None:
             kind = "you_verb"
+        if kind in _WE_KINDS and me is not None:
+            return _we(match, me)
         person = me if kind in _FIRST_KINDS else you
         if person is None:
             return said
@@ -312,49 +315,35 @@ def rewrite_person(
             return person.object()
         return person.subject()
 
-    text = _PERSON.sub(swap, text)
-    if group and me is not None:
-        text = _rewrite_we(text, me)
-    return text
+    return (_PERSON_AND_WE if group and me else _PERSON).sub(swap, text)
 
 
+_WE_KINDS: Final = frozenset({"we", "we_contraction", "we_be", "ourselves", "ours", "our", "us"})
 _FIRST_KINDS: Final = frozenset(
     {"my_and_i", "i_contracted", "i_verb", "myself", "mine", "my", "me", "i"}
 )
 
 
-def _rewrite_we(text: str, person: _Person) -> str:
-    """A named speaker's "we", "our", "us": "<name> and others", "their", "them"."""
-    state = {"we": False}
-
-    def swap(match: re.Match[str]) -> str:
-        if match.group("we") is not None:
-            # Once the fact has named the speaker, their "we" is "they".
-            named = state["we"] or person.named
-            subject = "they" if named else f"{person.name} and others"
-            state["we"] = True
-            person.named = True
-            contraction = match.group("contraction")
-            if contraction:
-                verb = {"re": "are", "ve": "have", "ll": "will", "d": "would"}[contraction]
-                return f"{subject} {verb}"
-            be = match.group("be")
-            return f"{subject} {be}" if be else subject
-        if match.group("ourselves") is not None:
-            return "themselves"
-        if match.group("ours") is not None:
-            return "theirs" if state["we"] or person.named else _possessive(person.name)
-        if match.group("our") is not None:
-            if state["we"] or person.named:
-                return "their"
-            person.named = True
-            return _possessive(person.name)
-        if state["we"] or person.named:
-            return "them"
-        state["we"] = True
-        return f"{person.name} and others"
-
-    return _WE.sub(swap, text)
+def _we(match: re.Match[str], person: _Person) -> str:
+    """A named speaker's "we", "our", "us": "<name> and others" (or "they" once the fact
+    has named them), "their", "them"."""
+    found = match.groupdict()
+    named = person.named
+    person.named = True
+    if found["we"] is not None:
+        subject = "they" if named else f"{person.name} and others"
+        contraction = found["we_contraction"]
+        if contraction:
+            verb = {"re": "are", "ve": "have", "ll": "will", "d": "would"}[contraction]
+            return f"{subject} {verb}"
+        return f"{subject} {found['we_be']}" if found["we_be"] else subject
+    if found["ourselves"] is not None:
+        return "themselves"
+    if found["ours"] is not None:
+        return "theirs" if named else _possessive(person.name)
+    if found["our"] is not None:
+        return "their" if named else _possessive(person.name)
+    return "them" if named else f"{person.name} and others"
 
 
 def third_person(sentence: str, subject: str, *, group: bool = False) -> str:
