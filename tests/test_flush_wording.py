@@ -81,6 +81,29 @@ WRITTEN = [
         user("I want to use my certificates first, then I will use my 7447 card."),
         "The user wants to use their certificates first, then the user will use their 7447 card.",
     ),
+    # A participle at the start is no subject-less sentence; a gerund subject is not the
+    # speaker's doing.
+    (
+        user("Speaking of which, I went for a run yesterday and got lost."),
+        "Speaking of which, the user went for a run yesterday and got lost.",
+    ),
+    (
+        user("Losing my job gave me the push to start my own studio.", "Jon"),
+        "Losing Jon's job gave him the push to start his own studio.",
+    ),
+    # A second verb of the same subject, and a hyphenated one.
+    (
+        user("I'm having issues with money and need to downgrade my flights."),
+        "The user is having issues with money and needs to downgrade their flights.",
+    ),
+    (
+        user("I need to cancel the trip to Oslo and get a refund."),
+        "The user needs to cancel the trip to Oslo and get a refund.",
+    ),
+    (
+        user("I color-code my notes so I can track my progress.", "Jon"),
+        "Jon color-codes his notes so he can track his progress.",
+    ),
     # A named speaker's "we" of a group chat.
     (
         user("We're flying to Crete for our anniversary in June.", "Emma"),
@@ -128,6 +151,7 @@ SMALL_TALK = [
     "Wishing you the best with the move!",
     "I'd love to go hiking together again sometime.",
     "Thanks so much, have a great weekend!",
+    "It's been a long time since we chatted, my friend.",
 ]
 
 

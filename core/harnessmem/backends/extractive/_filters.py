@@ -79,7 +79,9 @@ _VAGUE_PLAN = re.compile(
 _WISH = re.compile(
     r"^(?:(?:I|we)\s+)?(?:hope|wish(?:ing)?)\s+(?:you|your|u)\b|^(?:good|best of) luck\b|"
     r"^fingers crossed\b|^(?:have|enjoy)\s+(?:a|an|the|your)\b.*\b(?:time|day|weekend|"
-    r"trip|evening|night|fun|holiday|vacation)\b|^take care\b|^happy \w*day\b|^cheers\b",
+    r"trip|evening|night|fun|holiday|vacation)\b|^take care\b|^happy \w*day\b|^cheers\b|"
+    r"^(?:it's|it has|it is) been (?:a (?:long )?(?:time|while)|ages|forever)(?: since we\b[^,;]*)?"
+    r"[.!]*$|^long time no (?:see|talk|chat)\b",
     re.I,
 )
 # What makes a plan more than talk: a number, a day, a time, a named thing.

@@ -100,7 +100,9 @@ _HEDGE = re.compile(
 _OPENER = re.compile(
     r"^(?:(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
     r"anyways|haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah|"
-    r"alright|of course|actually|honestly|for example|for instance|note(?: however)? that)"
+    r"alright|of course|actually|honestly|for example|for instance|note(?: however)? that|"
+    r"woah|whoa|hmm+|sure thing|got it|gotcha|understood|noted|you're right|you are right|"
+    r"true|indeed|exactly)"
     r"(?:\s+(?-i:(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day)[A-Z][a-z]+)\s*[,!.]+|\s*[,!.]*)"
     r"|no\s*,)\s+)+",
     re.I,
@@ -493,13 +495,28 @@ def _candidate(
     return Fact(sentence_case(identifier_user(text)), kind, score + _specificity(core), position)
 
 
+_VOCATIVE_END = re.compile(
+    r",\s*(?:my\s+)?(?:dear\s+|ai\s+)?(?:companion|friend|buddy|pal|mate)\s*(?P<stop>[.!?]*)$",
+    re.I,
+)
+
+
 def _vocative(sentence: str, names: frozenset[str]) -> str:
     """``sentence`` without the listener named at its start ("Companion, ...", "Jon, ...")."""
     found = _VOCATIVE.match(sentence)
     if found:
         return sentence[found.end() :]
     head, comma, rest = sentence.partition(", ")
-    return rest if comma and head in names and rest else sentence
+    if comma and head in names and rest:
+        return rest
+    end = _VOCATIVE_END.search(sentence)
+    if end:
+        return sentence[: end.start()] + end.group("stop")
+    # At the end too: "I won't give up, Gina."
+    end = re.search(r",\s*(?P<name>[A-Z][a-z]+)\s*(?P<stop>[.!?]*)$", sentence)
+    if end and end.group("name") in names:
+        return sentence[: end.start()] + end.group("stop")
+    return sentence
 
 
 _SUBJECT_TERMS: Final = frozenset({"user", "assistant"})

@@ -152,7 +152,7 @@ _PERSON = re.compile(
     # The speaker's first person.
     r"\b(?P<my_and_i>[Mm]y\s+(?P<group>[\w-]+(?:\s+[\w-]+)?)\s+and\s+I)\b(?!')"
     r"|\b(?P<i_contracted>I)'(?P<contraction>m|ve|ll|d)\b(?=\s+(?P<after_contraction>\w+))?"
-    rf"|\b(?P<i_verb>[Ii])\s+(?P<i_adverb>(?:{_ADVERB}\s+)*)(?P<i_following>[\w']+)"
+    rf"|\b(?P<i_verb>[Ii])\s+(?P<i_adverb>(?:{_ADVERB}\s+)*)(?P<i_following>[\w']+(?:-[\w']+)*)"
     r"|\b(?P<myself>[Mm]yself)\b|\b(?P<mine>[Mm]ine)\b|\b(?P<my>[Mm]y)\b"
     r"|(?<!')\b(?P<me>me)\b(?!-)|\b(?P<i>I)\b"
     # The listener's second person.
@@ -176,7 +176,9 @@ _WE = (
 _PERSON_AND_WE = re.compile(_PERSON.pattern + _WE)
 # "I'm having issues and need to ...": a second verb of the same "I" (no comma between).
 _COORDINATED = re.compile(
-    r"(\bI\b(?:'m|'ve)?[^,.;:!?]*?\band\s+)(need|want|have|hope|plan|love|like|enjoy|prefer|"
+    r"(\bI\b(?:'m|'ve)?(?:(?!\b(?:to|can|could|will|would|should|might|must|may|can't|won't|"
+    r"couldn't|wouldn't|shouldn't|let)\b)[^,.;:!?])*?\band\s+)(need|want|have|hope|plan|love|"
+    r"like|enjoy|prefer|don't|"
     r"try|feel|think|know|wish|miss|go|get|make|spend|work|live)\b(?!\s+(?:I|we|you)\b)"
 )
 _SLANG = (
@@ -207,7 +209,10 @@ def _verb(speaker: _Person, adverbs: str, following: str) -> str:
     lower = following.lower()
     if lower in _NOT_VERB or lower in _PRONOUN_WORDS or lower in {"but", "too", "so", "myself"}:
         return f"{speaker.subject()} {adverbs}{following}"
-    if lower in _NEGATED:
+    if "-" in lower:  # "color-code" -> "color-codes"
+        head, _, last = following.rpartition("-")
+        verb = f"{head}-{third_person_verb(last)}"
+    elif lower in _NEGATED:
         verb = _NEGATED[lower]
     elif lower.endswith("n't") or "'" in lower:
         verb = following
@@ -233,7 +238,9 @@ def rewrite_person(
     for pattern, replacement in _SLANG:
         text = pattern.sub(replacement, text)
     if speaker:
-        text = _COORDINATED.sub(lambda m: f"{m.group(1)}{third_person_verb(m.group(2))}", text)
+        text = _COORDINATED.sub(
+            lambda m: m.group(1) + _NEGATED.get(m.group(2), third_person_verb(m.group(2))), text
+        )
     me = _Person(speaker, pronouns_of(speaker)) if speaker else None
     you = _Person(listener, pronouns_of(listener)) if listener else None
 
@@ -379,20 +386,22 @@ _ING_NOUNS: Final = word_set(
     """
     nothing something anything everything thing morning evening wedding building ceiling
     clothing during king ring spring string wing sibling pudding darling feeling feelings
-    according including regarding considering loving liking hoping wishing missing
+    according including regarding considering loving liking hoping wishing missing speaking
+    talking
     """
 )
 _FINITE: Final = word_set(
     """
     is are was were 's has have had can could will would should may might must does do did
     makes made helps keeps gives feels seems looks sounds means takes brings reminds lets gets
-    got became becomes
+    got became becomes enables allows costs requires needs teaches shows calms relaxes inspires
+    motivates matters works pays
     """
 )
 _LEAD_ADVERB = re.compile(
     r"^(?P<adverb>(?:just|finally|also|recently|really|totally|definitely|still|already|"
     r"actually|currently|literally|kinda|honestly)\s+)?(?P<word>[A-Za-z][a-z']*)\b(?P<rest>.*)$",
-    re.S,
+    re.S | re.I,
 )
 _SLANG_START = {"gonna": "I'm going to", "wanna": "I want to", "gotta": "I have to"}
 
@@ -428,11 +437,31 @@ def with_subject(sentence: str) -> str:
         len(lower) >= 6
         and lower.endswith("ing")
         and lower not in _ING_NOUNS
-        and not any(w.lower() in _FINITE for w in re.findall(r"[\w']+", _first_clause(rest)))
+        and not _has_verb(_first_clause(rest))
         and not re.match(r"\w+'s\b", word)
     ):
         return f"I'm {adverb}{lower}{rest}"
     return sentence
+
+
+_IS_CONTRACTED = re.compile(
+    r"\w's\s+(?:been|got|gotten|not|so|really|just|always|never|also|still|a|an|the|my|our|"
+    r"such|what|how|why|where|like|gonna|going)\b",
+    re.I,
+)
+
+
+def _has_verb(clause: str) -> bool:
+    """Whether a clause has a finite verb ("Losing my job gave me the push"): then the
+    words in -ing before it are its subject, not the speaker's doing."""
+    if _IS_CONTRACTED.search(clause) or re.search(r"\b(?:me|myself)\b", clause, re.I):
+        return True  # "Cooking helps me relax": the speaker is the object
+    for word in re.findall(r"[\w']+", clause.lower()):
+        if word in _FINITE or word.endswith("n't") or word in PAST_FORMS:
+            return True
+        if len(word) >= 5 and word.endswith("ed") and not word.endswith("eed"):
+            return True
+    return False
 
 
 def _first_clause(text: str) -> str:

@@ -265,6 +265,7 @@ PAST_FORMS: Final = word_set(
     wrote read kept heard sent spent built lost won ate drove flew grew knew paid said sat stood
     taught understood wore chose fell forgot held led meant put set cut let hit quit brought
     caught did was were became drew sang swam threw woke rode broke spoke stole sold slept
+    hurt cost spread shut beat bet burst split
     """
 )
 
