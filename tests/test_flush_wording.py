@@ -104,6 +104,19 @@ WRITTEN = [
         user("I color-code my notes so I can track my progress.", "Jon"),
         "Jon color-codes his notes so he can track his progress.",
     ),
+    # The speaker's own name, once said, is theirs.
+    (
+        user("I'm Maya, I maintain the tidewater service with Jonas."),
+        "The user is Maya, Maya maintains the tidewater service with Jonas.",
+    ),
+    (
+        user("Please remember that we target Python 3.11 and that we use uv for everything."),
+        "We target Python 3.11 and we use uv for everything.",
+    ),
+    (
+        user("Now the release: we ship v0.9.0 on Thursday at 14:00 CET."),
+        "We ship v0.9.0 on Thursday at 14:00 CET.",
+    ),
     # A named speaker's "we" of a group chat.
     (
         user("We're flying to Crete for our anniversary in June.", "Emma"),

@@ -72,7 +72,7 @@ _PREFERENCE = re.compile(
 # An explicit request, said as an imperative: "Please remember that ...", "Note: ...",
 # "Can you keep in mind ..."; not "I don't remember ..." nor "I remember when ...".
 _REMEMBER = re.compile(
-    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way)[,\s]+)*"
+    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way|one more thing)[,\s]+)*"
     r"(?:(?:can|could|will|would) you\s+)?(?:please\s+)?"
     r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note(?=\s*:)|"
     r"keep in mind|for future reference|for the record|save (?:this|that))\b[,:]?\s*"
@@ -106,6 +106,10 @@ _OPENER = re.compile(
     r"(?:\s+(?-i:(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day)[A-Z][a-z]+)\s*[,!.]+|\s*[,!.]*)"
     r"|no\s*,)\s+)+",
     re.I,
+)
+# A topic announced before the sentence: "Now the release: we ship v0.9.0 on Thursday".
+_TOPIC = re.compile(
+    r"^now,?\s+(?:(?:for|about|on)\s+)?(?:the|our|my)\s+[\w .-]{1,30}?:\s+(?=[a-z])", re.I
 )
 # Who is spoken to, at the start: "Companion, today I ...", "Jon, I ...".
 _VOCATIVE = re.compile(
@@ -417,8 +421,7 @@ def _assistant_candidate(sentence: str, subject: str, listener: str, position: i
     if labelled:
         said = f"A {labelled.group('label').lower()} of {labelled.group('amount')} "
         sentence = said + sentence[labelled.end() :]
-    text = rewrite_person(normalise(sentence), subject, listener)
-    text = sentence_case(identifier_user(text[:1].upper() + text[1:]))
+    text = sentence_case(identifier_user(rewrite_person(normalise(sentence), subject, listener)))
     return Fact(text, kind, 3.0 + _specificity(sentence), position)
 
 
@@ -443,7 +446,7 @@ def _candidate(
     """The fact a sentence of ``turn`` gives, or None. ``listener``: who the assistant's
     "you" is; ``others``: the names of the conversation's other speakers (a vocative)."""
     sentence = _OPENER.sub("", normalise(strip_markdown(sentence))).strip(" -\u2013\u2014")
-    sentence = _OPENER.sub("", _vocative(sentence, others))
+    sentence = _TOPIC.sub("", _OPENER.sub("", _vocative(sentence, others)))
     if len(sentence) < 12 or is_question(sentence) or _HYPOTHETICAL.match(sentence):
         return None
     if is_code(sentence) or is_lead_in(sentence):
@@ -454,7 +457,8 @@ def _candidate(
     group = turn.name is not None  # a named speaker of a group chat: "we" is not the agent's
     remember = _REMEMBER.search(sentence)
     if remember:
-        body = remember.group("fact").strip()
+        # "remember that we target 3.11 and that we use uv": the second "that" goes too.
+        body = re.sub(r"\band that\s+", "and ", remember.group("fact").strip())
         if len(terms(body)) >= 2 and not is_instruction(body):
             text = sentence_case(identifier_user(third_person(body, subject, group=group)))
             return Fact(text, "remember", 5.0, position)

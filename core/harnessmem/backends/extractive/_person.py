@@ -146,6 +146,8 @@ _CLAUSE_START: Final = word_set(
     which who then now though although whether whenever
     """
 )
+# "I'm Maya," / "I'm Maya and": the speaker says their name.
+_SELF_NAMED = re.compile(r"\s+(?P<name>[A-Z][a-z]+)(?=\s*(?:[,.;!]|and\b|$))")
 _PRONOUN_WORDS: Final = word_set("i me my mine myself you your yours yourself")
 _CONTRACTION = {"m": "is", "ve": "has", "ll": "will", "d": "would", "re": "is"}
 _PERSON = re.compile(
@@ -273,7 +275,12 @@ def rewrite_person(
             verb = _CONTRACTION[contraction]
             if contraction == "d" and after in {"been", "better", "gone"}:
                 verb = "had"
-            return f"{person.subject()} {verb}"
+            said = f"{person.subject()} {verb}"
+            named = _SELF_NAMED.match(match.string, match.end())
+            if contraction == "m" and named:  # "I'm Maya, I maintain it": Maya from here on
+                person.name = named.group("name")
+                person.pronouns = pronouns_of(person.name)
+            return said
         if kind == "i_verb":
             following = match.group("i_following")
             if match.group("i_verb") == "i" and not following.isalpha():
@@ -354,13 +361,13 @@ def _we(match: re.Match[str], person: _Person) -> str:
 
 
 def third_person(sentence: str, subject: str, *, group: bool = False) -> str:
-    """``sentence`` with the speaker's first person replaced by ``subject``, capitalised.
+    """``sentence`` with the speaker's first person replaced by ``subject`` (the capital
+    of a sentence is :func:`._text.sentence_case`'s: an identifier keeps its case).
 
     "I'm moving to Lisbon" -> "Ana is moving to Lisbon"; "my sister" -> "Ana's sister";
     "I like tea" -> "Ana likes tea" (regular verbs, best effort).
     """
-    text = rewrite_person(normalise(sentence), subject, group=group)
-    return text[:1].upper() + text[1:] if text else text
+    return rewrite_person(normalise(sentence), subject, group=group)
 
 
 def second_to_third(text: str, listener: str) -> str:
