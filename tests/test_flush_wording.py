@@ -91,6 +91,10 @@ WRITTEN = [
         user("Losing my job gave me the push to start my own studio.", "Jon"),
         "Losing Jon's job gave him the push to start his own studio.",
     ),
+    (
+        user("Growing up, I saw how crumbling schools affected my neighborhood.", "John"),
+        "Growing up, John saw how crumbling schools affected his neighborhood.",
+    ),
     # A second verb of the same subject, and a hyphenated one.
     (
         user("I'm having issues with money and need to downgrade my flights."),
@@ -165,6 +169,8 @@ SMALL_TALK = [
     "I'd love to go hiking together again sometime.",
     "Thanks so much, have a great weekend!",
     "It's been a long time since we chatted, my friend.",
+    "Been a few days since we chatted.",
+    "I'll keep ya posted!",
 ]
 
 

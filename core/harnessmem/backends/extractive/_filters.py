@@ -81,7 +81,9 @@ _WISH = re.compile(
     r"^fingers crossed\b|^(?:have|enjoy)\s+(?:a|an|the|your)\b.*\b(?:time|day|weekend|"
     r"trip|evening|night|fun|holiday|vacation)\b|^take care\b|^happy \w*day\b|^cheers\b|"
     r"^(?:it's|it has|it is) been (?:a (?:long )?(?:time|while)|ages|forever)(?: since we\b[^,;]*)?"
-    r"[.!]*$|^long time no (?:see|talk|chat)\b",
+    r"[.!]*$|^long time no (?:see|talk|chat)\b|^(?:it's |it has |I've )?been (?:a (?:few|couple "
+    r"of) (?:days|weeks)|a while|ages|forever|too long|so long|a long time) since (?:we|I)\b|"
+    r"^(?:I'll|I will|will) keep (?:you|ya|u) (?:posted|updated)\b",
     re.I,
 )
 # What makes a plan more than talk: a number, a day, a time, a named thing.

@@ -180,7 +180,8 @@ _PERSON_AND_WE = re.compile(_PERSON.pattern + _WE)
 _COORDINATED = re.compile(
     r"(\bI\b(?:'m|'ve)?(?:(?!\b(?:to|can|could|will|would|should|might|must|may|can't|won't|"
     r"couldn't|wouldn't|shouldn't|let)\b)[^,.;:!?])*?\band\s+)(need|want|have|hope|plan|love|"
-    r"like|enjoy|prefer|don't|"
+    r"like|enjoy|prefer|don't|find|keep|take|stay|see|come|play|watch|use|run|cook|help|look|"
+    r"write|teach|start|"
     r"try|feel|think|know|wish|miss|go|get|make|spend|work|live)\b(?!\s+(?:I|we|you)\b)"
 )
 _SLANG = (
@@ -410,6 +411,16 @@ _LEAD_ADVERB = re.compile(
     r"actually|currently|literally|kinda|honestly)\s+)?(?P<word>[A-Za-z][a-z']*)\b(?P<rest>.*)$",
     re.S | re.I,
 )
+_SPAN = re.compile(
+    r"\s+(?:a (?:few|couple|long|while|week|month|year|day)|ages|forever|so long|too long|"
+    r"\w+ (?:days|weeks|months|years))\b",
+    re.I,
+)
+# "-ing ..., I ...": a participle before a clause with its own subject.
+_PARTICIPLE_LEAD = re.compile(
+    r"[^,;:\u2013\u2014]*,\s+(?:I|I'm|I've|I'd|I'll|we|we're|my|our|he|she|they|it|it's|"
+    r"there|the|this|that)\b",
+)
 _SLANG_START = {"gonna": "I'm going to", "wanna": "I want to", "gotta": "I have to"}
 
 
@@ -431,7 +442,11 @@ def with_subject(sentence: str) -> str:
     if lower in _SLANG_START and not adverb:
         return f"{_SLANG_START[lower]}{rest}"
     if lower == "been":
+        if _SPAN.match(rest):
+            return sentence  # "Been a few days since we chatted": it has
         return f"I've {adverb}been{rest}"
+    if _PARTICIPLE_LEAD.match(rest) and lower.endswith("ing"):
+        return sentence  # "Growing up, I saw ...": the clause after has its subject
     if lower in _STATES:
         return f"I'm {adverb}{lower}{rest}"
     if lower in _AMBIGUOUS:
