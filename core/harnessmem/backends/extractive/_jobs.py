@@ -505,6 +505,9 @@ _VOCATIVE_END = re.compile(
 )
 
 
+_NAME_END = re.compile(r",\s*(?P<name>[A-Z][a-z]+)\s*(?P<stop>[.!?]*)$")
+
+
 def _vocative(sentence: str, names: frozenset[str]) -> str:
     """``sentence`` without the listener named at its start ("Companion, ...", "Jon, ...")."""
     found = _VOCATIVE.match(sentence)
@@ -517,7 +520,7 @@ def _vocative(sentence: str, names: frozenset[str]) -> str:
     if end:
         return sentence[: end.start()] + end.group("stop")
     # At the end too: "I won't give up, Gina."
-    end = re.search(r",\s*(?P<name>[A-Z][a-z]+)\s*(?P<stop>[.!?]*)$", sentence)
+    end = _NAME_END.search(sentence) if names else None
     if end and end.group("name") in names:
         return sentence[: end.start()] + end.group("stop")
     return sentence

@@ -238,9 +238,10 @@ def rewrite_person(
     "I'm doing my best" -> "Melanie is doing her best"; "your flight has been booked" ->
     "the user's flight has been booked".
     """
-    for pattern, replacement in _SLANG:
-        text = pattern.sub(replacement, text)
-    if speaker:
+    if "nna" in text or "tta" in text:
+        for pattern, replacement in _SLANG:
+            text = pattern.sub(replacement, text)
+    if speaker and " and " in text:
         text = _COORDINATED.sub(
             lambda m: m.group(1) + _NEGATED.get(m.group(2), third_person_verb(m.group(2))), text
         )

@@ -307,6 +307,7 @@ _MD_EMPHASIS = (
     re.compile(r"(`+)(?P<text>[^`\n]+?)\1"),
     re.compile(r"~~(?P<text>[^~\n]+?)~~"),
 )
+_MD_MARKS = re.compile(r"[*_`\[#>~]")
 _MD_LINE = re.compile(r"^\s*(?:#{1,6}\s+|>\s*)+", re.M)
 
 
@@ -322,6 +323,8 @@ def strip_markdown(text: str) -> str:
             return said
         return f"{said} ({url})"
 
+    if not _MD_MARKS.search(text):
+        return text
     text = _MD_LINK.sub(link, text)
     for pattern in _MD_EMPHASIS:
         text = pattern.sub(lambda m: m.group("text"), text)
