@@ -337,3 +337,25 @@ def test_real_sentences_are_worded_to_last(
     message = found.messages[found.by_locator[where]]
     assert words in labels.message_text(message), "the shared file changed: pick the message again"
     assert flush(message) == facts
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        (
+            "Here's the recipe I recommend: fry the pork ribs until golden brown, set them "
+            "aside; then add the sauce.",
+            "The assistant recommended the recipe: fry the pork ribs until golden brown, set "
+            "them aside.",
+        ),
+        (
+            "If you have time, I recommend you go for a walk, watch a movie or do some yoga.",
+            "The assistant recommended going for a walk, watching a movie or doing some yoga "
+            "(if the user has time).",
+        ),
+    ],
+)
+def test_a_recommendation_reads_as_one(said: str, fact: str) -> None:
+    """What the assistant recommended, after the user asked: the thing a recipe is, and
+    every verb of a list of things to do in the same form."""
+    assert flush(user("Can you recommend something?"), assistant(said)) == [fact]

@@ -211,7 +211,7 @@ def _object(rest: str, verb: str, you: bool) -> str:
     lower = verb.lower()
     if lower in {"try", "consider"}:
         if head.lower().endswith("ing") and head.isalpha():
-            return rest
+            return _gerund_list(rest)
         if lower == "try":
             return f"trying {rest}"
         return rest
@@ -219,11 +219,25 @@ def _object(rest: str, verb: str, you: bool) -> str:
         if you and head.lower() in {"try", "consider"}:
             return _object(tail, head, True)
         if you and head.isalpha() and head.islower():
-            return f"{_gerund(head)} {tail}".strip()
+            return f"{_gerund(head)} {_gerund_list(tail)}".strip()
         return rest
     # A modal cue: the verb is the listener's ("you could read X").
     first, _, more = verb.partition(" ")
-    return f"{_gerund(first)}{' ' + more if more else ''} {rest}".strip()
+    return f"{_gerund(first)}{' ' + more if more else ''} {_gerund_list(rest)}".strip()
+
+
+# A bare verb further along a list of things to do ("go for a walk, watch a movie or do ...").
+_LISTED_VERB = re.compile(
+    r"(,\s*|\s+(?:and|or)\s+)((?:\w+ly|just|also|then)\s+)?(watch|do|pay|try|listen|read|go|take|make|eat|drink|"
+    r"ask|look|play|visit|join|practi[cs]e|learn|get|spend|find|keep|start|use|write|cook|talk|"
+    r"call|seek|explore|attend|follow|download|buy|wear|relax|enjoy|rest|sleep|walk|run|stretch|"
+    r"interact|network|establish|participate|develop|have|plan|build|share|set)\b"
+)
+
+
+def _gerund_list(text: str) -> str:
+    """The bare verbs that go on a list begun by a gerund, said as gerunds too."""
+    return _LISTED_VERB.sub(lambda m: m.group(1) + (m.group(2) or "") + _gerund(m.group(3)), text)
 
 
 def _condition(sentence: str) -> tuple[str, str]:
@@ -306,6 +320,10 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
         trimmed = _trim(text[cue.end() :])
         purpose_free = _PURPOSE.sub("", trimmed)
         if not _REFERRAL.match(purpose_free) and is_concrete(purpose_free):
+            what = _HERE_IS.search(text[: cue.start()])
+            if what and text[cue.end() :].lstrip().startswith(":"):
+                # "Here's the recipe I recommend: fry the ribs ...": the recipe is what.
+                return _say(subject, listener, f"{what.group('what')}: {trimmed}", condition)
             thing = _object(trimmed, cue.group("verb"), bool(cue.group("you")))
             return _say(subject, listener, thing, condition)
     listed = _LIST_OF.search(text)
@@ -359,6 +377,11 @@ def _trim_titles(rest: str) -> str:
     return (rest[:end] + extra).strip(" ,;:.")
 
 
+_HERE_IS = re.compile(
+    r"\b(?:here's|here is|this is)\s+(?P<what>(?:the|a|an|my|one)\s+[\w -]{1,30}?)\s+"
+    r"(?:that\s+|which\s+)?$",
+    re.I,
+)
 _THERE_IS = re.compile(r"^there(?:'s| is| are)\s+(?:also\s+)?", re.I)
 _ASKS = re.compile(
     r"\b(?:recommend\w*|suggest\w*|advice|tips?|ideas?|ways? to|methods?|techniques?|any good|"
