@@ -121,7 +121,7 @@ WRITTEN = [
         user("Now the release: we ship v0.9.0 on Thursday at 14:00 CET."),
         "We ship v0.9.0 on Thursday at 14:00 CET.",
     ),
-    # A named speaker's "we" of a group chat.
+    # A named speaker's "we" of a group chat (the two of a two-person chat when they talked).
     (
         user("We're flying to Crete for our anniversary in June.", "Emma"),
         "Emma and others are flying to Crete for their anniversary in June.",
@@ -178,6 +178,16 @@ SMALL_TALK = [
 def test_small_talk_stays_out(said: str) -> None:
     assert flush(user(said, "Gina")) == []
     assert flush(user(said)) == []
+
+
+def test_the_we_of_two_people_talking() -> None:
+    chat = [
+        user("Hi Melanie!", "Caroline"),
+        user("Since we last chatted, I've started pottery classes on Mondays.", "Melanie"),
+    ]
+    assert flush(*chat) == [
+        "Since Melanie and Caroline last chatted, Melanie has started pottery classes on Mondays."
+    ]
 
 
 def test_a_plan_with_content_is_kept() -> None:

@@ -495,7 +495,8 @@ def _candidate(
         return None
     if kind in {"statement", "claim"} and _SECOND_PERSON.search(core):
         return None  # "I'm so proud of you": about the listener
-    text = third_person(clip(core, 400), subject, group=group)
+    partner = next(iter(others)) if group and len(others) == 1 else None
+    text = third_person(clip(core, 400), subject, group=group, partner=partner)
     return Fact(sentence_case(identifier_user(text)), kind, score + _specificity(core), position)
 
 

@@ -175,6 +175,12 @@ _WE = (
     r"|\b(?P<ourselves>[Oo]urselves)\b|\b(?P<ours>[Oo]urs)\b|\b(?P<our>[Oo]ur)\b"
     r"|\b(?P<us>us)\b"
 )
+# What two people of a chat did together: talk.
+_TOGETHER = re.compile(
+    r"\s+(?:(?:last|just|already|never|both|first)\s+)?(?:chatted|talked|spoke|spoken|met|"
+    r"caught up|hung out|saw each other|been (?:chatting|talking))\b",
+    re.I,
+)
 _PERSON_AND_WE = re.compile(_PERSON.pattern + _WE)
 # "I'm having issues and need to ...": a second verb of the same "I" (no comma between).
 _COORDINATED = re.compile(
@@ -230,10 +236,13 @@ def rewrite_person(
     listener: str | None = None,
     *,
     group: bool = False,
+    partner: str | None = None,
 ) -> str:
     """``text`` with the ``speaker``'s first person and the ``listener``'s second person said
     in the third (each left alone when None). ``group``: the speaker is one of several named
-    people, so their "we" is "<speaker> and others" and "our" theirs.
+    people, so their "we" is "<speaker> and others" and "our" theirs; ``partner``: the one
+    other person of a two-person chat, who is in the speaker's "we" of talking together
+    ("since we last chatted" -> "since Melanie and Caroline last chatted").
 
     "I'm doing my best" -> "Melanie is doing her best"; "your flight has been booked" ->
     "the user's flight has been booked".
@@ -264,7 +273,7 @@ def rewrite_person(
         elif match.group("you_verb") is not None:
             kind = "you_verb"
         if kind in _WE_KINDS and me is not None:
-            return _we(match, me)
+            return _we(match, me, partner)
         person = me if kind in _FIRST_KINDS else you
         if person is None:
             return said
@@ -340,14 +349,17 @@ _FIRST_KINDS: Final = frozenset(
 )
 
 
-def _we(match: re.Match[str], person: _Person) -> str:
+def _we(match: re.Match[str], person: _Person, partner: str | None = None) -> str:
     """A named speaker's "we", "our", "us": "<name> and others" (or "they" once the fact
-    has named them), "their", "them"."""
+    has named them), "their", "them"; "<name> and <partner>" when they talked together."""
     found = match.groupdict()
     named = person.named
     person.named = True
     if found["we"] is not None:
         subject = "they" if named else f"{person.name} and others"
+        if partner and _TOGETHER.match(match.string, match.end()):
+            subject = f"{person.name} and {partner}"
+            person.named = named  # "she" after "Melanie and Caroline" would be either
         contraction = found["we_contraction"]
         if contraction:
             verb = {"re": "are", "ve": "have", "ll": "will", "d": "would"}[contraction]
@@ -362,14 +374,16 @@ def _we(match: re.Match[str], person: _Person) -> str:
     return "them" if named else f"{person.name} and others"
 
 
-def third_person(sentence: str, subject: str, *, group: bool = False) -> str:
+def third_person(
+    sentence: str, subject: str, *, group: bool = False, partner: str | None = None
+) -> str:
     """``sentence`` with the speaker's first person replaced by ``subject`` (the capital
     of a sentence is :func:`._text.sentence_case`'s: an identifier keeps its case).
 
     "I'm moving to Lisbon" -> "Ana is moving to Lisbon"; "my sister" -> "Ana's sister";
     "I like tea" -> "Ana likes tea" (regular verbs, best effort).
     """
-    return rewrite_person(normalise(sentence), subject, group=group)
+    return rewrite_person(normalise(sentence), subject, group=group, partner=partner)
 
 
 def second_to_third(text: str, listener: str) -> str:
