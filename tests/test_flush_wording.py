@@ -74,6 +74,10 @@ WRITTEN = [
         "Emma and her husband are moving to Lyon in May.",
     ),
     (
+        user("Me and my wife went to Rome last May.", "John"),
+        "John and his wife went to Rome last May.",
+    ),
+    (
         user("Tim and I finished the marathon in 4 hours.", "John"),
         "Tim and John finished the marathon in 4 hours.",
     ),

@@ -156,7 +156,7 @@ _PERSON = re.compile(
     r"|\b(?P<i_contracted>I)'(?P<contraction>m|ve|ll|d)\b(?=\s+(?P<after_contraction>\w+))?"
     rf"|\b(?P<i_verb>[Ii])\s+(?P<i_adverb>(?:{_ADVERB}\s+)*)(?P<i_following>[\w']+(?:-[\w']+)*)"
     r"|\b(?P<myself>[Mm]yself)\b|\b(?P<mine>[Mm]ine)\b|\b(?P<my>[Mm]y)\b"
-    r"|(?<!')\b(?P<me>me)\b(?!-)|\b(?P<i>I)\b"
+    r"|(?<!')\b(?P<me>[Mm]e)\b(?!-)|\b(?P<i>I)\b"
     # The listener's second person.
     r"|\b(?P<you_are>[Yy]ou(?:'re|\s+are))\b|\b(?P<you_were>[Yy]ou\s+were)\b"
     r"|\b(?P<you_have>[Yy]ou(?:'ve|\s+have))\b|\b(?P<you_havent>[Yy]ou\s+haven't)\b"
@@ -303,8 +303,12 @@ def rewrite_person(
             return person.independent()
         if kind in {"my", "your"}:
             return person.possessive()
-        if kind == "me":
-            return person.object()
+        if kind == "me":  # "Me and my wife went": a subject said as an object
+            return (
+                person.subject()
+                if _starts_clause(match.string, match.start()) and said == "Me"
+                else person.object()
+            )
         if kind == "i":
             return person.subject()
         if kind == "you_are":
