@@ -212,6 +212,18 @@ def test_the_rewriting_pieces() -> None:
     assert with_subject("Painting's a fun way to relax") == "Painting's a fun way to relax"
     assert with_subject("Read the book first") == "Read the book first"
     assert with_subject("Been busy with the move") == "I've been busy with the move"
+    assert with_subject("Going to Paris next week with my mom") == (
+        "I'm going to Paris next week with my mom"
+    )
+    # An adjective in -ing, "each other", a compound subject with its verb, "going to be".
+    for said in (
+        "Exciting but kinda nerve-wracking.",
+        "Supporting each other and making good things happen.",
+        "Dancing and running my biz need hard work.",
+        "Going to be a great night.",
+        "Creating community, especially for kids, is really important.",
+    ):
+        assert with_subject(said) == said
     # "you" after a verb or a preposition is an object, before a verb a subject.
     assert rewrite_person("I sent you the receipt", "the assistant", "the user") == (
         "the assistant sent the user the receipt"

@@ -415,6 +415,10 @@ _ING_NOUNS: Final = word_set(
     clothing during king ring spring string wing sibling pudding darling feeling feelings
     according including regarding considering loving liking hoping wishing missing speaking
     talking
+    exciting amazing interesting inspiring relaxing rewarding challenging terrifying surprising
+    fulfilling satisfying exhausting boring annoying frustrating overwhelming encouraging
+    touching heartwarming refreshing promising stunning fascinating humbling amusing
+    nerve-wracking
     """
 )
 _FINITE: Final = word_set(
@@ -435,10 +439,13 @@ _SPAN = re.compile(
     r"\w+ (?:days|weeks|months|years))\b",
     re.I,
 )
-# "-ing ..., I ...": a participle before a clause with its own subject.
-_PARTICIPLE_LEAD = re.compile(
-    r"[^,;:\u2013\u2014]*,\s+(?:I|I'm|I've|I'd|I'll|we|we're|my|our|he|she|they|it|it's|"
-    r"there|the|this|that)\b",
+# What tells that a sentence in -ing is not about what the speaker does.
+_NOT_THE_SPEAKER = re.compile(
+    r"^[^,;:\u2013\u2014]*,\s+(?:I|I'm|I've|I'd|I'll|we|we're|my|our|he|she|they|it|it's|"
+    r"there|the|this|that)\b|\beach other\b|\bone another\b|"
+    r"^[^,.;:]*\band\s+\w+ing\b[^,.;:]*?\b(?:need|take|require|are|were|make|keep|give|help|"
+    r"mean|have|bring|can|will|must|must've)\b|"
+    r"^\s+to be\b|,\s*(?:is|are|was|were|has|have|can|will|makes|helps|gives|keeps)\b",
 )
 _SLANG_START = {"gonna": "I'm going to", "wanna": "I want to", "gotta": "I have to"}
 
@@ -464,8 +471,11 @@ def with_subject(sentence: str) -> str:
         if _SPAN.match(rest):
             return sentence  # "Been a few days since we chatted": it has
         return f"I've {adverb}been{rest}"
-    if _PARTICIPLE_LEAD.match(rest) and lower.endswith("ing"):
-        return sentence  # "Growing up, I saw ...": the clause after has its subject
+    if lower.endswith("ing") and _NOT_THE_SPEAKER.search(rest):
+        # "Growing up, I saw ...": the clause after has its subject; "Supporting each
+        # other ...", "Dancing and running my biz need ...", "Going to be a great night",
+        # "Creating community, especially for kids, is important": not the speaker's doing.
+        return sentence
     if lower in _STATES:
         return f"I'm {adverb}{lower}{rest}"
     if lower in _AMBIGUOUS:
@@ -475,7 +485,7 @@ def with_subject(sentence: str) -> str:
     ):
         return f"I {adverb}{lower}{rest}"
     if (
-        len(lower) >= 6
+        (len(lower) >= 6 or lower in {"going", "doing"})
         and lower.endswith("ing")
         and lower not in _ING_NOUNS
         and not _has_verb(_first_clause(rest))
