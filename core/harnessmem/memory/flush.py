@@ -17,7 +17,10 @@ One flush:
    transcript, and the MEMORY.md and today's-log entries related to it as the dedup
    reference, within ``flush.reference_chars``);
 3. treats ``NO_REPLY`` (in quotes, fences, any case) as "nothing to write";
-4. passes the facts through ``transform_memory_text`` (the secret redactor), drops the ones
+4. rewrites the facts' relative times as absolute dates (``flush.ground_times``,
+   :mod:`harnessmem.memory.grounding`: "yesterday" becomes "on 2023-06-12", against the
+   time of the message each fact came from, else the flush's), passes them through
+   ``transform_memory_text`` (the secret redactor), drops the ones
    already in MEMORY.md, today's log or (via the index) an older log, and appends one entry
    ``## Memory Flush — <ISO UTC> · session <id>`` to ``memory/YYYY-MM-DD.md``;
 5. advances the mark crash-safely with one state write: before the append, the state file
@@ -50,6 +53,7 @@ from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.memory._tombstones import read_tombstones
+from harnessmem.memory.grounding import ground_facts
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
 
@@ -406,6 +410,9 @@ class MemoryFlusher:
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer was a refusal, not facts; nothing written",))
         facts = mf.parse_facts(completion.text)
+        if facts and harness.settings.flush.ground_times:
+            # "yesterday" as said, or as a model wrote it, becomes the day it meant.
+            facts = ground_facts(facts, new, now=now, timezone=harness.settings.workspace.timezone)
         if not facts:
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer held no facts; taken as NO_REPLY",))
