@@ -53,7 +53,7 @@ from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.memory._tombstones import read_tombstones
-from harnessmem.memory.grounding import ground_facts
+from harnessmem.memory.grounding import ground_facts, transcript_dates
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
 
@@ -350,7 +350,13 @@ class MemoryFlusher:
         harness = self.harness
         state, logs = self._load_state(state_path)
         new, mark = state.mark.split(messages)
-        transcript = render_transcript(new, lean=harness.settings.flush.transcript == "lean")
+        now = harness.clock()
+        zone = harness.settings.workspace.timezone
+        transcript = render_transcript(
+            new,
+            lean=harness.settings.flush.transcript == "lean",
+            dates=transcript_dates(new, timezone=zone, now=now),
+        )
         threshold = harness.settings.flush.batch_tokens
         if batch and threshold and transcript.strip():
             size = self._count(transcript)
@@ -372,8 +378,7 @@ class MemoryFlusher:
                 # finds its place by the fast path again.
                 self._save_state(state_path, session_id, State(mark))
             return FlushResult(session_id, "nothing_new", messages=len(new))
-        now = harness.clock()
-        path = layout.daily_path(now, harness.settings.workspace.timezone)
+        path = layout.daily_path(now, zone)
         memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or harness.workspace.read_snapshot(path)
         reference = dedup_reference(harness.settings.flush, transcript, memory_text, log.text, path)

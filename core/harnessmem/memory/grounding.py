@@ -49,6 +49,7 @@ __all__ = [
     "ground_times",
     "has_time_words",
     "source_message",
+    "transcript_dates",
 ]
 
 Granularity = Literal["day", "week", "weekend", "month", "year", "vague"]
@@ -548,3 +549,28 @@ def ground_facts(
                 said = moments[index]
         grounded.append(ground_times(fact, said))
     return grounded
+
+
+def transcript_dates(
+    messages: Sequence[Mapping[str, Any]], *, timezone: str, now: float
+) -> list[str | None] | None:
+    """The day each message was said (``YYYY-MM-DD`` in ``timezone``, None when it carries
+    no time) for a model's transcript (:func:`harnessmem.prompts.render_conversation`'s
+    ``dates``); None when there is no need: no message carries a time, or all were said
+    today (``now``)."""
+    from zoneinfo import ZoneInfo
+
+    from harnessmem.messages import message_time
+
+    zone = ZoneInfo(timezone)
+    days: list[str | None] = []
+    for message in messages:
+        moment = message_time(message, zone) if isinstance(message, Mapping) else None
+        days.append(
+            None if moment is None else datetime.fromtimestamp(moment, zone).date().isoformat()
+        )
+    known = {day for day in days if day is not None}
+    today = datetime.fromtimestamp(now, zone).date().isoformat()
+    if not known or known == {today}:
+        return None
+    return days
