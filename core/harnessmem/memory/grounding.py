@@ -126,7 +126,7 @@ _PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     (
         "weekday",
         rf"(?:(?P<lead>{_WEEKDAY_LEAD})\s+)(?P<weekday>{_DAY_NAME})(?!s\b|\w|{_HABIT})"
-        rf"|(?:(?P<lead2>last|next|this|on|past)\s+)(?P<abbr>(?-i:{_ABBREVIATION.title()}))\b\.?",
+        rf"|(?:(?P<lead2>last|next|this|on|past)\s+)(?P<abbr>(?-i:{_ABBREVIATION.title()}))\b",
     ),
     ("weekend", r"(?P<which>last|this\s+past|past|this|next|this\s+coming|coming)\s+weekend"),
     (
