@@ -132,6 +132,8 @@ def test_a_bare_weekday_follows_the_tense_of_its_sentence(said: str, grounded: s
         "We Wed at the chapel.",
         "The party is on the 15th of July.",
         "Sat there for a while, thinking.",
+        "I live on the 3rd floor.",
+        "Do not let this fall apart.",
         "Version 2 was out this",
     ],
 )

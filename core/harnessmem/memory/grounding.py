@@ -108,14 +108,36 @@ _DATE_AFTER = re.compile(
     r"^,?\s*(?:\d{4}-\d\d-\d\d|\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]+|[A-Z][a-z]+\.?\s+\d{1,2}\b"
     r"|the\s+\d{1,2}(?:st|nd|rd|th))"
 )
-_MONTHS: Final = tuple(
-    date(2000, number, 1).strftime("%B") for number in range(1, 13)
-)  # English names: strftime of the C locale
+#: English names, whatever the process's locale (strftime's %B follows it).
+_MONTHS: Final = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _MONTH_NAMES = "|".join(_MONTHS)
 _WHICH = r"last|this|next|this\s+past|this\s+coming"
 _SEASONS: Final = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _PREPOSITION_WORDS = "on in since until till by before after from during over through around about"
 _PREPOSITIONS: Final = frozenset(_PREPOSITION_WORDS.split())
+
+#: Words after "on the 15th" that leave it a day (not "the 15th floor", "the 15th of May").
+_AFTER_ORDINAL = (
+    "and|but|at|in|when|after|before|to|for|with|so|because|as|or|then|"
+    "(?-i:I|we|you|he|she|they|it)"
+)
+#: Words before "this fall" that make it a verb ("let this fall").
+_FALL_VERB = re.compile(
+    r"\b(?:let|lets|let's|make|makes|made|watch|watched|see|saw|help)\s*$", re.I
+)
 
 _PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     # (kind, pattern); the first pattern that matches at a place wins (longest first).
@@ -142,7 +164,7 @@ _PATTERNS: Final[tuple[tuple[str, str], ...]] = (
         # "on the 15th", not "on the 15th of May" nor "the 15th May"
         "ordinal",
         r"(?P<lead>on|since|by|until|till|from|before|after)\s+the\s+(?P<nth>\d{1,2})"
-        r"(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?-i:[A-Z][a-z]+))",
+        r"(?:st|nd|rd|th)\b(?=\s*(?:[.,;:!?)]|$)|\s+(?:" + _AFTER_ORDINAL + r")\b)",
     ),
     ("night", r"last\s+night"),
     ("part", r"this\s+(?:morning|afternoon|evening)"),
@@ -221,6 +243,8 @@ def find_time_expressions(text: str) -> list[TimeExpression]:
         before = text[: match.start()]
         if kind in ("unit", "weekend") and _DURATION_BEFORE.search(before):
             continue  # "the last week", "for the past weekend": a stretch of time
+        if kind == "season" and parts["season"].lower() == "fall" and _FALL_VERB.search(before):
+            continue  # "let this fall apart"
         if kind == "weekday":
             if _DATE_AFTER.match(text[match.end() :]):
                 continue  # "on Sunday 2023-06-11", "Friday, June 9": already absolute
@@ -439,7 +463,7 @@ def _at(day: date, unit: str) -> str:
     if unit == "week":
         return f"the week of {_monday(day).isoformat()}"
     if unit == "month":
-        return day.strftime("%B %Y")
+        return f"{_MONTHS[day.month - 1]} {day.year}"
     return str(day.year)
 
 
