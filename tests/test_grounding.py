@@ -204,10 +204,10 @@ def test_a_text_without_time_words_never_loads_dateparser() -> None:
 # -- LoCoMo's evidence sentences ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def bench_dates() -> Any:
+@pytest.fixture
+def bench_dates(monkeypatch: pytest.MonkeyPatch) -> Any:
     """``bench/bench_dates.py``, imported from the checkout (bench/ is not installed)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
     return importlib.import_module("bench.bench_dates")
 
 
