@@ -415,3 +415,41 @@ def test_compactions_new_facts_are_grounded_and_the_summary_gets_the_dates(
     assert facts
     assert all("yesterday" not in fact for fact in facts)
     assert re.search(r"Jon lost his job on 2023-01-\d\d\.", facts[0])
+
+
+def test_compaction_grounds_on_when_a_message_was_first_seen(
+    open_harness: HarnessFactory, clock: FakeClock
+) -> None:
+    """A live loop sends no timestamps: a message compacted two days after the turn that
+    first carried it is grounded on that turn's day, and the summary shows the day."""
+    calls: list[str] = []
+
+    def answer(messages: list[dict[str, Any]], purpose: str) -> str:
+        calls.append(str(messages[-1]["content"]))
+        summary = "## SESSION INTENT\nchat\n## SUMMARY\nx\n## ARTIFACTS\nNone\n## NEXT STEPS\nNone"
+        if "## NEW FACTS" in str(messages[0]["content"]):
+            return f"{summary}\n## NEW FACTS\n- Jon lost his job as a banker yesterday."
+        return "NO_REPLY"
+
+    harness = open_harness(
+        ScriptedModel(answer),
+        compaction={"trigger_messages": 10, "keep_messages": 4, "trigger_tokens": 0},
+    )
+    session = harness.session("live")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You help."}]
+    messages += [
+        {"role": "user", "content": "I lost my job as a banker yesterday."},
+        {"role": "assistant", "content": "Sorry to hear that."},
+    ]
+    session.before_reasoning(messages)  # Wednesday 2023-09-06: seen, not compacted
+    clock.now += 2 * 86_400  # Friday 2023-09-08
+    for i in range(5):
+        messages += [
+            {"role": "user", "content": f"Question {i} about the weather."},
+            {"role": "assistant", "content": f"Answer {i}."},
+        ]
+    session.before_reasoning(messages)
+    assert calls, "no compaction happened"
+    assert "[user · 2023-09-06]: I lost my job as a banker yesterday." in calls[0]
+    text = harness.workspace.read_text("memory/2023-09-08.md")
+    assert "- Jon lost his job as a banker on 2023-09-05." in text
