@@ -14,9 +14,14 @@ Approaches, each on the same sentences:
   (``dateparser.search.search_dates``, ``ctparse.ctparse``, ``parsedatetime``'s ``nlp``),
   each found expression replaced by the ISO day it resolves to;
 - **harnessmem grounding**: :func:`harnessmem.memory.grounding.ground_times` (its own
-  finder of time expressions, ``dateparser`` resolving each).
+  finder of time expressions, ``dateparser`` resolving each);
+- **own spans, parsedatetime / ctparse resolves**: the same finder, the other library as
+  the resolver of each phrase (``ground_times(..., resolve=)``): which library resolves
+  the spans best.
 
-A library that is not installed is reported as skipped. Also: false positives on sentences
+A library that is not installed is reported as skipped. Also: 16 sentences written for the
+bench (:data:`WRITTEN`: the formats every daily log uses, weekdays of plans and of past
+events) scored the same way; false positives on sentences
 with no relative time in them but words that look like dates ("We", "May I", "for 4
 years"), the time per sentence, and what grounding adds to a flush (the extractive flush of
 LoCoMo sessions with and without ``flush.ground_times``).
@@ -67,6 +72,37 @@ NEGATIVES = (
     "I have 2 kids and 3 dogs.",
     "Over the last year my painting improved a lot.",
     "Dec 2022 was the release of version 12.",
+)
+
+
+_TUESDAY = dt.datetime(2023, 6, 13, 14, tzinfo=_ZONE)
+_SATURDAY = dt.datetime(2026, 12, 5, 9, tzinfo=_ZONE)
+
+
+def _day(text: str, last: str | None = None) -> list[Span]:
+    first = dt.date.fromisoformat(text)
+    return [Span(first, dt.date.fromisoformat(last) if last else first)]
+
+
+#: Sentences written for the bench (the formats of the helpers' brief, plans and past
+#: events by weekday), with when they were said and the day or stretch they name.
+WRITTEN: tuple[tuple[str, dt.datetime, list[Span]], ...] = (
+    ("Last Sunday my friends and I took a climbing class.", _TUESDAY, _day("2023-06-11")),
+    ("Jon lost his job as a banker yesterday.", _TUESDAY, _day("2023-06-12")),
+    ("I went to the conference two days ago.", _TUESDAY, _day("2023-06-11")),
+    ("We met up last week.", _TUESDAY, _day("2023-06-05", "2023-06-11")),
+    ("I got hurt last month.", _TUESDAY, _day("2023-05-01", "2023-05-31")),
+    ("I read that book last year.", _TUESDAY, _day("2022-01-01", "2022-12-31")),
+    ("The concert last night was loud.", _TUESDAY, _day("2023-06-12")),
+    ("I joined a mentorship program last weekend.", _TUESDAY, _day("2023-06-10", "2023-06-11")),
+    ("I joined a new activist group last Tues.", _TUESDAY, _day("2023-06-06")),
+    ("We're going camping next month.", _TUESDAY, _day("2023-07-01", "2023-07-31")),
+    ("The opening is tomorrow.", _TUESDAY, _day("2023-06-14")),
+    ("Started at the gym three weeks ago.", _TUESDAY, _day("2023-05-22", "2023-05-28")),
+    ("We ship v0.9.0 on Thursday.", _SATURDAY, _day("2026-12-10")),
+    ("I went there on Friday.", _SATURDAY, _day("2026-12-04")),
+    ("The deploy failed on Wednesday.", _SATURDAY, _day("2026-12-02")),
+    ("We will decide on Monday.", _SATURDAY, _day("2026-12-07")),
 )
 
 
@@ -167,12 +203,52 @@ def _grounding() -> Callable[[str, dt.datetime], str]:
     return ground_times
 
 
+def _grounding_with_parsedatetime() -> Callable[[str, dt.datetime], str]:
+    """Our spans, each resolved by parsedatetime (it has no past/future preference)."""
+    import parsedatetime
+
+    from harnessmem.memory.grounding import ground_times
+
+    calendar = parsedatetime.Calendar(version=parsedatetime.VERSION_CONTEXT_STYLE)
+
+    def resolve(phrase: str, base: dt.datetime, prefer: str) -> dt.date | None:
+        moment, context = calendar.parseDT(phrase, sourceTime=base)
+        return moment.date() if context.hasDate else None
+
+    return lambda text, said: ground_times(text, said, resolve=resolve)
+
+
+def _grounding_with_ctparse() -> Callable[[str, dt.datetime], str]:
+    """Our spans, each resolved by ctparse."""
+    from ctparse import ctparse
+    from ctparse.types import Interval, Time
+
+    from harnessmem.memory.grounding import ground_times
+
+    logging.getLogger("ctparse").setLevel(logging.CRITICAL)
+
+    def resolve(phrase: str, base: dt.datetime, prefer: str) -> dt.date | None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parsed = ctparse(phrase, ts=base, timeout=1.0)
+        value = parsed.resolution if parsed is not None else None
+        if isinstance(value, Interval):
+            value = value.t_from
+        if isinstance(value, Time) and value.year and value.month and value.day:
+            return dt.date(value.year, value.month, value.day)
+        return None
+
+    return lambda text, said: ground_times(text, said, resolve=resolve)
+
+
 APPROACHES: dict[str, tuple[str | None, Callable[[], Callable[[str, dt.datetime], str]]]] = {
     "as said (no grounding)": (None, lambda: lambda text, said: text),
     "dateparser alone (search_dates)": ("dateparser", _dateparser_alone),
     "ctparse alone": ("ctparse", _ctparse_alone),
     "parsedatetime alone (nlp)": ("parsedatetime", _parsedatetime_alone),
     "harnessmem grounding (own spans, dateparser resolves)": ("dateparser", _grounding),
+    "own spans, parsedatetime resolves": ("parsedatetime", _grounding_with_parsedatetime),
+    "own spans, ctparse resolves": ("ctparse", _grounding_with_ctparse),
 }
 
 _ISO = re.compile(r"\d{4}-\d\d-\d\d")
@@ -260,7 +336,9 @@ def run(quick: bool) -> list[Row]:
             print(f"bench dates: {name} skipped, {module} is not installed", file=sys.stderr)
             rows.append(Row("dates", f"{name}: skipped ({module} not installed)", 0.0, "share"))
             continue
-        resolved, wrong, false, seconds = score(make(), data)
+        approach = make()
+        resolved, wrong, false, seconds = score(approach, data)
+        written = score(approach, list(WRITTEN))[0]
         share = round(resolved / len(data), 3)
         if baseline is None:
             baseline = share
@@ -275,7 +353,8 @@ def run(quick: bool) -> list[Row]:
                 notes=(
                     f"{resolved} of {len(data)} evidence sentences of category-2 questions "
                     f"whose answer names a date; {wrong} got a date that is not the answer's; "
-                    f"a date put into {false} of "
+                    f"{written} of {len(WRITTEN)} written sentences (the brief's formats, "
+                    f"weekdays by tense) resolved; a date put into {false} of "
                     f"{len(NEGATIVES)} sentences without one; {seconds * 1e3:.2f} ms a sentence"
                 ),
             )

@@ -453,3 +453,21 @@ def test_compaction_grounds_on_when_a_message_was_first_seen(
     assert "[user · 2023-09-06]: I lost my job as a banker yesterday." in calls[0]
     text = harness.workspace.read_text("memory/2023-09-08.md")
     assert "- Jon lost his job as a banker on 2023-09-05." in text
+
+
+def test_another_resolver_can_stand_in_for_dateparser() -> None:
+    """``resolve=`` (the bench compares libraries with it) gets each phrase, the moment
+    said (naive, local) and the preferred direction."""
+    asked: list[tuple[str, dt.datetime, str]] = []
+
+    def resolve(phrase: str, base: dt.datetime, prefer: str) -> dt.date | None:
+        asked.append((phrase, base, prefer))
+        return None if "month" in phrase else dt.date(2020, 2, 2)
+
+    text = "I went there on Friday. We move next month."
+    grounded = ground_times(text, SAID, resolve=resolve)
+    assert grounded == "I went there on Friday 2020-02-02. We move next month."
+    assert asked == [
+        ("friday", dt.datetime(2023, 6, 13, 14, 0), "past"),
+        ("next month", dt.datetime(2023, 6, 13, 14, 0), "future"),
+    ]

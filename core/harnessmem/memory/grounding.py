@@ -43,7 +43,9 @@ from functools import cache
 from typing import Any, Final, Literal
 
 __all__ = [
+    "Resolver",
     "TimeExpression",
+    "dateparser_resolve",
     "find_time_expressions",
     "ground_facts",
     "ground_times",
@@ -265,8 +267,15 @@ def _dateparser() -> Callable[..., datetime | None]:
     return dateparser.parse  # type: ignore[no-any-return]
 
 
-def _parse(phrase: str, base: datetime, prefer: str) -> date | None:
-    """``phrase`` resolved by dateparser relative to ``base`` (naive, local)."""
+#: ``resolve(phrase, base, prefer)``: the day a phrase ("last sunday", "2 weeks ago",
+#: "next month") names, relative to ``base`` (naive, local time), preferring the ``"past"``
+#: or the ``"future"`` where it is ambiguous; None when it cannot tell.
+Resolver = Callable[[str, datetime, str], "date | None"]
+
+
+def dateparser_resolve(phrase: str, base: datetime, prefer: str) -> date | None:
+    """The default :data:`Resolver`: ``phrase`` resolved by dateparser (``RELATIVE_BASE``
+    ``base``, ``PREFER_DATES_FROM`` ``prefer``)."""
     settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": prefer, "STRICT_PARSING": False}
     result = _dateparser()(phrase, languages=["en"], settings=settings)
     return result.date() if result is not None else None
@@ -321,7 +330,9 @@ class _Resolved:
     preposition: str  # "on", "in", or "" (a vague span carries its own words)
 
 
-def _resolve(expression: TimeExpression, text: str, said: datetime) -> _Resolved | None:
+def _resolve(
+    expression: TimeExpression, text: str, said: datetime, parse: Resolver
+) -> _Resolved | None:
     base = said.replace(tzinfo=None)
     today = base.date()
     kind, parts = expression.kind, expression.parts
@@ -349,7 +360,7 @@ def _resolve(expression: TimeExpression, text: str, said: datetime) -> _Resolved
             phrase, prefer = name, "future"
         else:  # "on Friday": by the tense of its sentence
             phrase, prefer = name, _tense(_sentence(text, expression.start, expression.end))
-        day = _parse(phrase, base, prefer)
+        day = parse(phrase, base, prefer)
         if day is None:
             return None
         return _Resolved(f"{name.title()} {day.isoformat()}", "on")
@@ -357,7 +368,7 @@ def _resolve(expression: TimeExpression, text: str, said: datetime) -> _Resolved
         phrase = {"night": "last night", "part": "today"}.get(kind, expression.text.lower())
         if phrase == "tonight":
             phrase = "today"
-        day = _parse(phrase, base, "past")
+        day = parse(phrase, base, "past")
         return _Resolved(day.isoformat(), "on") if day is not None else None
     if kind == "month":
         which = " ".join(parts["which"].lower().split())
@@ -406,7 +417,7 @@ def _resolve(expression: TimeExpression, text: str, said: datetime) -> _Resolved
         if count is None:  # "a few days ago": vague, but anchored
             vague = " ".join(parts["count"].split())
             return _Resolved(f"{vague} {unit}s before {today.isoformat()}", "")
-        day = _parse(f"{count} {unit}{'s' if count > 1 else ''} ago", base, "past")
+        day = parse(f"{count} {unit}{'s' if count > 1 else ''} ago", base, "past")
         return _Resolved(_at(day, unit), "on" if unit == "day" else "in") if day else None
     if kind == "unit":
         which = " ".join(parts["which"].lower().split())
@@ -414,7 +425,7 @@ def _resolve(expression: TimeExpression, text: str, said: datetime) -> _Resolved
         word = {"this past": "last", "this coming": "next"}.get(which, which)
         if word == "this":
             return _Resolved(_at(today, unit), "in")
-        found = _parse(f"{word} {unit}", base, "past" if word == "last" else "future")
+        found = parse(f"{word} {unit}", base, "past" if word == "last" else "future")
         return _Resolved(_at(found, unit), "in") if found is not None else None
     return None
 
@@ -467,13 +478,14 @@ def _at(day: date, unit: str) -> str:
     return str(day.year)
 
 
-def ground_times(text: str, said: datetime) -> str:
+def ground_times(text: str, said: datetime, *, resolve: Resolver | None = None) -> str:
     """``text`` with its relative time expressions resolved against ``said``.
 
     ``said`` is when the text was said, timezone-aware (the day is taken in its zone; the
     flush passes the message's time in ``workspace.timezone``). A text without time words
     comes back as it is without loading ``dateparser``; an expression ``dateparser``
-    cannot resolve stays as written.
+    cannot resolve stays as written. ``resolve`` replaces dateparser as the resolver of each
+    phrase (the bench compares libraries with it).
     """
     if said.tzinfo is None:
         raise ValueError("said must be timezone-aware (the day depends on the zone)")
@@ -483,7 +495,7 @@ def ground_times(text: str, said: datetime) -> str:
     pieces: list[str] = []
     position = 0
     for expression in expressions:
-        resolved = _resolve(expression, text, said)
+        resolved = _resolve(expression, text, said, resolve or dateparser_resolve)
         if resolved is None:
             continue
         start = expression.start
