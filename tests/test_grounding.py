@@ -86,6 +86,12 @@ SATURDAY = dt.datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
         ("Last August I told you about the party.", "In August 2022 I told you about the party."),
         ("We camped last summer.", "We camped in the summer of 2022."),
         ("I met my teammates on the 10th.", "I met my teammates on 2023-06-10."),
+        (
+            "Hey Maria, last week was eye-opening.",
+            "Hey Maria, the week of 2023-06-05 was eye-opening.",
+        ),
+        ("Last night was amazing!", "2023-06-12 was amazing!"),
+        ("I'll come over tomorrow.", "I'll come over on 2023-06-14."),
     ],
 )
 def test_relative_times_become_the_formats_the_daily_logs_use(said: str, grounded: str) -> None:

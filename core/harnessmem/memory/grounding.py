@@ -128,7 +128,12 @@ _MONTHS: Final = (
 _MONTH_NAMES = "|".join(_MONTHS)
 _WHICH = r"last|this|next|this\s+past|this\s+coming"
 _SEASONS: Final = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
-_PREPOSITION_WORDS = "on in since until till by before after from during over through around about"
+# Not "over" ("come over tomorrow") nor "around".
+_PREPOSITION_WORDS = "on in since until till by before after from during through about"
+#: Marks after which a clause starts (the dashes as characters, ruff would flag them).
+_CLAUSE_ENDS = ".!?;:,-\u2013\u2014"
+#: A verb right after a time that opens a clause: the time is the subject.
+_SUBJECT_AFTER = re.compile(r"\s+(?:was|is|were|has|had|will|would|seems|seemed)\b", re.I)
 _PREPOSITIONS: Final = frozenset(_PREPOSITION_WORDS.split())
 
 #: Words after "on the 15th" that leave it a day (not "the 15th floor", "the 15th of May").
@@ -508,6 +513,11 @@ def ground_times(text: str, said: datetime, *, resolve: Resolver | None = None) 
             # "on Friday", "by Friday": the span's own preposition is kept as said.
             replacement = f"{own} {resolved.core}" if lead_word != "on" else f"on {resolved.core}"
         elif previous in _PREPOSITIONS or not resolved.preposition:
+            replacement = resolved.core
+        elif _SUBJECT_AFTER.match(text, expression.end) and (
+            not before.strip() or before.rstrip()[-1] in _CLAUSE_ENDS or previous in ("and", "but")
+        ):
+            # "Last week was wild": the time is the subject, "The week of ... was wild".
             replacement = resolved.core
         else:
             replacement = f"{resolved.preposition} {resolved.core}"
