@@ -92,6 +92,7 @@ SATURDAY = dt.datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
         ),
         ("Last night was amazing!", "2023-06-12 was amazing!"),
         ("I'll come over tomorrow.", "I'll come over on 2023-06-14."),
+        ("I skipped today's meeting.", "I skipped 2023-06-13's meeting."),
     ],
 )
 def test_relative_times_become_the_formats_the_daily_logs_use(said: str, grounded: str) -> None:

@@ -512,7 +512,11 @@ def ground_times(text: str, said: datetime, *, resolve: Resolver | None = None) 
         if lead_word:
             # "on Friday", "by Friday": the span's own preposition is kept as said.
             replacement = f"{own} {resolved.core}" if lead_word != "on" else f"on {resolved.core}"
-        elif previous in _PREPOSITIONS or not resolved.preposition:
+        elif (
+            previous in _PREPOSITIONS
+            or not resolved.preposition
+            or text.startswith(("'s", "\u2019s"), expression.end)  # "today's meeting"
+        ):
             replacement = resolved.core
         elif _SUBJECT_AFTER.match(text, expression.end) and (
             not before.strip() or before.rstrip()[-1] in _CLAUSE_ENDS or previous in ("and", "but")
