@@ -30,6 +30,7 @@ from harnessmem.layout import CONSOLIDATION_STATE as STATE_PATH
 from harnessmem.layout import HISTORY_DIR, is_daily_log
 from harnessmem.memory.consolidation import ConsolidationResult
 from harnessmem.memory.files import normalise_fact, parse_facts, saved_facts
+from harnessmem.memory.grounding import ground_facts
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.tokens import TokenCounter
 
@@ -528,6 +529,7 @@ def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
     model = ScriptedModel(reply)
     harness = open_harness(model)
     budget = harness.settings.consolidation.max_memory_tokens
+    zone = harness.settings.workspace.timezone
     expected: list[str] = []
     rejected = 0
     for sample in _locomo(shared_file):
@@ -537,7 +539,8 @@ def test_locomo_replay_logs_every_fact_once_and_memory_md_stays_in_budget(
             session = harness.session(f"{sample['sample_id']}-s{number}")
             assert session.after_call(messages).outcomes["flush"].ok
             assert session.after_call(messages).outcomes["flush"].status == "nothing_new"
-            expected.extend(facts)
+            # The flush writes them with their relative times grounded.
+            expected.extend(ground_facts(facts, messages, now=when, timezone=zone))
             if number % 2 == 0:  # maintenance runs now and then, not after every session
                 result: ConsolidationResult = harness.consolidate()
                 rejected += not result.accepted

@@ -393,7 +393,8 @@ def test_transcript_names_the_speaker_of_a_named_message() -> None:
 
 
 def test_flush_attributes_each_fact_to_its_speaker(open_harness: HarnessFactory) -> None:
-    """The offline extractive flush of a chat between two people writes their names."""
+    """The offline extractive flush of a chat between two people writes their names (and
+    the date "last week" meant: the clock is Friday 2027-01-15)."""
     harness = open_harness()
     messages = [
         {"role": "user", "name": "Ines", "content": "I finally moved to Porto last week."},
@@ -401,7 +402,7 @@ def test_flush_attributes_each_fact_to_its_speaker(open_harness: HarnessFactory)
     ]
     result = harness.flush(messages, session_id="chat")
     assert result.entries == (
-        "Ines finally moved to Porto last week.",
+        "Ines finally moved to Porto in the week of 2027-01-04.",
         "Tomas started a pottery class on Tuesdays.",
     )
 

@@ -311,8 +311,11 @@ def test_a_locomo_conversation_replays_on_its_dates_with_each_fact_by_its_speake
     assert sorted(logs) == ["2024-03-03.md", "2024-03-17.md", "2024-04-02.md"]
     assert "## Memory Flush — 2024-03-17T14:40:00Z · session chat-1" in logs["2024-03-17.md"]
     bullets = [line for text in logs.values() for line in text.splitlines() if line[:2] == "- "]
-    assert "- Ines finally moved to Porto last week, their new flat is right by the river." in (
-        bullets
+    # "last week" grounded on the day it was said (Sunday 3 March: the week of Monday 19
+    # February, not the week of the 3rd).
+    assert (
+        "- Ines finally moved to Porto in the week of 2024-02-19, their new flat is right by "
+        "the river." in bullets
     )
     assert any(b.startswith("- Tomas started a pottery class") for b in bullets)
     assert any(b.startswith("- Tomas decided to leave their job at the bank") for b in bullets)

@@ -45,13 +45,13 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
 from harnessmem.errors import MessageFormatError
-from harnessmem.messages import MAX_DEPTH, check_messages
+from harnessmem.messages import MAX_DEPTH, TIME_KEYS, check_messages, message_time
 from harnessmem.plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
-_TIME_KEYS = ("timestamp", "created_at", "time")
+_TIME_KEYS = TIME_KEYS
 #: Roles that start a new agent call (a joined file of runs has system messages inside).
 _BOUNDARY_ROLES = ("user", "system", "developer")
 
@@ -265,29 +265,6 @@ def _is_run(item: Any) -> bool:
         and "role" not in item
         and any(isinstance(item.get(key), list) for key in ("messages", "traj", "history"))
     )
-
-
-def message_time(message: Mapping[str, Any], zone: tzinfo = UTC) -> float | None:
-    """Seconds since the epoch of a message's ``timestamp`` (or ``created_at``), if any.
-
-    ISO 8601 text (a trailing ``Z`` or an offset; a time without one is in ``zone``) or a
-    number.
-    """
-    for key in _TIME_KEYS:
-        value = message.get(key)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=zone)
-            return moment.timestamp()
-    return None
 
 
 # ------------------------------------------------------------------------------ the report

@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harnessmem.backends.overflow import is_context_overflow, overflow_limits
@@ -248,6 +248,10 @@ class ConversationCompactor:
             out, shrunk = self._fit(work, plan)
             return out, self._finish(out, plan, base, compacted=bool(shrunk), shrunk=shrunk)
         may_wait = budget is None and not self._over_twice(work)
+        # The dropped messages with when they were said (their own time, else when the
+        # harness first saw them), taken before the offload forgets it: the flush grounds
+        # "yesterday" on it and the summary shows the days.
+        timed = replace(plan, originals=self.times.stamped(plan.positions, plan.originals))
         asked: dict[str, Any] = {}
         if self._one_call():
             # Offload first, then one model call for the summary and the prefix's facts:
@@ -260,15 +264,15 @@ class ConversationCompactor:
             else:
                 self._restart_if(offload, plan)
                 flush, flush_result = self._flush(
-                    plan,
+                    timed,
                     backoff=may_wait,
                     ask=lambda reference: self.summariser.ask_both(
-                        plan, reference, asked, focus=focus
+                        timed, reference, asked, focus=focus
                     ),
                 )
                 failures += [flush] if flush.startswith("failed") else []
         else:
-            flush, flush_result = self._flush(plan, backoff=may_wait)
+            flush, flush_result = self._flush(timed, backoff=may_wait)
             failures = [flush] if flush.startswith("failed") else []
             offload, offload_error = (None, "") if failures and may_wait else self._offload(plan)
             failures += [offload_error] if offload_error else []
@@ -278,7 +282,7 @@ class ConversationCompactor:
             reason = "postponed: " + "; ".join(failures)
             return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
         answer, usage, problem = (
-            asked["summary"] if asked else self.summariser.summarise(plan, focus=focus)
+            asked["summary"] if asked else self.summariser.summarise(timed, focus=focus)
         )
         automatic = answer is None
         note = None

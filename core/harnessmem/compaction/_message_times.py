@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harnessmem.compaction._summary import parse_anchor
-from harnessmem.messages import fingerprint
+from harnessmem.messages import TIME_KEYS, fingerprint
 
 __all__ = ["MessageTimes"]
 
@@ -54,6 +54,21 @@ class MessageTimes:
             seen = self._seen.get(pos)
             times.append(seen[1] if seen is not None and seen[0] == fingerprint(message) else None)
         return times
+
+    def stamped(
+        self, positions: Sequence[int], messages: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``messages`` with a ``timestamp`` (seconds since the epoch) where they have no
+        time of their own and one was noted (:meth:`said`); the others as they are.
+        Fingerprints ignore the key, so the flush's mark is not disturbed."""
+        stamped: list[dict[str, Any]] = []
+        for message, moment in zip(messages, self.said(positions, messages), strict=True):
+            own = any(message.get(key) is not None for key in TIME_KEYS)
+            if moment is None or own:
+                stamped.append(dict(message))
+            else:
+                stamped.append({**message, "timestamp": moment})
+        return stamped
 
     def forget(self, through: int) -> None:
         """Drop what was noted for positions up to ``through`` (they are in the log)."""

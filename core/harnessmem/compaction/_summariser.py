@@ -107,20 +107,25 @@ class Summariser:
     ) -> tuple[str | None, Completion | None, str, str | None]:
         """One summary call: the summary (or None), the completion, what went wrong, and
         (when ``facts_reference`` asked for them) the text of the answer's facts section."""
+        from harnessmem.memory.grounding import transcript_dates
         from harnessmem.prompts import FACTS_TOKENS, summary_request
 
         bound = summary_tokens(self.settings, plan.limit)
         settings = self.harness.settings
+        messages = self.new_messages(plan)
+        now = self.harness.clock()
+        zone = settings.workspace.timezone
         try:
             request = summary_request(
-                self.new_messages(plan),
+                messages,
                 previous_summary=plan.previous or None,
                 template=self.settings.summary_prompt or None,
                 facts_reference=facts_reference,
-                today=layout.local_date(self.harness.clock(), settings.workspace.timezone),
+                today=layout.local_date(now, zone),
                 max_result_chars=_RESULT_CHARS,
                 max_words=bound * 3 // 4,
                 focus=focus,
+                dates=transcript_dates(messages, timezone=zone, now=now),
             )
             extra = FACTS_TOKENS if facts_reference is not None else 0
             completion = self.harness.model_for("summary").complete(

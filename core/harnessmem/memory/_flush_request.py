@@ -5,7 +5,9 @@ conformance suite and the benchmarks use too; this module chooses what goes into
 flush pays for every character it sends, on every flush of every conversation, so both
 parts are kept to what fact extraction needs:
 
-- the transcript (:func:`harnessmem.prompts.flush_conversation`): in its *lean* form
+- the transcript (:func:`harnessmem.prompts.flush_conversation`), each message's day on
+  its label where the messages span several days or are not from today (so that the
+  model can write "yesterday" as the date it was); in its *lean* form
   (``flush.transcript = "lean"``, the default) JSON in tool results and tool-call
   arguments is compacted and long tool results are cut to their head and tail (their full
   text is in the session log or an eviction file already); user messages are kept whole
@@ -36,10 +38,16 @@ Message = dict[str, Any]
 _MIN_SCORE: Final = 0.25
 
 
-def render_transcript(messages: Sequence[Mapping[str, Any]], *, lean: bool = False) -> str:
+def render_transcript(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    lean: bool = False,
+    dates: Sequence[str | None] | None = None,
+) -> str:
     """The messages as the flush model reads them, the full form by default
-    (:func:`harnessmem.prompts.flush_conversation`)."""
-    return flush_conversation(messages, lean=lean)
+    (:func:`harnessmem.prompts.flush_conversation`); ``dates``: the day each was said, on
+    its label (:func:`harnessmem.memory.grounding.transcript_dates`)."""
+    return flush_conversation(messages, lean=lean, dates=dates)
 
 
 def related_reference(text: str, transcript: str, limit: int) -> tuple[str, int]:

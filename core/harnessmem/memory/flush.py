@@ -17,7 +17,10 @@ One flush:
    transcript, and the MEMORY.md and today's-log entries related to it as the dedup
    reference, within ``flush.reference_chars``);
 3. treats ``NO_REPLY`` (in quotes, fences, any case) as "nothing to write";
-4. passes the facts through ``transform_memory_text`` (the secret redactor), drops the ones
+4. rewrites the facts' relative times as absolute dates (``flush.ground_times``,
+   :mod:`harnessmem.memory.grounding`: "yesterday" becomes "on 2023-06-12", against the
+   time of the message each fact came from, else the flush's), passes them through
+   ``transform_memory_text`` (the secret redactor), drops the ones
    already in MEMORY.md, today's log or (via the index) an older log, and appends one entry
    ``## Memory Flush — <ISO UTC> · session <id>`` to ``memory/YYYY-MM-DD.md``;
 5. advances the mark crash-safely with one state write: before the append, the state file
@@ -50,6 +53,7 @@ from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.memory._tombstones import read_tombstones
+from harnessmem.memory.grounding import ground_facts, transcript_dates
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
 
@@ -346,7 +350,13 @@ class MemoryFlusher:
         harness = self.harness
         state, logs = self._load_state(state_path)
         new, mark = state.mark.split(messages)
-        transcript = render_transcript(new, lean=harness.settings.flush.transcript == "lean")
+        now = harness.clock()
+        zone = harness.settings.workspace.timezone
+        transcript = render_transcript(
+            new,
+            lean=harness.settings.flush.transcript == "lean",
+            dates=transcript_dates(new, timezone=zone, now=now),
+        )
         threshold = harness.settings.flush.batch_tokens
         if batch and threshold and transcript.strip():
             size = self._count(transcript)
@@ -368,8 +378,7 @@ class MemoryFlusher:
                 # finds its place by the fast path again.
                 self._save_state(state_path, session_id, State(mark))
             return FlushResult(session_id, "nothing_new", messages=len(new))
-        now = harness.clock()
-        path = layout.daily_path(now, harness.settings.workspace.timezone)
+        path = layout.daily_path(now, zone)
         memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or harness.workspace.read_snapshot(path)
         reference = dedup_reference(harness.settings.flush, transcript, memory_text, log.text, path)
@@ -406,6 +415,9 @@ class MemoryFlusher:
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer was a refusal, not facts; nothing written",))
         facts = mf.parse_facts(completion.text)
+        if facts and harness.settings.flush.ground_times:
+            # "yesterday" as said, or as a model wrote it, becomes the day it meant.
+            facts = ground_facts(facts, new, now=now, timezone=harness.settings.workspace.timezone)
         if not facts:
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer held no facts; taken as NO_REPLY",))

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
 from typing import Any, Final
 
 from harnessmem._text import content_hash
@@ -58,6 +59,7 @@ __all__ = [
     "from_java_session_log",
     "from_locomo",
     "from_swe_agent",
+    "message_time",
     "normalize_messages",
     "pair_tool_calls",
     "safe_cut_points",
@@ -67,6 +69,9 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
+
+#: The keys that may carry the time a message was said, in order of preference.
+TIME_KEYS: Final = ("timestamp", "created_at", "time")
 
 _ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # Block types only Anthropic's Messages API uses; OpenAI parts share "text" and
@@ -673,3 +678,24 @@ def normalize_messages(data: Any) -> list[Message]:
         return from_anthropic(data)
     validate_messages(data)
     return [dict(message) for message in data]
+
+
+def message_time(message: Mapping[str, Any], zone: tzinfo = UTC) -> float | None:
+    """Seconds since the epoch of a message's ``timestamp`` (or ``created_at``, ``time``),
+    if any: ISO 8601 text (a trailing ``Z`` or an offset; a time without one is in
+    ``zone``) or a number."""
+    for key in TIME_KEYS:
+        value = message.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=zone)
+            return moment.timestamp()
+    return None

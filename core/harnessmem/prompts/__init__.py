@@ -17,6 +17,7 @@ consolidation's ``$max_tokens`` and ``$max_chars``. Inside ``<conversation>`` ev
 starts a line with its role label (:func:`render_conversation`)::
 
     [user]: text              [user Caroline]: text     (with the message's name)
+    [user Caroline · 2023-05-08]: text                  (the day said, where it changes)
     [assistant]: text
     [tool_call: get_order({"order_id": "#W1"})]         (one line per call, after the text)
     [tool_result: get_order]: the tool's output
@@ -95,7 +96,9 @@ def strip_markers(text: str) -> str:
 
 _ROLES = "user|assistant|system|developer|tool|human|ai"
 _BRACKET_HEADER = re.compile(
-    rf"^\[(?P<role>{_ROLES})(?:[ :](?P<name>[^\]\n]{{1,80}}))?\]\s*:\s?(?P<rest>.*)$", re.I
+    rf"^\[(?P<role>{_ROLES})(?:[ :](?P<name>[^\]\n·][^\]\n]{{0,79}}?))?"
+    r"(?:\s*·\s*(?P<date>\d{4}-\d\d-\d\d))?\]\s*:\s?(?P<rest>.*)$",
+    re.I,
 )
 _PLAIN_HEADER = re.compile(r"^(?P<role>Human|AI|User|Assistant|Tool|System)\s*:\s?(?P<rest>.*)$")
 _TOOL_CALL = re.compile(r"^\[tool_call:\s*(?P<name>[^\s(\]]+)\s*(?:\((?P<args>.*)\))?\]\s*$", re.I)
@@ -196,13 +199,16 @@ def compact_json(text: str) -> str:
         return text
 
 
-def _label(role: str, message: Mapping[str, Any]) -> str:
+def _label(role: str, message: Mapping[str, Any], day: str | None = None) -> str:
     """``[user]``, or ``[user Caroline]`` for a message that names its speaker (people in a
-    group chat): whoever reads it then knows whose words these are."""
+    group chat): whoever reads it then knows whose words these are; ``[user Caroline ·
+    2023-05-08]`` with the day it was said (``day``)."""
     name = message.get("name")
+    when = f" · {day}" if day else ""
     if not isinstance(name, str) or not name.strip():
-        return f"[{role}]"
-    return f"[{role} {' '.join(name.split())[:80]}]"
+        return f"[{role}{when}]"
+    shown = " ".join(name.replace("·", " ").split())[:80]
+    return f"[{role} {shown}{when}]"
 
 
 def render_conversation(
@@ -214,8 +220,15 @@ def render_conversation(
     max_arg_chars: int | None = 500,
     compact: bool = True,
     include_system: bool = False,
+    dates: Sequence[str | None] | None = None,
 ) -> str:
     """The conversation window as role-labelled lines (see the module docstring).
+
+    ``dates`` (one ``YYYY-MM-DD`` or None per message) puts the day a message was said on
+    its label, ``[user Ana · 2023-05-08]``, whenever it differs from the day last shown:
+    the reader takes a label without a day to be of the day above it. Callers pass it when
+    the conversation spans several days or is not from today
+    (:func:`harnessmem.memory.grounding.transcript_dates`).
 
     System messages are left out unless ``include_system``, and so are the harness's own
     messages (a ``name`` starting ``__``: compaction summaries); so is a message with
@@ -228,9 +241,11 @@ def render_conversation(
     user_chars = max_user_chars if max_user_chars is not None else max_text_chars
     tool_names: dict[str, str] = {}
     lines: list[str] = []
-    for message in messages:
+    shown_day: str | None = None
+    for position, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
+        day = dates[position] if dates is not None and position < len(dates) else None
         role = str(message.get("role") or "unknown")
         name = message.get("name")
         if isinstance(name, str) and name.startswith("__"):
@@ -251,7 +266,8 @@ def render_conversation(
         if not text and not calls:
             continue
         limit = user_chars if role == "user" else max_text_chars
-        label = _label(role, message)
+        label = _label(role, message, day if day != shown_day else None)
+        shown_day = day or shown_day
         entry = [f"{label}: {_cut(text, limit)}"] if text else [f"{label}:"]
         for call in calls:
             function = call.get("function") if isinstance(call, Mapping) else None
@@ -285,14 +301,20 @@ _FLUSH_BOUNDS: dict[bool, dict[str, Any]] = {
 }
 
 
-def flush_conversation(messages: Sequence[Mapping[str, Any]], *, lean: bool = True) -> str:
+def flush_conversation(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    lean: bool = True,
+    dates: Sequence[str | None] | None = None,
+) -> str:
     """The new messages as the flush's ``<conversation>`` holds them ("" when none has text).
 
     ``lean`` (``flush.transcript = "lean"``): JSON compacted, user texts kept up to 4,000
     characters, the agent's texts cut at 1,200, tool results at 400, arguments at 200;
     otherwise texts at 4,000, results at 1,000 and arguments at 500, JSON as it is.
+    ``dates``: the day each message was said, for its label (:func:`render_conversation`).
     """
-    return render_conversation(messages, compact=lean, **_FLUSH_BOUNDS[lean])
+    return render_conversation(messages, compact=lean, dates=dates, **_FLUSH_BOUNDS[lean])
 
 
 def parse_conversation(text: str) -> list[Message]:
@@ -300,17 +322,22 @@ def parse_conversation(text: str) -> list[Message]:
 
     Reads the labels of :func:`render_conversation`, the seed's ``[USER]:`` style, and
     ``Human:`` / ``AI:`` / ``Tool:`` prefixes (used only when no bracketed label occurs).
-    Lines before the first label are ignored.
+    Lines before the first label are ignored. A label's day (``[user Ana · 2023-05-08]``)
+    becomes the message's ``timestamp`` (``"2023-05-08"``), and that of the messages after
+    it up to the next day shown.
     """
     lines = text.splitlines()
     bracketed = any(_BRACKET_HEADER.match(line) or _TOOL_RESULT.match(line) for line in lines)
     messages: list[Message] = []
     current: Message | None = None
+    day: str | None = None
 
     def start(role: str, rest: str, name: str | None = None) -> Message:
         message: Message = {"role": _ROLE_ALIASES.get(role.lower(), role.lower()), "content": rest}
         if name:
             message["name"] = name.strip()
+        if day:
+            message["timestamp"] = day
         messages.append(message)
         return message
 
@@ -331,6 +358,7 @@ def parse_conversation(text: str) -> list[Message]:
         if header:
             rest = header.group("rest")
             name = header.groupdict().get("name")
+            day = header.groupdict().get("date") or day
             role = header.group("role").lower()
             nested = _TOOL_RESULT.match(rest) if role == "tool" else None
             if nested:  # the seed's "[TOOL]: [tool_result: name] output"
@@ -369,8 +397,11 @@ def summary_request(
     max_result_chars: int = 1_000,
     max_words: int | None = None,
     focus: str | None = None,
+    dates: Sequence[str | None] | None = None,
 ) -> list[Message]:
     """The ``summary`` request for ``messages`` (the compacted prefix, without old summaries).
+
+    ``dates``: the day each message was said, for its label (:func:`render_conversation`).
 
     ``focus`` (a manual compaction's, :meth:`harnessmem.Session.compact`) names what the
     summary should keep in particular; it goes in a block of its own, escaped like the
@@ -394,7 +425,7 @@ def summary_request(
         parts.append("The summary of the conversation before these messages:")
         parts.append(render_block("previous_summary", previous_summary))
     parts.append("The messages to summarise:")
-    conversation = render_conversation(messages, max_result_chars=max_result_chars)
+    conversation = render_conversation(messages, max_result_chars=max_result_chars, dates=dates)
     parts.append(render_block("conversation", conversation))
     if focus and focus.strip():
         parts.append(

@@ -356,6 +356,14 @@ class FlushSettings(_Section):
             "(write-time dedup across days; skipped while no index is available)."
         ),
     )
+    ground_times: bool = Field(
+        True,
+        description=(
+            "Rewrite the relative times of every written fact as absolute dates ('last "
+            "Sunday' said on 2023-06-13: 'on Sunday 2023-06-11'), against the time of the "
+            "message that said it (its timestamp, else the flush's), in workspace.timezone."
+        ),
+    )
     backoff_max: int = Field(
         16,
         ge=0,

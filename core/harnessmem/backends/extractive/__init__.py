@@ -3,8 +3,10 @@
 It serves when no model name is configured, and as the fallback when the daily model
 budget is spent. It is deterministic, needs no key and never touches the network. It is a
 baseline, not a pretend LLM: it selects and rewrites sentences that are in its input; it
-does not infer, paraphrase freely, resolve "yesterday" to a date or tell which of two
-contradicting facts is true (docs/models.md lists what it does and does not do).
+does not infer, paraphrase freely or tell which of two contradicting facts is true
+(docs/models.md lists what it does and does not do). Its facts still get dates: the flush
+resolves "yesterday" to the day it meant when it writes any backend's facts
+(:mod:`harnessmem.memory.grounding`).
 
 It reads its inputs from the request contract of :mod:`harnessmem.prompts` (tagged blocks
 in the user message), so the harness sends it the same requests as an LLM:
