@@ -341,7 +341,9 @@ def _call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, objec
     return {"role": "assistant", "tool_calls": [{"id": call_id, "function": function}]}
 
 
-def test_the_bench_takes_tau_bench_probes_by_its_rule() -> None:
+def test_the_bench_takes_tau_bench_probes_by_its_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench/ is not installed: imported from the checkout, whatever ran before this test.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
     from bench.bench_probes import tau_probes
 
     user = {"first_name": "Mia", "last_name": "Li"}
