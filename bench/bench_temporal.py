@@ -298,7 +298,7 @@ def run(quick: bool) -> list[Row]:
     return [
         Row(
             "temporal",
-            "answer's date in a line of memory (issue 33's measure; 0.45 on main at c5e8275)",
+            "answer's date in a fact line of memory (issue 33's measure; 0 on main at c5e8275)",
             round(tally.dated / asked, 3),
             "share",
             notes=f"{tally.dated} of {tally.asked}; {note}",
