@@ -314,11 +314,11 @@ def test_a_locomo_conversation_replays_on_its_dates_with_each_fact_by_its_speake
     # "last week" grounded on the day it was said (Sunday 3 March: the week of Monday 19
     # February, not the week of the 3rd).
     assert (
-        "- Ines finally moved to Porto in the week of 2024-02-19, Ines' new flat is right by "
+        "- Ines finally moved to Porto in the week of 2024-02-19, their new flat is right by "
         "the river." in bullets
     )
     assert any(b.startswith("- Tomas started a pottery class") for b in bullets)
-    assert any(b.startswith("- Tomas decided to leave Tomas' job at the bank") for b in bullets)
+    assert any(b.startswith("- Tomas decided to leave their job at the bank") for b in bullets)
     assert not [b for b in bullets if "the user" in b.lower()]
     code, out, err = _run(
         "replay",

@@ -17,14 +17,13 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from harnessmem.backends.extractive._person import second_to_third
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
     STOPWORDS,
     is_question,
     normalise,
     stem,
-    third_person_verb,
-    word_set,
     words,
 )
 
@@ -186,60 +185,6 @@ def _gerund(verb: str) -> str:
     return verb + "ing"
 
 
-_AUXILIARY_YOU = re.compile(
-    r"\byou(?:'re| are)\b|\byou(?:'ve| have)\b|\byou haven't\b|\byou don't\b|\byou do\b|"
-    r"\byou (can|could|will|would|might|may|should|must|can't|won't)\b|\byou (\w+)\b|"
-    r"\byourself\b|\byours\b|\byour\b|\byou\b",
-    re.I,
-)
-
-
-# Words after "you" that are not its verb ("for you to try", "you all").
-_NOT_VERB_AFTER_YOU = word_set(
-    "to and or all too as a an the some more with for in on at of if that this these"
-)
-
-
-# "help you memorize", "let you know": the verb after these stays bare.
-_BARE_AFTER = word_set("help helps let lets make makes see watch allow allows")
-
-
-def second_to_third(text: str, listener: str) -> str:
-    """``text`` with the listener's second person said in the third: "if you like action
-    movies" -> "if the user likes action movies", "your friend" -> "the user's friend"."""
-    possessive = f"{listener}'" if listener.endswith("s") else f"{listener}'s"
-
-    def swap(match: re.Match[str]) -> str:
-        said = match.group(0).lower()
-        if said in {"you're", "you are"}:
-            return f"{listener} is"
-        if said in {"you've", "you have"}:
-            return f"{listener} has"
-        if said == "you haven't":
-            return f"{listener} hasn't"
-        if said == "you don't":
-            return f"{listener} doesn't"
-        if said == "you do":
-            return f"{listener} does"
-        if match.group(1):
-            return f"{listener} {match.group(1)}"
-        if match.group(2):
-            following = match.group(2)
-            before = match.string[: match.start()].split()[-1:]
-            if following.lower() in _NOT_VERB_AFTER_YOU or (
-                before and before[0].lower() in _BARE_AFTER
-            ):
-                return f"{listener} {following}"
-            return f"{listener} {third_person_verb(following)}"
-        if said == "yourself":
-            return "themself"
-        if said in {"your", "yours"}:
-            return possessive
-        return listener
-
-    return _AUXILIARY_YOU.sub(swap, text)
-
-
 def _trim(thing: str) -> str:
     """The recommended thing without the comment that follows it (a title's own colon or
     "Who" is no comment)."""
@@ -266,7 +211,7 @@ def _object(rest: str, verb: str, you: bool) -> str:
     lower = verb.lower()
     if lower in {"try", "consider"}:
         if head.lower().endswith("ing") and head.isalpha():
-            return rest
+            return _gerund_list(rest)
         if lower == "try":
             return f"trying {rest}"
         return rest
@@ -274,11 +219,25 @@ def _object(rest: str, verb: str, you: bool) -> str:
         if you and head.lower() in {"try", "consider"}:
             return _object(tail, head, True)
         if you and head.isalpha() and head.islower():
-            return f"{_gerund(head)} {tail}".strip()
+            return f"{_gerund(head)} {_gerund_list(tail)}".strip()
         return rest
     # A modal cue: the verb is the listener's ("you could read X").
     first, _, more = verb.partition(" ")
-    return f"{_gerund(first)}{' ' + more if more else ''} {rest}".strip()
+    return f"{_gerund(first)}{' ' + more if more else ''} {_gerund_list(rest)}".strip()
+
+
+# A bare verb further along a list of things to do ("go for a walk, watch a movie or do ...").
+_LISTED_VERB = re.compile(
+    r"(,\s*|\s+(?:and|or)\s+)((?:\w+ly|just|also|then)\s+)?(watch|do|pay|try|listen|read|go|take|make|eat|drink|"
+    r"ask|look|play|visit|join|practi[cs]e|learn|get|spend|find|keep|start|use|write|cook|talk|"
+    r"call|seek|explore|attend|follow|download|buy|wear|relax|enjoy|rest|sleep|walk|run|stretch|"
+    r"interact|network|establish|participate|develop|have|plan|build|share|set)\b"
+)
+
+
+def _gerund_list(text: str) -> str:
+    """The bare verbs that go on a list begun by a gerund, said as gerunds too."""
+    return _LISTED_VERB.sub(lambda m: m.group(1) + (m.group(2) or "") + _gerund(m.group(3)), text)
 
 
 def _condition(sentence: str) -> tuple[str, str]:
@@ -361,6 +320,10 @@ def recommendation(sentence: str, subject: str, listener: str) -> str | None:
         trimmed = _trim(text[cue.end() :])
         purpose_free = _PURPOSE.sub("", trimmed)
         if not _REFERRAL.match(purpose_free) and is_concrete(purpose_free):
+            what = _HERE_IS.search(text[: cue.start()])
+            if what and text[cue.end() :].lstrip().startswith(":"):
+                # "Here's the recipe I recommend: fry the ribs ...": the recipe is what.
+                return _say(subject, listener, f"{what.group('what')}: {trimmed}", condition)
             thing = _object(trimmed, cue.group("verb"), bool(cue.group("you")))
             return _say(subject, listener, thing, condition)
     listed = _LIST_OF.search(text)
@@ -414,6 +377,11 @@ def _trim_titles(rest: str) -> str:
     return (rest[:end] + extra).strip(" ,;:.")
 
 
+_HERE_IS = re.compile(
+    r"\b(?:here's|here is|this is)\s+(?P<what>(?:the|a|an|my|one)\s+[\w -]{1,30}?)\s+"
+    r"(?:that\s+|which\s+)?$",
+    re.I,
+)
 _THERE_IS = re.compile(r"^there(?:'s| is| are)\s+(?:also\s+)?", re.I)
 _ASKS = re.compile(
     r"\b(?:recommend\w*|suggest\w*|advice|tips?|ideas?|ways? to|methods?|techniques?|any good|"

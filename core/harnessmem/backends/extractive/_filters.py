@@ -10,6 +10,7 @@ Regular expressions only, like the rest of the backend.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Final
 
 #: Fenced code blocks, removed before a text is split into sentences.
@@ -55,9 +56,58 @@ _OUTCOME = re.compile(
     r"taken|given|run|written)\b|\bchanged from\b|\b(?:tests?|checks?|build) (?:now )?"
     r"(?:pass(?:es|ed)?|fail(?:s|ed)?)\b|^your [\w -]{1,30}? (?:is|are) \S|"
     r"\byou (?:have )?(?:saved|paid|received|been (?:charged|refunded))\b|"
-    r"\b(?:is|are) (?:present|located|defined) in\b",
+    r"\b(?:is|are) (?:present|located|defined) in\b|"
+    r"\b(?:was|were) (?:successfully |fully )?(?:processed|issued|refunded|credited|"
+    r"cancell?ed|canceled|booked|confirmed|charged|applied|rebooked|upgraded|downgraded)\b|"
+    r"^you(?:'re| are|'ve been| have been)\s+(?:now\s+|all\s+|successfully\s+)?(?:booked|"
+    r"confirmed|registered|enrolled|scheduled|checked in|upgraded|downgraded|rebooked|"
+    r"refunded|charged|signed up|subscribed|all set)\b",
     re.I,
 )
+
+# Small talk that looks like a plan or a wish: "We should plan a dance session soon!",
+# "Can't wait to see it", "I'd love to go again sometime", "Wishing you the best".
+_VAGUE_PLAN = re.compile(
+    r"^(?:so\s+|maybe\s+|hopefully\s+|definitely\s+)?(?:(?:we|you and (?:I|me))\s+"
+    r"(?:(?:really|definitely|totally)\s+)?(?:should|shall|could|can|gotta|have to|need to|"
+    r"must|ought to|(?:will|'ll) have to)|let's|let us)\b"
+    r"|^(?:(?:I|we)\s+)?can(?:'t|not) wait\b"
+    r"|^(?:I|we)(?:'d| would)\s+love to\b.*\b(?:sometime|some time|soon|someday|one day|"
+    r"again|together)\b",
+    re.I,
+)
+_WISH = re.compile(
+    r"^(?:(?:I|we)\s+)?(?:hope|wish(?:ing)?)\s+(?:you|your|u)\b|^(?:good|best of) luck\b|"
+    r"^fingers crossed\b|^(?:have|enjoy)\s+(?:a|an|the|your)\b.*\b(?:time|day|weekend|"
+    r"trip|evening|night|fun|holiday|vacation)\b|^take care\b|^happy \w*day\b|^cheers\b|"
+    r"^(?:it's|it has|it is) been (?:a (?:long )?(?:time|while)|ages|forever)(?: since we\b[^,;]*)?"
+    r"[.!]*$|^long time no (?:see|talk|chat)\b|^(?:it's |it has |I've )?been (?:a (?:few|couple "
+    r"of) (?:days|weeks)|a while|ages|forever|too long|so long|a long time) since (?:we|I)\b|"
+    r"^(?:I'll|I will|will) keep (?:you|ya|u) (?:posted|updated)\b",
+    re.I,
+)
+# What makes a plan more than talk: a number, a day, a time, a named thing.
+_CONCRETE = re.compile(
+    r"\d|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:january|february|march|april|"
+    r"may|june|july|august|september|october|november|december|tomorrow|tonight)\b|"
+    r"\b(?:next|this) (?:week|weekend|month|year)\b",
+    re.I,
+)
+_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+\b")
+
+
+def is_small_talk(sentence: str, names: Iterable[str] = ()) -> bool:
+    """A wish, or a plan without content: what is said to be friendly, not to be remembered
+    ("We should plan a dance session soon!", "Can't wait!", "Best of luck"). A plan with a
+    day, a number or a named thing ("We should meet at Blue Bottle on Friday") is not."""
+    text = sentence.strip()
+    if _WISH.search(text):
+        return True
+    if not _VAGUE_PLAN.search(text):
+        return False
+    known = set(names) | {"I"}
+    named = [word for word in _NAME.findall(text) if word not in known]
+    return not (_CONCRETE.search(text) or named)
 
 
 def is_code(sentence: str) -> bool:

@@ -29,7 +29,9 @@ from harnessmem.backends.extractive._filters import (
     is_lead_in,
     is_narration,
     is_outcome,
+    is_small_talk,
 )
+from harnessmem.backends.extractive._person import rewrite_person, third_person, with_subject
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
     TermWeights,
@@ -43,9 +45,9 @@ from harnessmem.backends.extractive._text import (
     sentence_case,
     split_sentences,
     strip_bullet,
+    strip_markdown,
     term_set,
     terms,
-    third_person,
 )
 from harnessmem.prompts import strip_markers
 
@@ -70,7 +72,7 @@ _PREFERENCE = re.compile(
 # An explicit request, said as an imperative: "Please remember that ...", "Note: ...",
 # "Can you keep in mind ..."; not "I don't remember ..." nor "I remember when ...".
 _REMEMBER = re.compile(
-    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way)[,\s]+)*"
+    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way|one more thing)[,\s]+)*"
     r"(?:(?:can|could|will|would) you\s+)?(?:please\s+)?"
     r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note(?=\s*:)|"
     r"keep in mind|for future reference|for the record|save (?:this|that))\b[,:]?\s*"
@@ -93,14 +95,30 @@ _HEDGE = re.compile(
     r",?\s*(?:that\s+)?",
     re.I,
 )
-# Interjections and a name in the vocative at the start carry nothing: "Hey Caroline, ...".
+# Interjections and a name in the vocative at the start carry nothing: "Hey Caroline, ...",
+# "Of course, first I ...", "No, I don't want ..." (the clause says the no).
 _OPENER = re.compile(
-    r"^(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
-    r"haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah|"
-    r"note(?: however)? that)"
-    r"(?:\s+[A-Z][a-z]+)?\s*[,!.]*\s+)+",
+    r"^(?:(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
+    r"anyways|haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah|"
+    r"alright|of course|actually|honestly|for example|for instance|note(?: however)? that|"
+    r"woah|whoa|hmm+|sure thing|got it|gotcha|understood|noted|you're right|you are right|"
+    r"true|indeed|exactly)"
+    r"(?:\s+(?-i:(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day)[A-Z][a-z]+)\s*[,!.]+|\s*[,!.]*)"
+    r"|no\s*,)\s+)+",
     re.I,
 )
+# A topic announced before the sentence: "Now the release: we ship v0.9.0 on Thursday".
+_TOPIC = re.compile(
+    r"^now,?\s+(?:(?:for|about|on)\s+)?(?:the|our|my)\s+[\w .-]{1,30}?:\s+(?=[a-z])", re.I
+)
+# Who is spoken to, at the start: "Companion, today I ...", "Jon, I ...".
+_VOCATIVE = re.compile(
+    r"^(?:(?:my|dear|ai|sweet)\s+)?(?:companion|friend|buddy|dear|pal|mate|bro|dude|guys|"
+    r"everyone|folks|assistant)\s*,\s+",
+    re.I,
+)
+
+
 # Requests and wishes aimed at the listener, not statements.
 _IMPERATIVE = re.compile(
     r"^(?:take|look|check|see|let's|tell|guess|imagine|keep|hang|have|enjoy|stay|thank|"
@@ -372,9 +390,23 @@ def _claim(sentence: str, found: frozenset[str]) -> bool:
     return len(found - CHITCHAT) >= 4 and not _SECOND_PERSON.search(sentence)
 
 
-def _assistant_candidate(sentence: str, subject: str, position: int) -> Fact | None:
+# "Refund: $6,594 has been processed": a label before an amount said as a noun phrase.
+_LABELLED_AMOUNT = re.compile(
+    r"^(?P<label>refund|payment|charge|credit|fee|deposit|compensation|voucher):\s+"
+    r"(?P<amount>[$\u20ac\u00a3]\s?\d[\d,.]*|\d[\d,.]*\s?(?:USD|EUR|GBP))\s+(?=(?:has|have|was|were|is|will)\b)",
+    re.I,
+)
+
+
+# A label before what the assistant reports: "Note: your refund ...", "Update: ...".
+_NOTE = re.compile(r"^(?:note|update|fyi|important|done|confirmed|success)\s*:\s*(?=\S)", re.I)
+
+
+def _assistant_candidate(sentence: str, subject: str, listener: str, position: int) -> Fact | None:
     """From the assistant's side, only what was decided, done or found counts (the
-    concrete things it recommended are read before, by :mod:`._advice`)."""
+    concrete things it recommended are read before, by :mod:`._advice`). Its "you" is the
+    user: "Your reservation ID is HATHAT" -> "The user's reservation ID is HATHAT"."""
+    sentence = _NOTE.sub("", sentence)
     outcome = is_outcome(sentence)
     if not outcome and (is_instruction(sentence) or is_narration(sentence)):
         return None
@@ -385,7 +417,11 @@ def _assistant_candidate(sentence: str, subject: str, position: int) -> Fact | N
         kind = "value"
     else:
         return None
-    text = sentence_case(identifier_user(third_person(sentence, subject)))
+    labelled = _LABELLED_AMOUNT.match(sentence)
+    if labelled:
+        said = f"A {labelled.group('label').lower()} of {labelled.group('amount')} "
+        sentence = said + sentence[labelled.end() :]
+    text = sentence_case(identifier_user(rewrite_person(normalise(sentence), subject, listener)))
     return Fact(text, kind, 3.0 + _specificity(sentence), position)
 
 
@@ -399,27 +435,43 @@ _LOOSE_CLAIM = re.compile(
 _BRACKETED = re.compile(r"\s*\[[^\]]*\]")
 
 
-def _candidate(sentence: str, turn: Turn, position: int) -> Fact | None:
-    sentence = _OPENER.sub("", normalise(sentence)).strip(" -\u2013\u2014")
+def _candidate(
+    sentence: str,
+    turn: Turn,
+    position: int,
+    *,
+    listener: str = "the user",
+    others: frozenset[str] = frozenset(),
+) -> Fact | None:
+    """The fact a sentence of ``turn`` gives, or None. ``listener``: who the assistant's
+    "you" is; ``others``: the names of the conversation's other speakers (a vocative)."""
+    sentence = _OPENER.sub("", normalise(strip_markdown(sentence))).strip(" -\u2013\u2014")
+    sentence = _TOPIC.sub("", _OPENER.sub("", _vocative(sentence, others)))
     if len(sentence) < 12 or is_question(sentence) or _HYPOTHETICAL.match(sentence):
         return None
     if is_code(sentence) or is_lead_in(sentence):
         return None
     subject = turn.name or ("the user" if turn.role == "user" else "the assistant")
     if turn.role == "assistant":
-        return _assistant_candidate(sentence, subject, position)
+        return _assistant_candidate(sentence, subject, listener, position)
+    group = turn.name is not None  # a named speaker of a group chat: "we" is not the agent's
     remember = _REMEMBER.search(sentence)
     if remember:
-        body = remember.group("fact").strip()
+        # "remember that we target 3.11 and that we use uv": the second "that" goes too.
+        body = re.sub(r"\band that\s+", "and ", remember.group("fact").strip())
         if len(terms(body)) >= 2 and not is_instruction(body):
-            text = sentence_case(identifier_user(third_person(body, subject)))
+            text = sentence_case(identifier_user(third_person(body, subject, group=group)))
             return Fact(text, "remember", 5.0, position)
     if is_instruction(sentence):
         return None
+    # "Lost my job yesterday": the speaker is the subject a chat leaves out.
+    sentence = with_subject(sentence)
     hedge = _HEDGE.match(sentence)
     core = sentence[hedge.end() :] if hedge else sentence
     if hedge and not _FIRST_PERSON.search(core):
         return None  # "I think you'd be great": about the other person, not a fact
+    if is_small_talk(core, others | {subject}):
+        return None
     # What a sentence says is judged without the photo it shares ("[shares a photo: ...]").
     found = term_set(_BRACKETED.sub("", core))
     if _IMPERATIVE.match(core):
@@ -443,8 +495,36 @@ def _candidate(sentence: str, turn: Turn, position: int) -> Fact | None:
         return None
     if kind in {"statement", "claim"} and _SECOND_PERSON.search(core):
         return None  # "I'm so proud of you": about the listener
-    text = sentence_case(identifier_user(third_person(clip(core, 400), subject)))
-    return Fact(text, kind, score + _specificity(core), position)
+    partner = next(iter(others)) if group and len(others) == 1 else None
+    text = third_person(clip(core, 400), subject, group=group, partner=partner)
+    return Fact(sentence_case(identifier_user(text)), kind, score + _specificity(core), position)
+
+
+_VOCATIVE_END = re.compile(
+    r",\s*(?:my\s+)?(?:dear\s+|ai\s+)?(?:companion|friend|buddy|pal|mate)\s*(?P<stop>[.!?]*)$",
+    re.I,
+)
+
+
+_NAME_END = re.compile(r",\s*(?P<name>[A-Z][a-z]+)\s*(?P<stop>[.!?]*)$")
+
+
+def _vocative(sentence: str, names: frozenset[str]) -> str:
+    """``sentence`` without the listener named at its start ("Companion, ...", "Jon, ...")."""
+    found = _VOCATIVE.match(sentence)
+    if found:
+        return sentence[found.end() :]
+    head, comma, rest = sentence.partition(", ")
+    if comma and head in names and rest:
+        return rest
+    end = _VOCATIVE_END.search(sentence)
+    if end:
+        return sentence[: end.start()] + end.group("stop")
+    # At the end too: "I won't give up, Gina."
+    end = _NAME_END.search(sentence) if names else None
+    if end and end.group("name") in names:
+        return sentence[: end.start()] + end.group("stop")
+    return sentence
 
 
 _SUBJECT_TERMS: Final = frozenset({"user", "assistant"})
@@ -510,16 +590,18 @@ def _record_fact(turn: Turn, call: tuple[str, str] | None, position: int) -> Fac
 _ADVICE_SCORE: Final = 2.5
 
 
-def _advice_of(turn: Turn, sentences: Sequence[str], asked: bool) -> list[str | None]:
+def _advice_of(
+    turn: Turn, sentences: Sequence[str], asked: bool, listener: str = "the user"
+) -> list[str | None]:
     """The recommendation fact of each sentence of an assistant turn (None for the others
     and for every sentence of a user's turn: what a user tells the agent to do is an
     instruction, not advice). ``asked``: the user's turn before asked for recommendations."""
     if turn.role != "assistant":
         return [None] * len(sentences)
     return recommendations(
-        [_OPENER.sub("", normalise(s)).strip() for s in sentences],
+        [_OPENER.sub("", normalise(strip_markdown(s))).strip() for s in sentences],
         turn.name or "the assistant",
-        "the user",
+        listener,
         asked=asked,
     )
 
@@ -543,6 +625,8 @@ def extract_facts(
     position = 0
     calls: list[tuple[str, str]] = []
     asked = False  # the last user turn asked for recommendations
+    names = frozenset(t.name for t in turns if t.name)
+    listener = "the user"  # who the assistant's "you" is: the last user who spoke
     for turn in turns:
         calls.extend(turn.calls)
         if turn.role == "tool":
@@ -558,14 +642,19 @@ def extract_facts(
         # part of what was said.
         # Nor is code: a fenced block goes whole.
         sentences = split_sentences(FENCE.sub("", strip_markers(turn.text)))
-        advice = _advice_of(turn, sentences, asked)
+        if turn.role == "user":
+            listener = turn.name or "the user"
+        advice = _advice_of(turn, sentences, asked, listener)
         asked = turn.role == "user" and asks_for_advice(turn.text)
         for sentence, recommended in zip(sentences, advice, strict=True):
             position += 1
             if recommended is not None:
                 fact: Fact | None = Fact(recommended, "advice", _ADVICE_SCORE, position)
             else:
-                fact = _candidate(sentence, turn, position)
+                others = names - {turn.name} if turn.name else names
+                fact = _candidate(
+                    sentence, turn, position, listener=listener, others=frozenset(others)
+                )
             if fact is not None and fact.score >= min_score:
                 candidates.append(fact)
     chosen: list[tuple[Fact, frozenset[str]]] = []

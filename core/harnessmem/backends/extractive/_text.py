@@ -1,5 +1,5 @@
 """Text primitives of the extractive backend: words, sentences, term weights, similarity,
-artifacts, and first-person to third-person rewriting.
+artifacts, markdown, and verbs in the third person (who a fact is about: ``_person``).
 
 Classical and deterministic: regular expressions, a stop-word list and counts. Nothing
 here knows about the jobs (see ``_extract_jobs``).
@@ -248,7 +248,7 @@ def find_artifacts(text: str) -> list[tuple[str, str]]:
     return [(kind, value) for _, _, kind, value in sorted(spans)]
 
 
-# -- rewriting first person ---------------------------------------------------------------------
+# -- verbs in the third person ---------------------------------------------------------------------
 
 _IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes", "was": "was", "'m": " is"}
 _NOT_VERBS = word_set(
@@ -258,20 +258,14 @@ _NOT_VERBS = word_set(
     can could will would should might must may shall did was were had
     """
 )
-# "I also love" -> "Ana also loves": an adverb between the subject and its verb is kept.
-_ADVERB = (
-    r"(?:just|really|also|still|always|never|usually|often|sometimes|recently|finally|"
-    r"actually|currently|mostly|totally|definitely|probably|already|even|only)"
-)
-_PRONOUN_SUBJECT = re.compile(rf"\b(I)\b(\s+(?:{_ADVERB}\s+)*)(\w+)", re.I)
-
-
-_PAST = word_set(
+#: Past forms of irregular verbs (a verb in the past needs no third-person ending).
+PAST_FORMS: Final = word_set(
     """
     went saw made had got took came gave bought told felt found thought met left ran began
     wrote read kept heard sent spent built lost won ate drove flew grew knew paid said sat stood
     taught understood wore chose fell forgot held led meant put set cut let hit quit brought
     caught did was were became drew sang swam threw woke rode broke spoke stole sold slept
+    hurt cost spread shut beat bet burst split
     """
 )
 
@@ -280,7 +274,7 @@ def third_person_verb(verb: str) -> str:
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
-    if lower in _NOT_VERBS or lower in _PAST or not lower.isalpha():
+    if lower in _NOT_VERBS or lower in PAST_FORMS or not lower.isalpha():
         return verb
     if (lower.endswith("ed") and not lower.endswith("eed")) or (
         lower.endswith("s") and not lower.endswith("ss")
@@ -293,50 +287,48 @@ def third_person_verb(verb: str) -> str:
     return verb + "s"
 
 
-def third_person(sentence: str, subject: str) -> str:
-    """``sentence`` with the speaker's first person replaced by ``subject``.
-
-    "I'm moving to Lisbon" -> "Ana is moving to Lisbon"; "my sister" -> "Ana's sister";
-    "I like tea" -> "Ana likes tea" (regular verbs, best effort). "we" stays "we".
-    """
-    text = normalise(sentence)
-    possessive = f"{subject}'s" if not subject.endswith("s") else f"{subject}'"
-    replacements = (
-        (r"\bI'm\b", f"{subject} is"),
-        (r"\bI've\b", f"{subject} has"),
-        (r"\bI'll\b", f"{subject} will"),
-        (r"\bI'd\b", f"{subject} would"),
-        (r"\bI don't\b", f"{subject} doesn't"),
-        (r"\bI do not\b", f"{subject} does not"),
-        (r"\bI am\b", f"{subject} is"),
-        (r"\bmyself\b", "themself"),
-        (r"\b[Mm]ine\b", possessive),
-        (r"\b[Mm]y\b", possessive),
-        (r"\b(?<!')me\b(?!-)", subject),
-    )
-    for pattern, replacement in replacements:
-        text = re.sub(pattern, replacement, text)
-
-    def subject_verb(match: re.Match[str]) -> str:
-        following = match.group(3)
-        if following.lower() in _NOT_VERBS:
-            return f"{subject}{match.group(2)}{following}"
-        return f"{subject}{match.group(2)}{third_person_verb(following)}"
-
-    text = _PRONOUN_SUBJECT.sub(subject_verb, text)
-    text = re.sub(r"\bI\b", subject, text)
-    return text[:1].upper() + text[1:] if text else text
-
-
 def sentence_case(text: str) -> str:
-    """``text`` with a capital first letter and a final full stop."""
-    text = text.strip()
+    """``text`` with a capital first letter and a final full stop (for an exclamation mark
+    too: a fact is stated, not exclaimed)."""
+    text = re.sub(r"\s*(?<!\?)!+[!1]*$", ".", text.strip())
     if not text:
         return text
     first = text.split(maxsplit=1)[0]
     if not re.search(r"[_\[(=/]", first):  # an identifier keeps its case
         text = text[:1].upper() + text[1:]
     return text if text[-1] in ".!?)\"'\u3002\uff01\uff1f" else text + "."
+
+
+_MD_LINK = re.compile(r"!?\[(?P<text>[^\]\n]{1,200})\]\((?P<url>[^)\s]{1,500})\)")
+_MD_EMPHASIS = (
+    re.compile(r"\*\*(?=\S)(?P<text>[^\n]+?)(?<=\S)\*\*"),
+    re.compile(r"(?<![\w*])\*(?=[^\s*])(?P<text>[^*\n]+?)(?<=[^\s*])\*(?![\w*])"),
+    re.compile(r"(?<![\w])_(?=[^\s_])(?P<text>[^_\n]+?)(?<=[^\s_])_(?!\w)"),
+    re.compile(r"(`+)(?P<text>[^`\n]+?)\1"),
+    re.compile(r"~~(?P<text>[^~\n]+?)~~"),
+)
+_MD_MARKS = re.compile(r"[*_`\[#>~]")
+_MD_LINE = re.compile(r"^\s*(?:#{1,6}\s+|>\s*)+", re.M)
+
+
+def strip_markdown(text: str) -> str:
+    """``text`` without markdown's marks: bold (``**``), italics, code spans, strike-through, links
+    (their text, the address after it in brackets unless it is the text), images (their
+    alternative text), headings and quote marks (list markers go with
+    :func:`split_sentences`). Identifiers keep their underscores (``mia_li_3668``)."""
+
+    def link(match: re.Match[str]) -> str:
+        said, url = match.group("text"), match.group("url")
+        if match.group(0).startswith("!") or url in said or not url.startswith("http"):
+            return said
+        return f"{said} ({url})"
+
+    if not _MD_MARKS.search(text):
+        return text
+    text = _MD_LINK.sub(link, text)
+    for pattern in _MD_EMPHASIS:
+        text = pattern.sub(lambda m: m.group("text"), text)
+    return _MD_LINE.sub("", text)
 
 
 def clip(text: str, limit: int) -> str:
