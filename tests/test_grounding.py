@@ -92,7 +92,9 @@ SATURDAY = dt.datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
         ),
         ("Last night was amazing!", "2023-06-12 was amazing!"),
         ("I'll come over tomorrow.", "I'll come over on 2023-06-14."),
-        ("I skipped today's meeting.", "I skipped 2023-06-13's meeting."),
+        ("I skipped today's meeting.", "I skipped the 2023-06-13 meeting."),
+        ("Yesterday's deploy broke Brest.", "The 2023-06-12 deploy broke Brest."),
+        ("It fails since last night's deploy.", "It fails since the 2023-06-12 deploy."),
     ],
 )
 def test_relative_times_become_the_formats_the_daily_logs_use(said: str, grounded: str) -> None:

@@ -525,13 +525,22 @@ def ground_times(text: str, said: datetime, *, resolve: Resolver | None = None) 
             replacement = resolved.core
         else:
             replacement = f"{resolved.preposition} {resolved.core}"
+        if text.startswith(("'s", "\u2019s"), expression.end) and _DAY_CORE.match(replacement):
+            # "since last night's deploy": "since the 2026-11-27 deploy", not "2026-11-27's".
+            replacement = f"the {replacement}"
+            position = expression.end + 2
+        else:
+            position = expression.end
         if expression.text[:1].isupper() and replacement[:1].islower():
             replacement = replacement[:1].upper() + replacement[1:]
         pieces.append(before)
         pieces.append(replacement)
-        position = expression.end
     pieces.append(text[position:])
     return "".join(pieces)
+
+
+#: A day as grounding writes it, alone: "2023-06-12" or "Sunday 2023-06-11".
+_DAY_CORE: Final = re.compile(r"(?:[A-Z][a-z]+day )?\d{4}-\d\d-\d\d$")
 
 
 # -- the flush's use ------------------------------------------------------------------------------
