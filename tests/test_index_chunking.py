@@ -97,3 +97,19 @@ def test_blocks_encoded_from_columns_equal_blocks_encoded_from_entries(
         assert EntryBlock.encode_columns(columns, first, stop) == EntryBlock.encode(
             first, entries[first:stop]
         )
+
+
+def test_a_stamped_memory_md_bullet_takes_the_date_of_its_stamp() -> None:
+    """MEMORY.md facts end with the day they were learned; the entry carries it, so that
+    ``since``/``until`` find them and hits show it. A daily log keeps its own date."""
+    text = (
+        "# Memory\n\n## Facts\n"
+        "- Staging listens on port 6432 (2026-11-20)\n"
+        "- An old fact without a stamp\n"
+        "- A fact on two\n  lines (2026-10-01)\n"
+        "- Port (5433) was the old one\n"
+    )
+    entries = chunk_markdown("MEMORY.md", text)
+    assert entries.dates == ["2026-11-20", None, "2026-10-01", None]
+    log = chunk_markdown("memory/2026-11-02.md", "## Memory Flush\n- a fact (2026-11-29)\n")
+    assert log.dates == ["2026-11-02"]

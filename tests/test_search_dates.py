@@ -122,3 +122,13 @@ def test_cli_search_since_a_relative_day(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["search", "x", "-w", str(root), "--since", "soonish"])
     assert bad.exit_code == 2
     assert "not a day I can read" in bad.output
+
+
+def test_memory_md_facts_are_found_by_the_date_of_their_stamp(tmp_path: Path) -> None:
+    with harness_on(tmp_path / "ws") as harness:
+        harness.workspace.write_text(
+            "MEMORY.md",
+            "## Facts\n- The ferry leaves at 07:40 (2026-11-20)\n- The ferry is blue\n",
+        )
+        hits = harness.search("ferry", since="2026-11-15", until="2026-11-25")
+        assert [(h.path, h.date) for h in hits] == [("MEMORY.md", "2026-11-20")]

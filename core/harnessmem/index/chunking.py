@@ -224,7 +224,22 @@ def chunk_markdown(path: str, text: str) -> EntryColumns:
         buf = [single]
     if buf:
         flush(buf, start)
+    if file_date is None:
+        _stamped_dates(contents, dates)
     return entries
+
+
+#: The date stamp consolidation ends a MEMORY.md bullet with: `` (2026-11-29)``.
+_STAMP = re.compile(r"\((\d{4}-\d{2}-\d{2})\)\s*$")
+
+
+def _stamped_dates(contents: list[str], dates: list[str | None]) -> None:
+    """Give an entry of a file that is not a daily log the date of its stamp, when it
+    ends with one (a MEMORY.md fact, "- Ana prefers aisle seats (2026-11-29)"): the
+    day it was learned, which ``since``/``until`` then find and hits show."""
+    for index, content in enumerate(contents):
+        if content.endswith(")") and (stamp := _STAMP.search(content[-14:])):
+            dates[index] = stamp.group(1)
 
 
 def _message_text(message: dict[str, Any]) -> str:
