@@ -69,6 +69,7 @@ _MONTH_FIRST = re.compile(
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(?P<year>\d{{4}})\b", re.I)
 _YEAR = re.compile(r"(?<![\d-])(?P<year>(?:19|20)\d\d)(?![\d-])")
 _ISO = re.compile(r"(?<!\d)(\d{4})-(\d\d)-(\d\d)(?!\d)")
+_STAMP = re.compile(r"\s\(\d{4}-\d\d-\d\d\)(?=\s*$)")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(
     r"\bthe\s+(?P<unit>week|weekend|day|" + "|".join(_WEEKDAYS) + r")\s+before\b", re.I
@@ -198,14 +199,20 @@ class Tally:
 
 def memory_lines(root: Path) -> tuple[list[str], list[str]]:
     """The fact lines of memory (MEMORY.md and the daily logs, archived ones too; headings
-    and old versions left out), and MEMORY.md's bullets."""
+    and old versions left out), and MEMORY.md's bullets, each with the day heading it is
+    under ("### 2023-05-08") appended, so that a bullet carries its date."""
     lines: list[str] = []
     bullets: list[str] = []
     memory = root / "MEMORY.md"
     if memory.exists():
-        text = memory.read_text(encoding="utf-8")
-        lines += text.splitlines()
-        bullets = [line for line in text.splitlines() if line.lstrip().startswith("- ")]
+        day = ""
+        for line in memory.read_text(encoding="utf-8").splitlines():
+            if line.startswith("#"):
+                words = line.lstrip("#").strip()
+                day = words if _ISO.fullmatch(words) else ""
+            elif line.lstrip().startswith("- "):
+                bullets.append(f"{line} [{day}]" if day else line)
+        lines += bullets
     for log in sorted((root / "memory").rglob("*.md")):
         if any(part.startswith(".") for part in log.relative_to(root).parts):
             continue  # .history (old MEMORY.md versions) is no part of memory as it is now
@@ -216,6 +223,23 @@ def memory_lines(root: Path) -> tuple[list[str], list[str]]:
 
 def dated_share(bullets: list[str]) -> float:
     return sum(1 for b in bullets if _ISO.search(b)) / len(bullets) if bullets else 0.0
+
+
+def date_tokens(root: Path) -> tuple[int, int]:
+    """MEMORY.md's tokens as it is, and without its dates (day headings and stamps), the
+    same facts: what the dates cost in every system prompt."""
+    from harnessmem.tokens import TokenCounter
+
+    path = root / "MEMORY.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    bare = [
+        _STAMP.sub("", line)
+        for line in text.splitlines()
+        if not (line.startswith("#") and _ISO.fullmatch(line.lstrip("#").strip()))
+    ]
+    bare_text = re.sub(r"\n{3,}", "\n\n", "\n".join(bare))
+    counter = TokenCounter()
+    return counter.count_text(text), counter.count_text(bare_text)
 
 
 def _replay(path: Path, sample: int | None, workspace: Path, keep_dates: bool) -> str:
@@ -237,16 +261,20 @@ def _replay(path: Path, sample: int | None, workspace: Path, keep_dates: bool) -
     return loaded.conversation or path.stem
 
 
-def evaluate(samples: list[dict[str, Any]], tmp: Path) -> tuple[Tally, list[float], list[str]]:
+def evaluate(
+    samples: list[dict[str, Any]], tmp: Path
+) -> tuple[Tally, list[float], list[str], list[tuple[int, int]]]:
     """Replay each sample and score its temporal questions."""
     tally = Tally()
     shares: list[float] = []
     misses: list[str] = []
+    tokens: list[tuple[int, int]] = []
     for number, sample in enumerate(samples):
         root = tmp / f"conv-{number}" / "workspace"
         _replay(DATA, number, root, keep_dates=True)
         lines, bullets = memory_lines(root)
         shares.append(dated_share(bullets))
+        tokens.append(date_tokens(root))
         conversation = sample["conversation"]
         names = {conversation.get("speaker_a", ""), conversation.get("speaker_b", "")}
         for qa in sample["qa"]:
@@ -263,15 +291,15 @@ def evaluate(samples: list[dict[str, Any]], tmp: Path) -> tuple[Tally, list[floa
                 tally.with_fact += 1
             else:
                 misses.append(f"{sample['sample_id']}: {qa['question']} -> {qa['answer']}")
-    return tally, shares, misses
+    return tally, shares, misses, tokens
 
 
-def _example_share(tmp: Path) -> float:
+def _example_share(tmp: Path) -> tuple[float, tuple[int, int]]:
     from harnessmem.examples import example_path
 
     root = tmp / "example" / "workspace"
     _replay(example_path(), None, root, keep_dates=False)
-    return dated_share(memory_lines(root)[1])
+    return dated_share(memory_lines(root)[1]), date_tokens(root)
 
 
 def run(quick: bool) -> list[Row]:
@@ -285,8 +313,8 @@ def run(quick: bool) -> list[Row]:
         samples = samples[:1]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as tmp:
-        tally, shares, misses = evaluate(samples, Path(tmp))
-        example = _example_share(Path(tmp))
+        tally, shares, misses, tokens = evaluate(samples, Path(tmp))
+        example, example_tokens = _example_share(Path(tmp))
     seconds = time.perf_counter() - started
     for miss in misses[:15]:
         print(f"  bench temporal miss: {miss}", file=sys.stderr)
@@ -322,5 +350,22 @@ def run(quick: bool) -> list[Row]:
             "MEMORY.md bullets with a date, the bundled example",
             round(example, 3),
             "share",
+        ),
+        Row(
+            "temporal",
+            "MEMORY.md tokens with its dates, LoCoMo conversations (all)",
+            sum(t[0] for t in tokens),
+            "tokens",
+            baseline="the same facts without dates",
+            baseline_value=sum(t[1] for t in tokens),
+            notes="per conversation: " + ", ".join(f"{a} vs {b}" for a, b in tokens),
+        ),
+        Row(
+            "temporal",
+            "MEMORY.md tokens with its dates, the bundled example",
+            example_tokens[0],
+            "tokens",
+            baseline="the same facts without dates",
+            baseline_value=example_tokens[1],
         ),
     ]

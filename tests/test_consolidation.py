@@ -86,7 +86,10 @@ def test_consolidates_only_log_text_past_the_watermark(
     harness.workspace.append_text(DAY1, entry("Ana lives in Lisbon"))
     first = harness.consolidate()
     assert (first.status, first.accepted, first.files) == ("consolidated", True, (DAY1,))
-    assert harness.workspace.read_text("MEMORY.md") == "## Facts\n- Ana lives in Lisbon\n"
+    # The model's answer lost the day the fact was learned: it is put back as a stamp.
+    assert harness.workspace.read_text("MEMORY.md") == (
+        "## Facts\n- Ana lives in Lisbon (2027-01-14)\n"
+    )
     assert state(harness)["files"]["2027-01-14.md"]["bytes"] == len(
         entry("Ana lives in Lisbon").encode()
     )
@@ -224,7 +227,7 @@ def test_memory_save_during_consolidation_survives(
     assert result.status == "consolidated"
     assert result.preserved_appends == 1
     text = harness.workspace.read_text("MEMORY.md")
-    assert text.startswith("## Facts\n- Ana lives in Lisbon\n- Ana has a cat\n")
+    assert text.startswith("## Facts\n- Ana lives in Lisbon\n- Ana has a cat (2027-01-15)\n")
     assert "- Ana's visa expires in May" in text
     assert events.consolidated[-1].preserved_appends == 1
 

@@ -34,8 +34,9 @@ watermark is the version the run rewrites.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -364,6 +365,7 @@ class MemoryConsolidator:
             self._commit_watermark(watermark, segments, prior)
             return replace(base, status="unchanged", tokens_after=tokens_before)
         candidate = harness.hooks.transform_memory_text(candidate, "consolidation")
+        candidate = restore_dates(candidate, prior, text_segments)
         tokens_after = self.tokens(candidate)
         base = replace(base, tokens_after=tokens_after)
         limit = int(budget * (1 + OVER_BUDGET_SLACK))
@@ -373,6 +375,9 @@ class MemoryConsolidator:
                 reason=f"over budget: {tokens_after} tokens > {budget} + 10% ({limit})",
             )
         considered, lost = _entry_loss(prior, candidate)
+        # A fact a newer entry replaces is retired, not lost (it stays in the daily logs
+        # and .history); any other dropped fact still counts.
+        lost = _unreplaced(lost, text_segments)
         base = replace(base, entries_before=considered, entries_lost=len(lost))
         if (
             considered
@@ -675,3 +680,78 @@ def _entry_loss(prior: str, candidate: str) -> tuple[int, list[str]]:
         if len(distinctive & words) / len(distinctive) < KEPT_WORD_SHARE:
             lost.append(line)
     return len(entries), lost
+
+
+_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+_DAY_HEADING = re.compile(r"^#{2,6}\s+(\d{4}-\d{2}-\d{2})\s*$")
+_STAMPED = re.compile(r"\s\(\d{4}-\d{2}-\d{2}\)\s*$")
+#: Share of a fact's words an answer's bullet must hold to take that fact's date.
+DATE_MATCH_SHARE = 0.6
+
+
+def _dated_facts(prior: str, segments: Sequence[Segment]) -> list[tuple[set[str], str]]:
+    """The input's facts with the day each was learned: MEMORY.md's (own stamp, or the
+    ``### YYYY-MM-DD`` heading above) and the new entries' (their log's day)."""
+    facts: list[tuple[set[str], str]] = []
+    heading: str | None = None
+    for line in prior.splitlines():
+        if line.startswith("#"):
+            day = _DAY_HEADING.match(line)
+            heading = day.group(1) if day else None
+            continue
+        stamp = _STAMPED.search(line)
+        date = stamp.group(0).strip()[1:-1] if stamp else heading
+        if line.strip() and date:
+            facts.append((mf.significant_words(line), date))
+    for segment in segments:
+        day = _DAY.search(segment.path)
+        if day is None:
+            continue
+        for line in mf.entry_lines(segment.text):
+            facts.append((mf.significant_words(line), day.group(1)))
+    return facts
+
+
+def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> str:
+    """A model's new MEMORY.md with the dates it lost put back.
+
+    Facts carry the day they were learned (a ``### YYYY-MM-DD`` heading above them, or a
+    stamp, ``- fact (2026-11-20)``). A bullet of the answer with neither gets the stamp of
+    the input fact whose words it holds the most of (at least ``DATE_MATCH_SHARE`` of
+    them; the newest such day); a bullet that matches no input fact keeps no date rather
+    than a made-up one. The offline consolidation keeps its dates itself: nothing changes.
+    """
+    facts = _dated_facts(prior, segments)
+    if not facts:
+        return candidate
+    lines = candidate.splitlines()
+    heading: str | None = None
+    for number, line in enumerate(lines):
+        if line.startswith("#"):
+            day = _DAY_HEADING.match(line)
+            heading = day.group(1) if day else None
+            continue
+        if heading or not line.lstrip().startswith(("- ", "* ")) or _STAMPED.search(line):
+            continue
+        words = mf.significant_words(line)
+        best: tuple[float, str] | None = None
+        for own, date in facts:
+            if len(own) < 2:
+                continue
+            share = len(own & words) / len(own)
+            if share >= DATE_MATCH_SHARE and (best is None or (share, date) > best):
+                best = (share, date)
+        if best is not None:
+            lines[number] = f"{line.rstrip()} ({best[1]})"
+    return "\n".join(lines) + ("\n" if candidate.endswith("\n") else "")
+
+
+def _unreplaced(lost: list[str], segments: Sequence[Segment]) -> list[str]:
+    """The facts of ``lost`` that no new entry replaces
+    (:func:`harnessmem.backends.extractive.replaces`: the same thing, a change said)."""
+    if not lost:
+        return lost
+    from harnessmem.backends.extractive import replaces
+
+    newer = [line for s in segments for line in mf.entry_lines(s.text)]
+    return [old for old in lost if not any(replaces(new, old) for new in newer)]

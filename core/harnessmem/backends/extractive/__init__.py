@@ -36,6 +36,7 @@ from harnessmem.backends.extractive._jobs import (
     Turn,
     consolidate,
     extract_facts,
+    replaces,
     summarise,
     turns_of,
 )
@@ -46,7 +47,7 @@ from harnessmem.prompts import FACTS_TOKENS, NO_REPLY, parse_conversation, read_
 if TYPE_CHECKING:
     from harnessmem.tokens import TokenCounter
 
-__all__ = ["ExtractiveBackend", "ExtractiveOptions", "term_set"]
+__all__ = ["ExtractiveBackend", "ExtractiveOptions", "replaces", "term_set"]
 
 _BUDGET = re.compile(
     r"(?:within|under|budget of|at most|max(?:imum)?)\s+(?:about\s+)?"

@@ -704,39 +704,133 @@ class _Cluster:
     count: int
     first: int
     last: int
+    date: str | None = None
 
 
-def _memory_lines(text: str) -> tuple[str | None, list[tuple[str | None, str]]]:
-    """A MEMORY.md as its title and ``(section, fact)`` pairs."""
+#: The date stamp a MEMORY.md fact ends with: the day it was learned.
+STAMP = re.compile(r"\s\((?P<date>\d{4}-\d{2}-\d{2})\)\s*$")
+_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+#: A heading that is a day: the facts under it were learned that day.
+_DATE_HEADING = re.compile(r"\d{4}-\d{2}-\d{2}$")
+
+
+def split_stamp(fact: str) -> tuple[str, str | None]:
+    """``("Staging listens on 6432", "2026-11-20")`` from ``"Staging listens on 6432
+    (2026-11-20)"``; the fact as it is and None without a stamp."""
+    match = STAMP.search(fact)
+    if match is None:
+        return fact, None
+    return fact[: match.start()].rstrip(), match.group("date")
+
+
+def _memory_lines(text: str) -> tuple[str | None, list[tuple[str | None, str, str | None]]]:
+    """A MEMORY.md as its title and ``(section, fact, date)`` triples: a fact's date is
+    its own stamp, else the ``### YYYY-MM-DD`` heading it is under."""
     title: str | None = None
     section: str | None = None
-    facts: list[tuple[str | None, str]] = []
+    heading_date: str | None = None
+    facts: list[tuple[str | None, str, str | None]] = []
     for line in text.splitlines():
         heading = _HEADING.match(line)
         if heading:
+            words = heading.group(2).strip()
             if len(heading.group(1)) == 1 and title is None and not facts:
                 title = line.strip()
+            elif _DATE_HEADING.match(words):
+                heading_date = words[:10]
             else:
-                section = heading.group(2).strip()
+                section, heading_date = words, None
             continue
         if line.strip():
-            facts.append((section, strip_bullet(line)))
+            fact, date = split_stamp(strip_bullet(line))
+            facts.append((section, fact, date or heading_date))
     return title, facts
 
 
-def _entry_facts(text: str) -> list[str]:
-    """The facts of daily-log entries: bullets and plain lines; headings and NO_REPLY skipped."""
-    facts = []
+def _entry_facts(text: str) -> list[tuple[str, str | None]]:
+    """The facts of daily-log entries with the day each was learned: bullets and plain
+    lines; headings and NO_REPLY skipped. The day is the log's, from the ``### <path>``
+    line the request puts before each log's text, else from the entry's heading."""
+    facts: list[tuple[str, str | None]] = []
+    date: str | None = None
     for line in text.splitlines():
         stripped = line.strip()
-        if not stripped or _HEADING.match(stripped) or stripped.startswith("```"):
+        heading = _HEADING.match(stripped)
+        if heading:
+            day = _DAY.search(heading.group(2))
+            if day is not None and (len(heading.group(1)) == 3 or date is None):
+                date = day.group(1)  # the log's path; else the entry's own time
+            continue
+        if not stripped or stripped.startswith("```"):
             continue
         if re.match(r"^no[\s_-]?reply\b", stripped.strip("'\"`*_"), re.I):
             continue
         if stripped.startswith(("<!--", "&lt;")):
             continue
-        facts.append(strip_bullet(stripped) if is_bullet(stripped) else stripped)
-    return [fact for fact in facts if fact]
+        fact = strip_bullet(stripped) if is_bullet(stripped) else stripped
+        if fact:
+            fact, own = split_stamp(fact)
+            facts.append((fact, own or date))
+    return facts
+
+
+# -- replacement ----------------------------------------------------------------------------------
+
+#: Words that say a fact changed, by how much they say it: a strong one ("switched to")
+#: names a change by itself; a weak one ("now") only with a value that changed too.
+_STRONG_CHANGE = re.compile(
+    r"\b(?:moved (?:to|from|into|up|back)|switched(?: over)? to|changed|took over|"
+    r"taken over|takes over|pushed (?:to|back)|postponed|rescheduled|instead(?: of)?|"
+    r"replaced|replacing|upgraded|downgraded)\b",
+    re.I,
+)
+_WEAK_CHANGE = re.compile(
+    r"(?<!right )(?<!for )(?<!just )(?<!by )(?<!until )(?<!till )\bnow\b(?! that)|"
+    r"\b(?:new (?:\w+ ){0,2}(?:is|are)|updated|from now on|used to|"
+    r"shut (?:\w+ ){0,3}down)\b",
+    re.I,
+)
+_ENDED = re.compile(
+    r"\b(?:no longer|not any ?more|anymore|cancell?ed|retired)\b", re.I
+)
+#: Words that say nothing about which thing a fact is about.
+_GENERIC = frozenset({"now", "new", "old", "longer", "moved", "switch", "chang", "user", "assist"})
+#: A value a fact gives: a number or an identifier, or a capitalised name.
+_VALUE_WORD = re.compile(r"(?<![\w-])(?:\d[\w.:/-]*|[A-Z][\w-]*\d[\w-]*|[A-Z][a-z]+)")
+_NOT_VALUES = frozenset(
+    {"the", "our", "a", "an", "this", "that", "my", "we", "it", "he", "she", "they", "user"}
+)
+
+
+def _values(text: str) -> set[str]:
+    """Numbers, identifiers and names of a fact (a sentence's first word is no name)."""
+    found = {
+        m.group().casefold().rstrip(".")
+        for m in _VALUE_WORD.finditer(text)
+        if m.group()[0].isdigit() or any(c.isdigit() for c in m.group()) or m.start() > 0
+    }
+    return found - _NOT_VALUES
+
+
+def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()) -> bool:
+    """Whether ``later`` replaces ``earlier``: both are about the same thing (at least two
+    content words in common, names of people aside, and most of ``earlier``'s when it is
+    short), and ``later`` says it changed: it ended ("no longer", "cancelled"), a change
+    word says so ("moved to", "switched to", "took over", "pushed to", "upgraded"), or a
+    weak one ("now", "new ... is") comes with a value of ``earlier`` gone and a new one in
+    its place. A fact that merely shares words with another never replaces it."""
+    # What a fact says is judged without the photo it shares ("[shares a photo: ...]").
+    later, earlier = _BRACKETED.sub("", later), _BRACKETED.sub("", earlier)
+    ended, strong = _ENDED.search(later), _STRONG_CHANGE.search(later)
+    if not (ended or strong or _WEAK_CHANGE.search(later)):
+        return False
+    new, old = term_set(later) - subjects - _GENERIC, term_set(earlier) - subjects - _GENERIC
+    shared = new & old
+    if len(shared) < 2 or len(shared) < 0.4 * min(len(old), 6):
+        return False
+    if ended or strong:
+        return True
+    return bool(_values(earlier) - _values(later)) and bool(_values(later) - _values(earlier))
 
 
 def consolidate(
@@ -747,31 +841,52 @@ def consolidate(
     count_tokens: Callable[[str], int],
     threshold: float,
 ) -> str:
-    """The new MEMORY.md: ``memory`` merged with ``entries``, within ``budget_tokens``."""
+    """The new MEMORY.md: ``memory`` merged with ``entries``, within ``budget_tokens``.
+
+    Every fact keeps the day it was learned: the facts of each section are grouped under
+    ``### 2026-11-20`` headings (a bullet's own stamp, ``- fact (2026-11-20)``, is read as
+    well); merging a restated fact keeps the newer wording and its day. A newer entry
+    that replaces an older fact (:func:`replaces`) retires it: it leaves MEMORY.md (the
+    daily logs and ``.history`` keep it)."""
     title, old = _memory_lines(memory)
     clusters: list[_Cluster] = []
-    items = [(section, fact, True) for section, fact in old]
-    items += [(None, fact, False) for fact in _entry_facts(entries)]
-    for order, (section, fact, from_memory) in enumerate(items):
+    items = [(section, fact, date, True) for section, fact, date in old]
+    items += [(None, fact, date, False) for fact, date in _entry_facts(entries)]
+    for order, (section, fact, date, from_memory) in enumerate(items):
         found = term_set(fact)
         key = _fact_key(fact)
         match = next(
             (c for c in clusters if near_duplicate(found, c.terms, threshold)), None
         ) or next((c for c in clusters if key is not None and c.key == key), None)
         if match is None:
-            clusters.append(_Cluster(fact, section or _category(fact), found, key, 1, order, order))
+            if not from_memory:
+                # What this newer fact replaces leaves the current facts.
+                clusters = [c for c in clusters if not replaces(fact, c.text)]
+            clusters.append(
+                _Cluster(fact, section or _category(fact), found, key, 1, order, order, date)
+            )
             continue
         match.count += 1
         match.last = order
-        if not from_memory:  # the newer wording (or value) wins
+        if not from_memory:  # the newer wording (or value) wins, with its day
             match.text, match.terms, match.key = fact, found, key
+            match.date = date or match.date
 
     def render(kept: Sequence[_Cluster]) -> str:
-        sections: dict[str, list[str]] = {}
+        # Each section's facts grouped under the day they were learned ("### 2026-11-20",
+        # oldest first; undated ones first): a stamp on every bullet would cost about 8
+        # tokens each in every system prompt, a heading costs that once per day.
+        sections: dict[str, dict[str, list[str]]] = {}
         for cluster in sorted(kept, key=lambda c: c.first):
-            sections.setdefault(cluster.section, []).append(f"- {cluster.text}")
+            days = sections.setdefault(cluster.section, {})
+            days.setdefault(cluster.date or "", []).append(f"- {cluster.text}")
         parts = [title] if title else []
-        parts += [f"## {name}\n" + "\n".join(lines) for name, lines in sections.items()]
+        for name, days in sections.items():
+            blocks = [f"## {name}"]
+            for day in sorted(days):
+                lines = "\n".join(days[day])
+                blocks.append(f"### {day}\n{lines}" if day else lines)
+            parts.append("\n\n".join(blocks))
         return "\n\n".join(parts) + "\n" if parts else ""
 
     total = max(1, len(items))

@@ -1,0 +1,167 @@
+"""MEMORY.md that stays true over time: every fact dated, replaced facts retired.
+
+The offline consolidation groups each section's facts under the day they were learned
+(``### YYYY-MM-DD``) and retires a fact a newer entry replaces; a model's answer gets the
+days it lost back, and may drop a replaced fact, never another one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from harnessmem.backends.extractive import replaces
+from harnessmem.backends.extractive._jobs import consolidate
+from harnessmem.testing import ScriptedModel
+
+if TYPE_CHECKING:
+    from conftest import HarnessFactory
+
+DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
+
+
+def count(text: str) -> int:
+    return len(text) // 4
+
+
+def entries(day: str, *facts: str) -> str:
+    bullets = "".join(f"- {fact}\n" for fact in facts)
+    return f"### memory/{day}.md\n## Memory Flush — {day}T07:00:00Z · session s\n{bullets}"
+
+
+def run(memory: str, logs: str) -> str:
+    return consolidate(memory, logs, budget_tokens=4_000, count_tokens=count, threshold=0.6)
+
+
+def test_facts_are_grouped_under_the_day_they_were_learned() -> None:
+    first = run("", entries("2027-01-14", "Ana lives in Lisbon", "Ana has a cat named Miso"))
+    second = run(first, entries("2027-01-15", "Ana's sister Rita works at the port authority"))
+    assert second == (
+        "## Facts\n\n### 2027-01-14\n- Ana lives in Lisbon\n- Ana has a cat named Miso\n\n"
+        "### 2027-01-15\n- Ana's sister Rita works at the port authority\n"
+    )
+    assert run(second, "") == second, "a rewrite keeps every day"
+
+
+def test_a_restated_fact_takes_the_newer_day_and_old_facts_stay_undated() -> None:
+    memory = "## Facts\n- Ana has a cat named Miso (2027-01-02)\n- Ana speaks Portuguese\n"
+    out = run(memory, entries("2027-01-15", "Ana has a cat named Miso"))
+    assert "- Ana speaks Portuguese\n" in out.split("###")[0], "never a made-up day"
+    assert "### 2027-01-15\n- Ana has a cat named Miso" in out
+    assert "2027-01-02" not in out
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        (
+            "Our staging database runs on port 5433.",
+            "Staging now listens on port 6432, we shut the old port down.",
+        ),
+        (
+            "The v0.9.0 release is on Thursday 2026-12-03.",
+            "The v0.9.0 release was pushed to 2026-12-10.",
+        ),
+        ("Jonas is the release manager for v0.9.", "Maya took over as release manager for v0.9."),
+        (
+            "The user's flight to Denver is HAT170.",
+            "The user's flight to Denver changed to HAT045.",
+        ),
+        (
+            "The team uses Jenkins for CI builds.",
+            "The team switched to GitHub Actions for CI builds.",
+        ),
+        (
+            "The user's cabin on reservation HATHAT is economy.",
+            "The user upgraded the cabin on reservation HATHAT to business.",
+        ),
+        (
+            "Ana plays tennis with Rita on Mondays.",
+            "Ana no longer plays tennis with Rita on Mondays.",
+        ),
+    ],
+)
+def test_a_later_fact_replaces_an_earlier_one(earlier: str, later: str) -> None:
+    assert replaces(later, earlier)
+    out = run(f"## Facts\n- {earlier} (2027-01-01)\n", entries("2027-01-19", later))
+    assert earlier not in out and later in out
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        ("Caroline likes pottery.", "Caroline now likes painting too."),
+        (
+            "Our staging database runs on port 5433.",
+            "The staging database now has nightly backups.",
+        ),
+        (
+            "Jon is hosting a dance competition in May 2023.",
+            "The dance studio is on tenuous grounds right now.",
+        ),
+        ("Ana lives in Lisbon.", "Ana's cat Miso is now three years old."),
+        (
+            "The user's flight to Denver is HAT170.",
+            "The user's hotel in Denver is the Brown Palace.",
+        ),
+    ],
+)
+def test_a_fact_that_merely_shares_words_is_not_replaced(earlier: str, later: str) -> None:
+    assert not replaces(later, earlier)
+    out = run(f"## Facts\n- {earlier} (2027-01-01)\n", entries("2027-01-19", later))
+    assert earlier in out
+
+
+def _reply(answer: str) -> ScriptedModel:
+    return ScriptedModel([answer])
+
+
+PRIOR = (
+    "## Facts\n\n### 2027-01-14\n- Our staging database runs on port 5433.\n"
+    "- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n- Ana's sister is Rita.\n"
+)
+
+
+def test_a_model_that_drops_a_replaced_fact_is_accepted(open_harness: HarnessFactory) -> None:
+    answer = (
+        "## Facts\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n- Ana's sister is Rita.\n"
+        "- Staging now listens on port 6432, we shut the old port down.\n"
+    )
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(
+        DAY2, entries("2027-01-15", "Staging now listens on port 6432, we shut the old port down.")
+    )
+    result = harness.consolidate()
+    assert result.status == "consolidated", result.reason
+    text = harness.workspace.read_text("MEMORY.md")
+    assert "5433" not in text
+    # The answer lost every day: each bullet gets the day of the input fact it restates.
+    assert "- Ana lives in Lisbon. (2027-01-14)" in text
+    assert "- Staging now listens on port 6432, we shut the old port down. (2027-01-15)" in text
+
+
+def test_a_model_that_silently_drops_a_fact_is_refused(open_harness: HarnessFactory) -> None:
+    answer = (
+        "## Facts\n- Our staging database runs on port 5433.\n- Ana lives in Lisbon.\n"
+        "- Ana has a cat named Miso.\n- Ana's new job starts in March.\n"
+    )
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana's new job starts in March."))
+    result = harness.consolidate()
+    assert result.status == "rejected"
+    assert "Rita" in result.reason
+    assert harness.workspace.read_text("MEMORY.md") == PRIOR
+
+
+def test_a_bullet_that_matches_no_input_gets_no_day(open_harness: HarnessFactory) -> None:
+    answer = "## Facts\n- Ana lives in Lisbon.\n- Something the model made up entirely.\n"
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 1.0})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana lives in Lisbon."))
+    assert harness.consolidate().status == "consolidated"
+    text = harness.workspace.read_text("MEMORY.md")
+    assert "- Something the model made up entirely.\n" in text
+    assert "- Ana lives in Lisbon. (2027-01-15)" in text
