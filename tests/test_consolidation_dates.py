@@ -85,7 +85,8 @@ def test_a_restated_fact_takes_the_newer_day_and_old_facts_stay_undated() -> Non
 def test_a_later_fact_replaces_an_earlier_one(earlier: str, later: str) -> None:
     assert replaces(later, earlier)
     out = run(f"## Facts\n- {earlier} (2027-01-01)\n", entries("2027-01-19", later))
-    assert earlier not in out and later in out
+    assert earlier not in out
+    assert later in out
 
 
 @pytest.mark.parametrize(
@@ -165,3 +166,16 @@ def test_a_bullet_that_matches_no_input_gets_no_day(open_harness: HarnessFactory
     text = harness.workspace.read_text("MEMORY.md")
     assert "- Something the model made up entirely.\n" in text
     assert "- Ana lives in Lisbon. (2027-01-15)" in text
+
+
+def test_the_flush_keeps_an_update_of_a_fact_already_on_file() -> None:
+    """A fact that replaces one in memory is news, not a duplicate of it."""
+    from harnessmem.backends.extractive._jobs import extract_facts, turns_of
+
+    said = "Tom Okafor took over as my manager after Priya Raman left the team."
+    turns = turns_of([{"role": "user", "content": said}])
+    reference = "- The user's manager is Priya Raman. (2026-11-02)"
+    facts = extract_facts(turns, reference, max_facts=5, threshold=0.6)
+    assert facts == ["Tom Okafor took over as the user's manager after Priya Raman left the team."]
+    repeated = "- Tom Okafor took over as the user's manager after Priya Raman left the team."
+    assert extract_facts(turns, repeated, max_facts=5, threshold=0.6) == []

@@ -618,9 +618,8 @@ def extract_facts(
     # Who a fact is about is no part of what it says: "the user" in two facts does not
     # make them the same.
     subjects = _SUBJECT_TERMS.union(*(term_set(t.name or "") for t in turns))
-    known = [
-        term_set(strip_bullet(line)) - subjects for line in reference.splitlines() if line.strip()
-    ]
+    known_lines = [strip_bullet(line) for line in reference.splitlines() if line.strip()]
+    known = [term_set(line) - subjects for line in known_lines]
     candidates: list[Fact] = []
     position = 0
     calls: list[tuple[str, str]] = []
@@ -662,8 +661,11 @@ def extract_facts(
         if len(chosen) >= max_facts:
             break
         found = term_set(fact.text) - subjects
-        if any(near_duplicate(found, other, threshold) for other in known):
-            continue
+        if any(
+            near_duplicate(found, other, threshold) and not replaces(fact.text, line)
+            for other, line in zip(known, known_lines, strict=True)
+        ):
+            continue  # on file already (a fact that replaces one on file is news)
         if any(near_duplicate(found, other, threshold) for _, other in chosen):
             continue
         chosen.append((fact, found))
@@ -779,7 +781,7 @@ def _entry_facts(text: str) -> list[tuple[str, str | None]]:
 #: Words that say a fact changed, by how much they say it: a strong one ("switched to")
 #: names a change by itself; a weak one ("now") only with a value that changed too.
 _STRONG_CHANGE = re.compile(
-    r"\b(?:moved (?:to|from|into|up|back)|switched(?: over)? to|changed|took over|"
+    r"\b(?:moved (?:to|from|into|up|back)|switched|changed|took over|"
     r"taken over|takes over|pushed (?:to|back)|postponed|rescheduled|instead(?: of)?|"
     r"replaced|replacing|upgraded|downgraded)\b",
     re.I,
@@ -790,9 +792,7 @@ _WEAK_CHANGE = re.compile(
     r"shut (?:\w+ ){0,3}down)\b",
     re.I,
 )
-_ENDED = re.compile(
-    r"\b(?:no longer|not any ?more|anymore|cancell?ed|retired)\b", re.I
-)
+_ENDED = re.compile(r"\b(?:no longer|not any ?more|anymore|cancell?ed|retired)\b", re.I)
 #: Words that say nothing about which thing a fact is about.
 _GENERIC = frozenset({"now", "new", "old", "longer", "moved", "switch", "chang", "user", "assist"})
 #: A value a fact gives: a number or an identifier, or a capitalised name.
@@ -828,7 +828,11 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
     shared = new & old
     if len(shared) < 2 or len(shared) < 0.4 * min(len(old), 6):
         return False
-    if ended or strong:
+    if ended:
+        return not _ENDED.search(earlier)  # "no longer ..." ends what was; not itself
+    if jaccard(new, old) >= 0.8:
+        return False  # the same fact said again, not a change
+    if strong:
         return True
     return bool(_values(earlier) - _values(later)) and bool(_values(later) - _values(earlier))
 

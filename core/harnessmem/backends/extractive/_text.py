@@ -255,6 +255,7 @@ _NOT_VERBS = word_set(
     """
     just really also still always never usually often sometimes recently finally actually
     definitely probably already even only too so then now currently mostly totally kind sort
+    no not
     can could will would should might must may shall did was were had
     """
 )

@@ -1,0 +1,162 @@
+"""Replaced facts on the offline default: does MEMORY.md keep only the current one?
+
+The pairs of ``tests/data/replacements/own.jsonl`` (an earlier fact and a later one that
+replaces it, written by us) and the unrelated facts of
+``unrelated.jsonl`` (each with a text only it holds) go through a real harness on the
+default offline set-up (the ``extractive`` model, the SQLite index; plugins not
+autoloaded, the maintenance thread off) as a user would say them: one session tells the
+earlier facts with the unrelated ones, a consolidation follows; a session 18 days later
+tells the later facts, another consolidation follows. Then, in MEMORY.md:
+
+- *replaced facts still current*: the share of pairs whose earlier fact is still a bullet
+  of MEMORY.md (one holding 80% of its words of four letters or more, and not the later
+  fact's; goal: at most 10%);
+- *unrelated facts lost*: how many unrelated facts' texts are not in MEMORY.md (goal: 0);
+- *later facts kept*: the share of pairs whose later fact made it into MEMORY.md.
+
+Baseline in the same run: the same replay with replacement detection off (the pairs then
+stay side by side, as before it was built).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench._util import Row
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "replacements"
+#: The days between the two sessions, as in issue 33's measure.
+GAP_DAYS = 18
+
+
+def load() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The pairs and the unrelated facts."""
+
+    def read(name: str) -> list[dict[str, str]]:
+        lines = (DATA / name).read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    return read("own.jsonl"), read("unrelated.jsonl")
+
+
+def _messages(texts: list[str], day: dt.datetime) -> list[dict[str, Any]]:
+    """The user's statements, each acknowledged by the agent, a minute apart."""
+    messages: list[dict[str, Any]] = []
+    for number, text in enumerate(texts):
+        moment = day + dt.timedelta(minutes=2 * number)
+        stamp = moment.isoformat().replace("+00:00", "Z")
+        messages.append({"role": "user", "content": text, "timestamp": stamp})
+        messages.append({"role": "assistant", "content": "Noted.", "timestamp": stamp})
+    return messages
+
+
+def replay_pairs(
+    root: Path, pairs: list[dict[str, str]], unrelated: list[dict[str, str]], detect: bool
+) -> str:
+    """MEMORY.md after both sessions (``detect``: replacement detection on)."""
+    from unittest import mock
+
+    from harnessmem import MemoryHarness
+    from harnessmem.backends.extractive import _jobs
+    from harnessmem.replay import ReplayClock, replay
+
+    first = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
+    later = first + dt.timedelta(days=GAP_DAYS)
+    told = [p["earlier"] for p in pairs]
+    mixed = [t for pair in zip(told, [u["text"] for u in unrelated], strict=False) for t in pair]
+    mixed += told[len(unrelated) :]
+    patch = mock.patch.object(_jobs, "replaces", return_value=False) if not detect else None
+    clock = ReplayClock()
+    try:
+        if patch is not None:
+            patch.start()
+        with MemoryHarness.open(
+            root, clock=clock, maintenance={"enabled": False}, plugins={"autoload": False}
+        ) as harness:
+            replay(harness, _messages(mixed, first), session_id="s1", clock=clock, keep_dates=True)
+            replay(
+                harness,
+                _messages([p["later"] for p in pairs], later),
+                session_id="s2",
+                clock=clock,
+                keep_dates=True,
+            )
+            return harness.workspace.read_text("MEMORY.md")
+    finally:
+        if patch is not None:
+            patch.stop()
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,;:!?'\"()").casefold() for w in text.split() if len(w) > 3} - _SAID_BY
+
+
+#: Words the flush puts in or takes out when it words a user's sentence as a fact.
+_SAID_BY = frozenset({"user", "user's", "the", "i'm", "i've"})
+
+
+def _holds(bullet: set[str], fact: set[str]) -> bool:
+    return bool(fact) and len(bullet & fact) >= 0.8 * len(fact)
+
+
+def score(
+    memory: str, pairs: list[dict[str, str]], unrelated: list[dict[str, str]]
+) -> dict[str, Any]:
+    """Which earlier facts are still a bullet of their own (one that holds most of the
+    earlier fact's words and not the later's), which unrelated facts are gone, and which
+    later facts are bullets."""
+    bullets = [_words(line) for line in memory.splitlines() if line.lstrip().startswith("- ")]
+    stale = [
+        p
+        for p in pairs
+        if any(
+            _holds(b, _words(p["earlier"])) and not _holds(b, _words(p["later"])) for b in bullets
+        )
+    ]
+    lost = [u for u in unrelated if u["key"].casefold() not in memory.casefold()]
+    kept = [p for p in pairs if any(_holds(b, _words(p["later"])) for b in bullets)]
+    return {"stale": stale, "lost": lost, "kept": kept}
+
+
+def run(quick: bool) -> list[Row]:
+    """Replaced facts still current, unrelated facts lost, against detection off."""
+    pairs, unrelated = load()
+    with tempfile.TemporaryDirectory(prefix="bench-replacement-") as tmp:
+        ours = score(replay_pairs(Path(tmp) / "on", pairs, unrelated, True), pairs, unrelated)
+        off = score(replay_pairs(Path(tmp) / "off", pairs, unrelated, False), pairs, unrelated)
+    for pair in ours["stale"]:
+        print(f"  bench replacement: still current: {pair['earlier']}", file=sys.stderr)
+    for fact in ours["lost"]:
+        print(f"  bench replacement: unrelated fact lost: {fact['text']}", file=sys.stderr)
+    total = len(pairs)
+    return [
+        Row(
+            "replacement",
+            f"replaced facts still current in MEMORY.md ({total} pairs, {GAP_DAYS} days apart)",
+            round(len(ours["stale"]) / total, 3),
+            "share",
+            baseline="replacement detection off",
+            baseline_value=round(len(off["stale"]) / total, 3),
+            notes=f"{len(ours['stale'])} of {total} (off: {len(off['stale'])})",
+        ),
+        Row(
+            "replacement",
+            f"unrelated facts lost ({len(unrelated)} told beside the pairs)",
+            len(ours["lost"]),
+            "facts",
+            baseline="replacement detection off",
+            baseline_value=len(off["lost"]),
+        ),
+        Row(
+            "replacement",
+            "later facts current in MEMORY.md",
+            round(len(ours["kept"]) / total, 3),
+            "share",
+            notes=f"{len(ours['kept'])} of {total}",
+        ),
+    ]
