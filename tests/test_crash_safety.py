@@ -33,7 +33,9 @@ MESSAGES = [
 ]
 FACTS = "- The user moved to Porto\n- Rita, the user's sister, visits in March"
 OLD_MEMORY = "## People\n- The user has a sister, Rita\n"
-NEW_MEMORY = "## People\n- The user has a sister, Rita\n- The user lives in Porto\n"
+# The model answers with the day the fact was learned, as the prompt asks (a bullet without it
+# would be stamped from its daily log: the answer written is then not the scripted text).
+NEW_MEMORY = "## People\n- The user has a sister, Rita\n- The user lives in Porto (2027-01-15)\n"
 LOGGED = "\n## Memory Flush — 2027-01-15T07:00:00Z · session old\n- The user lives in Porto\n"
 
 CHILD = textwrap.dedent(

@@ -214,7 +214,8 @@ def test_a_consolidation_completes_through_a_fault(
     assert harness.consolidate().status == "consolidated"
     assert fault.fired == 1
     text = harness.workspace.read_text("MEMORY.md")
-    assert text == "## Facts\n- Ana lives in Lisbon\n- Ana has a cat\n"
+    # The new bullet carries the day of the log it came from (restored when the model drops it).
+    assert text == "## Facts\n- Ana lives in Lisbon\n- Ana has a cat (2027-01-15)\n"
     assert harness.consolidate().status == "nothing_new", "the watermark moved once"
 
 
