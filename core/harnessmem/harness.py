@@ -14,11 +14,12 @@ import atexit
 import logging
 import os
 import posixpath
+import re
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
     from harnessmem.memory.erasure import ForgetResult
     from harnessmem.memory.flush import FlushResult
+    from harnessmem.memory.timequery import QueryTime
     from harnessmem.models.usage import MeteredModel, UsageReport
     from harnessmem.services import Services
     from harnessmem.workspace import Workspace
@@ -57,6 +59,13 @@ C = TypeVar("C")
 #: Workspace files the agent may read through ``get`` / ``memory_get``.
 
 
+#: A month's name: a query may name a day by it ("On May 4th"), which has no relative word.
+_MONTH_WORD = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|"
+    r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)|"
+    r"\b(?:in|since|before|after|until|during)\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+    re.I,
+)
 logger = logging.getLogger("harnessmem.harness")
 
 # Harnesses not closed yet, held weakly so that tracking them keeps none alive; the atexit
@@ -307,16 +316,91 @@ class MemoryHarness:
         """
         if limit <= 0:
             raise ValueError(f"search limit must be positive, got {limit}")
-        return self._index_sync().search(
-            query,
-            min(limit, self.settings.index.max_results),
-            mode=mode,
-            source="sessions" if session_id is not None else source,
-            session_id=session_id,
-            timeout=self.settings.index.search_timeout or None,
-            since=since,
-            until=until,
-        )
+        limit = min(limit, self.settings.index.max_results)
+        index = self._index_sync()
+
+        def run(text: str, start: date | str | None, end: date | str | None) -> list[SearchHit]:
+            return index.search(
+                text,
+                limit,
+                mode=mode,
+                source="sessions" if session_id is not None else source,
+                session_id=session_id,
+                timeout=self.settings.index.search_timeout or None,
+                since=start,
+                until=end,
+            )
+
+        named = None
+        if since is None and until is None and self.settings.index.time_in_query:
+            named = self._query_time(query)
+        if named is None:
+            return run(query, since, until)
+        # The days the query names first, then the rest of the ranking: an answer whose
+        # entry has no date (or another one) is still found.
+        hits = run(named.query, named.since, named.until)
+        # The rest keep the time words: a fact that names those days in its text ("in
+        # September 2023", written before then) still ranks by them.
+        everything = run(query, None, None)
+        if named.since is None or named.until is None or (named.until - named.since).days > 6:
+            # A month or an open range is a loose hint ("during September 2023" of a plan
+            # told in May): its hits take turns with the whole ranking's.
+            return _interleave(hits, everything, limit)
+        if len(hits) < limit and source == "memory" and session_id is None:
+            # A query about those days whose other words match little ("what did we talk
+            # about on May 2nd?"): the days' own facts come next, in the order written.
+            hits += self._days_facts(named.since, named.until, limit - len(hits), hits)
+        return _interleave(hits, everything, limit, turns=False)
+
+    def _days_facts(
+        self, since: date | None, until: date | None, limit: int, shown: list[SearchHit]
+    ) -> list[SearchHit]:
+        """The entries of the daily logs of ``since``..``until`` (at most a week of them),
+        in file order, as hits, leaving out those in ``shown``."""
+        from datetime import timedelta
+
+        from harnessmem.backends.base import SearchHit
+        from harnessmem.index.chunking import chunk_markdown
+
+        if since is None or until is None or (until - since).days > 6:
+            return []
+        seen = {(h.path, h.start_line) for h in shown}
+        found: list[SearchHit] = []
+        day = since
+        while day <= until and len(found) < limit:
+            path = f"{layout.MEMORY_DIR}/{day.isoformat()}.md"
+            day += timedelta(days=1)
+            try:
+                text = self.workspace.read_text(path)
+            except FileNotFoundError:
+                continue
+            for entry in chunk_markdown(path, text):
+                if (path, entry.start_line) not in seen and len(found) < limit:
+                    found.append(
+                        SearchHit(
+                            path,
+                            entry.start_line,
+                            entry.end_line,
+                            entry.content,
+                            0.0,
+                            entry.context,
+                            entry.date,
+                        )
+                    )
+        return found
+
+    def _query_time(self, query: str) -> QueryTime | None:
+        """The days ``query`` names, relative to the harness clock (see ``time_in_query``)."""
+        from harnessmem.memory.grounding import has_time_words
+
+        if not has_time_words(query) and not _MONTH_WORD.search(query):
+            return None  # the common case stays free of the parser
+        from zoneinfo import ZoneInfo
+
+        from harnessmem.memory.timequery import query_time
+
+        zone = ZoneInfo(self.settings.workspace.timezone)
+        return query_time(query, datetime.fromtimestamp(self.clock(), zone))
 
     def get(self, path: str, start_line: int = 1, lines: int | None = None) -> str:
         """Lines of a memory file, session log or evicted result (1-based ``start_line``)."""
@@ -606,3 +690,23 @@ class MemoryHarness:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<MemoryHarness {self.workspace.url} ({state})>"
+
+
+def _interleave(
+    first: list[SearchHit], second: list[SearchHit], limit: int, *, turns: bool = True
+) -> list[SearchHit]:
+    """``first`` and ``second`` as one list without repeats: taking turns, or (``turns``
+    false) all of ``first`` then the rest of ``second``."""
+    merged: list[SearchHit] = []
+    seen: set[tuple[str, int]] = set()
+    if turns:
+        order = [h for pair in zip(first, second, strict=False) for h in pair]
+        longer = first if len(first) > len(second) else second
+        order += longer[min(len(first), len(second)) :]
+    else:
+        order = [*first, *second]
+    for hit in order:
+        if (hit.path, hit.start_line) not in seen and len(merged) < limit:
+            seen.add((hit.path, hit.start_line))
+            merged.append(hit)
+    return merged

@@ -150,6 +150,14 @@ class IndexSettings(_Section):
     include_archive: bool = Field(
         False, description="Also index memory/archive/*.md (expired daily logs)."
     )
+    time_in_query: bool = Field(
+        True,
+        description=(
+            "A search whose query names a time ('last week', 'On May 4th', 'since March') "
+            "ranks the entries of those days first, then the rest; the time words need not "
+            "match. A search given since/until keeps to them instead."
+        ),
+    )
     refresh_interval: Seconds | None = Field(
         None,
         description=(
