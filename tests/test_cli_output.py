@@ -159,6 +159,7 @@ _JSON_RUNS = {
     "search": ["search", "otter"],
     "search --sessions": ["search", "--sessions", "otter"],
     "get": ["get", "memory/2026-11-30.md"],
+    "why": ["why", "otter"],
     "save": ["save", "the heron waits"],
     "forget": ["forget", "otter", "--yes"],
     "forget --dry-run": ["forget", "otter", "--dry-run"],

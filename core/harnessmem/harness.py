@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
     from harnessmem.memory.erasure import ForgetResult
     from harnessmem.memory.flush import FlushResult
+    from harnessmem.memory.provenance import FactTrace
     from harnessmem.memory.timequery import QueryTime
     from harnessmem.models.usage import MeteredModel, UsageReport
     from harnessmem.services import Services
@@ -509,6 +510,20 @@ class MemoryHarness:
         return self.component(MemoryEraser).forget(
             query, dry_run=dry_run, sessions=sessions, limit=limit
         )
+
+    def trace(self, fact: str, *, limit: int = 3) -> list[FactTrace]:
+        """Where a fact of memory came from: ``fact`` is a MEMORY.md line (``"MEMORY.md:12"``)
+        or the words of a fact. Each trace holds a MEMORY.md bullet that has those words (at
+        most ``limit``, best first; one trace of ``fact`` itself when none has them), the
+        daily-log entries that say it (when and from which session they were flushed), and
+        the session-log messages, said before that flush, with the words as said.
+
+        Raises ``TraceError`` (a ``ValueError``) when ``fact`` has no word to look for or
+        names a MEMORY.md line that is not a fact. See :mod:`harnessmem.memory.provenance`.
+        """
+        from harnessmem.memory.provenance import FactTracer
+
+        return self.component(FactTracer).trace(fact, limit=limit)
 
     def edit(self, old: str, new: str, *, dry_run: bool = False, limit: int = 20) -> ForgetResult:
         """Replace the facts matching ``old`` in MEMORY.md and the daily logs with ``new``.

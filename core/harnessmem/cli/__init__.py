@@ -38,6 +38,7 @@ from harnessmem.cli._commands import (
     save_command,
     search_command,
     usage_command,
+    why_command,
 )
 from harnessmem.cli._common import HarnessmemGroup, debug_option, enable_logging
 from harnessmem.cli._forget import edit_command, forget_command
@@ -66,6 +67,7 @@ def main(ctx: click.Context) -> None:
       harnessmem init                 a workspace and a commented harnessmem.toml
       harnessmem replay --example     feed an example conversation through it
       harnessmem search "QUERY"       find what was remembered
+      harnessmem why "FACT"           where a remembered fact came from
       harnessmem status               what the workspace holds
     """
     enable_logging(ctx)
@@ -76,6 +78,7 @@ for _command in (
     replay_command,
     search_command,
     get_command,
+    why_command,
     save_command,
     forget_command,
     edit_command,

@@ -376,6 +376,38 @@ def get_command(
     click.echo(text, nl=False)
 
 
+@click.command("why")
+@click.argument("fact")
+@common_options()
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=3, help="Most facts to trace.")
+def why_command(
+    fact: str, config: str | None, workspace: str | None, as_json: bool, limit: int
+) -> None:
+    """Where a fact of memory came from: FACT is a MEMORY.md line (MEMORY.md:12) or its words.
+
+    Prints each MEMORY.md fact that holds the words, the daily-log entries that say it
+    (when and from which session they were flushed) and the session-log messages, said
+    before that flush, with the words as they were said.
+    """
+    from dataclasses import asdict
+
+    from harnessmem.memory.provenance import TraceError
+
+    with command_harness(config, workspace, existing=True) as harness:
+        try:
+            traces = harness.trace(fact, limit=limit)
+        except TraceError as exc:
+            raise CommandError(str(exc), code=EXIT_INPUT) from None
+    if as_json:
+        echo_json([asdict(trace) for trace in traces])
+        return
+    for number, trace in enumerate(traces):
+        if number:
+            click.echo()
+        for line in trace.lines():
+            click.echo(line)
+
+
 @click.command("save")
 @click.argument("text")
 @common_options()

@@ -307,6 +307,19 @@ def create_app(
         query, source, hits = hits_of(request)
         return page("_hits.html", request, query=query, source=source, hits=hits)
 
+    async def why(request: Request) -> Response:
+        from harnessmem.memory.provenance import TraceError
+
+        query = request.query_params.get("q", "")[:500]
+        traces: list[Any] = []
+        error = ""
+        if query.strip():
+            try:
+                traces = harness.trace(query)
+            except TraceError as exc:
+                error = str(exc)
+        return page("why.html", request, query=query, traces=traces, error=error)
+
     # Forget and edit change the workspace: a POST with this app's token (a page from
     # elsewhere cannot read it, so cannot forge the form), after a preview (a dry run).
     csrf = secrets.token_urlsafe(32)
@@ -412,6 +425,7 @@ def create_app(
         Route("/daily/{day}", daily),
         Route("/search", search),
         Route("/search/results", search_results),
+        Route("/why", why),
         Route("/forget", forget_preview, methods=["GET"]),
         Route("/forget", forget_run, methods=["POST"]),
         Route("/sessions", sessions),
