@@ -134,6 +134,7 @@ SCENES: dict[str, Sequence[Step]] = {
     "init": (Step("init", "my-agent"),),
     "replay": (Step("replay", "--example", cwd="my-agent"),),
     "search": (Step("search", "staging database", cwd="my-agent"),),
+    "why": (Step("why", "staging database port", cwd="my-agent"),),
     "status": (Step("status", cwd="my-agent"),),
     "missing-bucket": (
         Step(
