@@ -104,6 +104,13 @@ class Results:
 
     ours: dict[str, Tally]
     plain: dict[str, Tally]
+    #: The questions naming a day, searched without reading the time from them (the index
+    #: alone, as with ``index.time_in_query = false``).
+    unread: Tally
+    #: Seconds of the questions naming a day: searched as asked (time read) / unread; the
+    #: median of five runs of each question, summed.
+    read_seconds: float
+    unread_seconds: float
     kept: Tally
     users: int
     search_seconds: float
@@ -184,6 +191,8 @@ def evaluate(
     ours = {part: Tally() for part in ("all", "named", "within")}
     plain = {part: Tally() for part in ("all", "named", "within")}
     kept = Tally()
+    unread = Tally()
+    read_seconds = unread_seconds = 0.0
     search_seconds = replay_seconds = 0.0
     facts = 0
     misses: list[str] = []
@@ -225,6 +234,11 @@ def evaluate(
                         ours[part].add(found)
                         plain[part].add(baseline)
                     if day:
+                        unread.add(_found(answer, _unread(harness, answer.question)))
+                        read_seconds += _median_seconds(harness.search, answer.question)
+                        unread_seconds += _median_seconds(
+                            lambda q, n: _unread(harness, q, n), answer.question
+                        )
                         # As an agent would call memory_search(query, since=day, until=day).
                         within = harness.search(answer.question, limit=5, since=day, until=day)
                         ours["within"].add(_found(answer, within))
@@ -237,7 +251,39 @@ def evaluate(
                         misses.append(f"{user} {answer.index} ({where}): {answer.question}")
                 db.close()
     replayed = len(sorted(by_user)[:users])
-    return Results(ours, plain, kept, replayed, search_seconds, replay_seconds, facts, misses)
+    return Results(
+        ours,
+        plain,
+        unread,
+        read_seconds,
+        unread_seconds,
+        kept,
+        replayed,
+        search_seconds,
+        replay_seconds,
+        facts,
+        misses,
+    )
+
+
+def _unread(harness: Any, question: str, limit: int = 5) -> list[Any]:
+    """``harness.search`` as with ``index.time_in_query = false`` (the same harness, the
+    same index, the same change check)."""
+    harness.settings.index.time_in_query = False
+    try:
+        return list(harness.search(question, limit))
+    finally:
+        harness.settings.index.time_in_query = True
+
+
+def _median_seconds(search: Any, question: str, runs: int = 5) -> float:
+    """The median time of ``runs`` searches of ``question`` (top 5)."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        search(question, 5)
+        times.append(time.perf_counter() - started)
+    return sorted(times)[runs // 2]
 
 
 def run(quick: bool) -> list[Row]:
@@ -294,6 +340,27 @@ def run(quick: bool) -> list[Row]:
             notes=f"{about}; {rule}",
         )
         for part, name, against, about in parts
+    ]
+    rows += [
+        Row(
+            "memorybank",
+            f"probe hit@5, the questions naming a day ({named}), the day read from the question",
+            results.ours["named"].share,
+            "",
+            "the same harness.search with index.time_in_query = false",
+            results.unread.share,
+            notes=f"issue 33's baseline: 0.647; {rule}",
+        ),
+        Row(
+            "memorybank",
+            "search time of a question naming a day, the day read from it",
+            results.read_seconds / max(named, 1) * 1e3,
+            "ms",
+            "the same search without reading it",
+            results.unread_seconds / max(named, 1) * 1e3,
+            notes="median of 5 runs per question, mean over the questions; the time parser "
+            "(dateparser), the dated search, that day's log entries and the whole ranking",
+        ),
     ]
     rows.append(
         Row(

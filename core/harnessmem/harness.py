@@ -342,16 +342,17 @@ class MemoryHarness:
         hits = run(named.query, named.since, named.until)
         # The rest keep the time words: a fact that names those days in its text ("in
         # September 2023", written before then) still ranks by them.
-        everything = run(query, None, None)
         if named.since is None or named.until is None or (named.until - named.since).days > 6:
             # A month or an open range is a loose hint ("during September 2023" of a plan
             # told in May): its hits take turns with the whole ranking's.
-            return _interleave(hits, everything, limit)
+            return _interleave(hits, run(query, None, None), limit)
         if len(hits) < limit and source == "memory" and session_id is None:
             # A query about those days whose other words match little ("what did we talk
             # about on May 2nd?"): the days' own facts come next, in the order written.
             hits += self._days_facts(named.since, named.until, limit - len(hits), hits)
-        return _interleave(hits, everything, limit, turns=False)
+        if len(hits) >= limit:
+            return hits[:limit]
+        return _interleave(hits, run(query, None, None), limit, turns=False)
 
     def _days_facts(
         self, since: date | None, until: date | None, limit: int, shown: list[SearchHit]
