@@ -16,6 +16,14 @@ tells the later facts, another consolidation follows. Then, in MEMORY.md:
 
 Baseline in the same run: the same replay with replacement detection off (the pairs then
 stay side by side, as before it was built).
+
+The same three figures for the real pairs of ``tests/data/replacements/real.jsonl``
+(sentences of ``../shared/data`` named by reference, :mod:`bench._replacement_labels`),
+each replayed into the memory of its own owner (a tau-bench run, a LoCoMo sample, a
+MemoryBank user) with the unrelated facts of that owner, in the order and on the days they
+were said: each sentence as a message of its speaker (the agent's confirmations as the
+assistant's), a consolidation when the day changes. Without the shared data these rows
+are skipped, saying so.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench._flush_labels import SHARED
+from bench._replacement_labels import RealSet, Said
+from bench._replacement_labels import load as load_real
 from bench._util import Row
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "replacements"
@@ -123,6 +134,144 @@ def score(
     return {"stale": stale, "lost": lost, "kept": kept}
 
 
+def _real_messages(said: list[Said]) -> list[dict[str, Any]]:
+    """Each sentence as its speaker's message, answered (or prompted) by the other side."""
+    messages: list[dict[str, Any]] = []
+    for fact in sorted(said, key=lambda f: f.when):
+        stamp = fact.when.isoformat().replace("+00:00", "Z")
+        own: dict[str, Any] = {"role": fact.role, "content": fact.text, "timestamp": stamp}
+        if fact.name:
+            own["name"] = fact.name
+        if fact.role == "assistant":
+            messages += [{"role": "user", "content": "Go on.", "timestamp": stamp}, own]
+        else:
+            messages += [own, {"role": "assistant", "content": "Noted.", "timestamp": stamp}]
+    return messages
+
+
+def replay_real(root: Path, real: RealSet, detect: bool) -> dict[str, str]:
+    """Each owner's MEMORY.md after its sentences were told (``detect``: detection on)."""
+    from unittest import mock
+
+    from harnessmem import MemoryHarness
+    from harnessmem.backends.extractive import _jobs
+    from harnessmem.replay import ReplayClock, replay
+
+    told: dict[str, list[Said]] = {}
+    for pair in real.pairs:
+        told.setdefault(pair.earlier.owner, []).extend([pair.earlier, pair.later])
+    for fact in real.unrelated:
+        told.setdefault(fact.owner, []).append(fact)
+    memories: dict[str, str] = {}
+    patch = mock.patch.object(_jobs, "replaces", return_value=False) if not detect else None
+    try:
+        if patch is not None:
+            patch.start()
+        for number, (owner, said) in enumerate(sorted(told.items())):
+            clock = ReplayClock()
+            with MemoryHarness.open(
+                root / f"owner-{number}",
+                clock=clock,
+                maintenance={"enabled": False},
+                plugins={"autoload": False},
+            ) as harness:
+                replay(harness, _real_messages(said), session_id="s1", clock=clock, keep_dates=True)
+                # No MEMORY.md: the flush kept nothing of what was said.
+                workspace = harness.workspace
+                memories[owner] = (
+                    workspace.read_text("MEMORY.md") if workspace.exists("MEMORY.md") else ""
+                )
+    finally:
+        if patch is not None:
+            patch.stop()
+    return memories
+
+
+def score_real(memories: dict[str, str], real: RealSet) -> dict[str, Any]:
+    """As :func:`score`, each pair and fact judged in its owner's MEMORY.md; an unrelated
+    fact is lost when no bullet holds 80% of its words."""
+
+    def bullets(owner: str) -> list[set[str]]:
+        lines = memories.get(owner, "").splitlines()
+        return [_words(line) for line in lines if line.lstrip().startswith("- ")]
+
+    stale = [
+        p
+        for p in real.pairs
+        if any(
+            _holds(b, _words(p.earlier.text)) and not _holds(b, _words(p.later.text))
+            for b in bullets(p.earlier.owner)
+        )
+    ]
+    lost = [
+        f for f in real.unrelated if not any(_holds(b, _words(f.text)) for b in bullets(f.owner))
+    ]
+    kept = [
+        p
+        for p in real.pairs
+        if any(_holds(b, _words(p.later.text)) for b in bullets(p.later.owner))
+    ]
+    return {"stale": stale, "lost": lost, "kept": kept}
+
+
+def real_rows() -> list[Row]:
+    """The rows of the real pairs; none (and a note) without the shared data."""
+    real = load_real()
+    if not real.pairs:
+        print(
+            f"  bench replacement: real pairs skipped, shared data missing at {SHARED}",
+            file=sys.stderr,
+        )
+        return []
+    if real.missing or real.changed:
+        print(
+            f"  bench replacement: {len(real.missing)} references missing, "
+            f"{len(real.changed)} changed",
+            file=sys.stderr,
+        )
+    with tempfile.TemporaryDirectory(prefix="bench-replacement-real-") as tmp:
+        ours = score_real(replay_real(Path(tmp) / "on", real, True), real)
+        off = score_real(replay_real(Path(tmp) / "off", real, False), real)
+    for pair in ours["stale"]:
+        print(f"  bench replacement: real, still current: {pair.earlier.where}", file=sys.stderr)
+    for fact in ours["lost"]:
+        print(f"  bench replacement: real, unrelated lost: {fact.where}", file=sys.stderr)
+    total = len(real.pairs)
+    held = [p for p in real.pairs if p.split == "held-out"]
+    held_stale = [p for p in ours["stale"] if p.split == "held-out"]
+    return [
+        Row(
+            "replacement",
+            f"real pairs: replaced facts still current in MEMORY.md ({total} pairs)",
+            round(len(ours["stale"]) / total, 3),
+            "share",
+            baseline="replacement detection off",
+            baseline_value=round(len(off["stale"]) / total, 3),
+            notes=(
+                f"{len(ours['stale'])} of {total} (off: {len(off['stale'])}); "
+                f"held-out {len(held_stale)} of {len(held)}"
+            ),
+        ),
+        Row(
+            "replacement",
+            f"real pairs: unrelated facts lost ({len(real.unrelated)} told beside them)",
+            len(ours["lost"]),
+            "facts",
+            baseline="replacement detection off",
+            baseline_value=len(off["lost"]),
+        ),
+        Row(
+            "replacement",
+            "real pairs: later facts current in MEMORY.md",
+            round(len(ours["kept"]) / total, 3),
+            "share",
+            baseline="replacement detection off",
+            baseline_value=round(len(off["kept"]) / total, 3),
+            notes=f"{len(ours['kept'])} of {total} (off: {len(off['kept'])})",
+        ),
+    ]
+
+
 def run(quick: bool) -> list[Row]:
     """Replaced facts still current, unrelated facts lost, against detection off."""
     pairs, unrelated = load()
@@ -159,4 +308,5 @@ def run(quick: bool) -> list[Row]:
             "share",
             notes=f"{len(ours['kept'])} of {total}",
         ),
+        *real_rows(),
     ]
