@@ -57,6 +57,7 @@ _OUTCOME = re.compile(
     r"(?:pass(?:es|ed)?|fail(?:s|ed)?)\b|^your [\w -]{1,30}? (?:is|are) \S|"
     r"\byou (?:have )?(?:saved|paid|received|been (?:charged|refunded))\b|"
     r"\b(?:is|are) (?:present|located|defined) in\b|"
+    r"\b(?:is|are) now (?:scheduled|booked|set|confirmed) (?:for|on|to|at)\b|"
     r"\b(?:was|were) (?:successfully |fully )?(?:processed|issued|refunded|credited|"
     r"cancell?ed|canceled|booked|confirmed|charged|applied|rebooked|upgraded|downgraded)\b|"
     r"^you(?:'re| are|'ve been| have been)\s+(?:now\s+|all\s+|successfully\s+)?(?:booked|"

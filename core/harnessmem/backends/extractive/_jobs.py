@@ -449,8 +449,13 @@ def _candidate(
     sentence = _TOPIC.sub("", _OPENER.sub("", _vocative(sentence, others)))
     if len(sentence) < 12 or is_question(sentence) or _HYPOTHETICAL.match(sentence):
         return None
-    if is_code(sentence) or is_lead_in(sentence):
+    if is_code(sentence):
         return None
+    if is_lead_in(sentence):
+        if not is_outcome(sentence):
+            return None
+        # "Your reservation has been updated with the new flights:" reports a change.
+        sentence = sentence.rstrip().rstrip(":").rstrip() + "."
     subject = turn.name or ("the user" if turn.role == "user" else "the assistant")
     if turn.role == "assistant":
         return _assistant_candidate(sentence, subject, listener, position)
@@ -781,9 +786,16 @@ def _entry_facts(text: str) -> list[tuple[str, str | None]]:
 #: Words that say a fact changed, by how much they say it: a strong one ("switched to")
 #: names a change by itself; a weak one ("now") only with a value that changed too.
 _STRONG_CHANGE = re.compile(
-    r"\b(?:moved (?:to|from|into|up|back)|switched|changed|took over|"
-    r"taken over|takes over|pushed (?:to|back)|postponed|rescheduled|instead(?: of)?|"
-    r"replaced|replacing|upgraded|downgraded)\b",
+    # "changed" with what it changed to or from ("changed to TP212", "changed my flight to
+    # ...", not "it changed his perspective"); "instead" past a clause's start ("...
+    # instead of Jenkins", not "Instead of giving up, ...").
+    r"\b(?:moved (?:to|from|into|up|back)|switched|changed(?: \S+){0,4}? (?:to|from)|"
+    r"took over|taken over|takes over|pushed (?:to|back)|postponed|rescheduled|"
+    r"(?<=\w )instead(?: of)?|"
+    r"replaced|replacing|upgraded|downgraded|"
+    # What an agent confirms it did: "has been successfully updated to the new flights".
+    r"(?:has|have|had) been (?:\w+ )?(?:updated|modified|rebooked|moved)|"
+    r"updated (?:to|from)|(?:is|are) now (?:booked|scheduled|set|on))\b",
     re.I,
 )
 _WEAK_CHANGE = re.compile(
@@ -793,12 +805,35 @@ _WEAK_CHANGE = re.compile(
     re.I,
 )
 _ENDED = re.compile(r"\b(?:no longer|not any ?more|anymore|cancell?ed|retired)\b", re.I)
+#: What comes before an end that is only possible: "can be canceled at any time".
+_MAY_END = re.compile(
+    r"\b(?:can|could|may|might|cannot|can't|will|would|to|able to)\s+(?:not\s+)?(?:be\s+)?$",
+    re.I,
+)
 #: Words that say nothing about which thing a fact is about.
-_GENERIC = frozenset({"now", "new", "old", "longer", "moved", "switch", "chang", "user", "assist"})
+_GENERIC = frozenset(
+    {"now", "new", "old", "longer", "moved", "switch", "chang", "user", "assist", "success"}
+)
 #: A value a fact gives: a number or an identifier, or a capitalised name.
 _VALUE_WORD = re.compile(r"(?<![\w-])(?:\d[\w.:/-]*|[A-Z][\w-]*\d[\w-]*|[A-Z][a-z]+)")
 _NOT_VALUES = frozenset(
     {"the", "our", "a", "an", "this", "that", "my", "we", "it", "he", "she", "they", "user"}
+)
+#: A code that names one thing: a reservation, an order, a ticket (NQNU5R, 59XX6W, IFOYYZ).
+_IDENTIFIER = re.compile(r"(?<![\w-])(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,}(?![\w-])")
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+_DISCOURSE = re.compile(
+    r"^(?:on another note|on a (?:different|side|related) note|speaking of which|by the way|"
+    r"anyway|also|btw|besides|lately|recently)\s*,\s*",
+    re.I,
+)
+_NOT_NAMES = frozenset({"The", "A", "An", "Our", "My", "Your", "This", "That", "Its", "Their"})
+#: An earlier fact that says it holds for now: the next change of its values replaces it.
+_CURRENTLY = re.compile(r"\b(?:currently|current|at the moment|for now|right now)\b", re.I)
+#: A fact's subject ends at its first verb ("The reservation with ID IFOYYZ | is ...").
+_FIRST_VERB = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|will|would|can|cannot|could|may|might|did|does|do)\b",
+    re.I,
 )
 
 
@@ -812,24 +847,64 @@ def _values(text: str) -> set[str]:
     return found - _NOT_VALUES
 
 
+def _content(text: str, subjects: frozenset[str]) -> frozenset[str]:
+    """A fact's content terms, a possessive read as its noun ("user's" as "user")."""
+    return frozenset(t.removesuffix("'s") for t in term_set(text)) - subjects - _GENERIC
+
+
+def _states_an_end(text: str) -> bool:
+    """Whether ``text`` says something ended ("was cancelled"), not that it may ("can be
+    cancelled at any time")."""
+    return any(not _MAY_END.search(text[: m.start()]) for m in _ENDED.finditer(text))
+
+
+def _subject(text: str, subjects: frozenset[str]) -> tuple[frozenset[str], set[str]]:
+    """The content terms and the identifiers of a fact's subject (what comes before its
+    first verb; a person's name is no thing: "John lost ..." says nothing of which of
+    John's facts), or nothing for a fact that opens with its verb."""
+    verb = _FIRST_VERB.search(text)
+    head = text[: verb.start()] if verb else ""
+    names = term_set(" ".join(w for w in _NAME.findall(head) if w not in _NOT_NAMES))
+    return _content(head, subjects) - names, set(_IDENTIFIER.findall(head))
+
+
+def _same_subject(later: str, earlier: str, subjects: frozenset[str]) -> bool:
+    """Whether both facts are about one thing by their subjects: the later one's is (part
+    of) the earlier one's ("The user's reservation" of "The user's current reservation"),
+    or both name the same code; never two different codes."""
+    new, new_codes = _subject(later, subjects)
+    old, old_codes = _subject(earlier, subjects)
+    if new_codes and old_codes:
+        return bool(new_codes & old_codes)
+    return bool(new) and new <= old
+
+
 def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()) -> bool:
     """Whether ``later`` replaces ``earlier``: both are about the same thing (at least two
     content words in common, names of people aside, and most of ``earlier``'s when it is
-    short), and ``later`` says it changed: it ended ("no longer", "cancelled"), a change
-    word says so ("moved to", "switched to", "took over", "pushed to", "upgraded"), or a
-    weak one ("now", "new ... is") comes with a value of ``earlier`` gone and a new one in
-    its place. A fact that merely shares words with another never replaces it."""
-    # What a fact says is judged without the photo it shares ("[shares a photo: ...]").
-    later, earlier = _BRACKETED.sub("", later), _BRACKETED.sub("", earlier)
-    ended, strong = _ENDED.search(later), _STRONG_CHANGE.search(later)
+    short; or the same subject: "The reservation with ID IFOYYZ", "The user's
+    reservation"), and ``later`` says it changed: it ended ("no longer", "has been
+    cancelled", not "can be cancelled"), a change word says so ("moved to", "switched to",
+    "took over", "pushed to", "upgraded", "has been updated"), or a weak one ("now", "new
+    ... is") comes with a value of ``earlier`` gone and a new one in its place. A fact
+    that merely shares words with another never replaces it."""
+    # What a fact says is judged without the photo it shares ("[shares a photo: ...]") and
+    # without a discourse opener ("On another note, ...").
+    later = _DISCOURSE.sub("", _BRACKETED.sub("", later))
+    earlier = _DISCOURSE.sub("", _BRACKETED.sub("", earlier))
+    ended, strong = _states_an_end(later), _STRONG_CHANGE.search(later)
     if not (ended or strong or _WEAK_CHANGE.search(later)):
         return False
-    new, old = term_set(later) - subjects - _GENERIC, term_set(earlier) - subjects - _GENERIC
+    new, old = _content(later, subjects), _content(earlier, subjects)
     shared = new & old
-    if len(shared) < 2 or len(shared) < 0.4 * min(len(old), 6):
+    # Most of a short earlier fact's words; two for a state said to hold for now
+    # ("currently scheduled for May 28") that a change word now updates.
+    enough = 2 if (ended or strong) and _CURRENTLY.search(earlier) else 0.4 * min(len(old), 6)
+    similar = len(shared) >= 2 and len(shared) >= enough
+    if not similar and not ((ended or strong) and _same_subject(later, earlier, subjects)):
         return False
     if ended:
-        return not _ENDED.search(earlier)  # "no longer ..." ends what was; not itself
+        return not _states_an_end(earlier)  # "no longer ..." ends what was; not itself
     if jaccard(new, old) >= 0.8:
         return False  # the same fact said again, not a change
     if strong:

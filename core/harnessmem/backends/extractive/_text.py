@@ -266,16 +266,27 @@ PAST_FORMS: Final = word_set(
     wrote read kept heard sent spent built lost won ate drove flew grew knew paid said sat stood
     taught understood wore chose fell forgot held led meant put set cut let hit quit brought
     caught did was were became drew sang swam threw woke rode broke spoke stole sold slept
-    hurt cost spread shut beat bet burst split
+    hurt cost spread shut beat bet burst split shook struck swept fed fled lent bent dealt
+    hung lit fought sought bore tore froze hid bit rang sank shot shrank spun stuck swung
+    wept wound forgave arose awoke dug slid
     """
 )
+#: Prefixes of verbs whose past is the plain verb's: "retook", "rebuilt", "overslept".
+_VERB_PREFIXES: Final = ("re", "over", "under", "mis", "with", "out", "up", "fore")
+
+
+def _past_form(lower: str) -> bool:
+    """Whether ``lower`` is an irregular past form, prefixed or not ("retook")."""
+    return lower in PAST_FORMS or any(
+        lower.startswith(prefix) and lower[len(prefix) :] in PAST_FORMS for prefix in _VERB_PREFIXES
+    )
 
 
 def third_person_verb(verb: str) -> str:
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
-    if lower in _NOT_VERBS or lower in PAST_FORMS or not lower.isalpha():
+    if lower in _NOT_VERBS or _past_form(lower) or not lower.isalpha():
         return verb
     if (lower.endswith("ed") and not lower.endswith("eed")) or (
         lower.endswith("s") and not lower.endswith("ss")
