@@ -187,29 +187,38 @@ def replay_real(root: Path, real: RealSet, detect: bool) -> dict[str, str]:
     return memories
 
 
+def _terms(text: str) -> set[str]:
+    """Stemmed content words (the flush rewords real sentences: "I like" -> "The user
+    likes", "I don't" -> "the user doesn't"), without "user"."""
+    from harnessmem.backends.extractive import term_set
+
+    return {t.removesuffix("'s") for t in term_set(text)} - {"user"}
+
+
 def score_real(memories: dict[str, str], real: RealSet) -> dict[str, Any]:
-    """As :func:`score`, each pair and fact judged in its owner's MEMORY.md; an unrelated
-    fact is lost when no bullet holds 80% of its words."""
+    """As :func:`score`, each pair and fact judged in its owner's MEMORY.md by stemmed
+    content words (real sentences are reworded more than our own); an unrelated fact is
+    lost when no bullet holds 80% of its words."""
 
     def bullets(owner: str) -> list[set[str]]:
         lines = memories.get(owner, "").splitlines()
-        return [_words(line) for line in lines if line.lstrip().startswith("- ")]
+        return [_terms(line) for line in lines if line.lstrip().startswith("- ")]
 
     stale = [
         p
         for p in real.pairs
         if any(
-            _holds(b, _words(p.earlier.text)) and not _holds(b, _words(p.later.text))
+            _holds(b, _terms(p.earlier.text)) and not _holds(b, _terms(p.later.text))
             for b in bullets(p.earlier.owner)
         )
     ]
     lost = [
-        f for f in real.unrelated if not any(_holds(b, _words(f.text)) for b in bullets(f.owner))
+        f for f in real.unrelated if not any(_holds(b, _terms(f.text)) for b in bullets(f.owner))
     ]
     kept = [
         p
         for p in real.pairs
-        if any(_holds(b, _words(p.later.text)) for b in bullets(p.later.owner))
+        if any(_holds(b, _terms(p.later.text)) for b in bullets(p.later.owner))
     ]
     return {"stale": stale, "lost": lost, "kept": kept}
 
