@@ -80,6 +80,20 @@ def test_a_restated_fact_takes_the_newer_day_and_old_facts_stay_undated() -> Non
             "Ana plays tennis with Rita on Mondays.",
             "Ana no longer plays tennis with Rita on Mondays.",
         ),
+        # The same code names the same booking, however little else is shared.
+        (
+            "The reservation with ID QX7T2P is a basic economy trip from Oslo to Rome.",
+            "The reservation with ID QX7T2P has been cancelled.",
+        ),
+        # A booking that may be cancelled has not ended: the confirmation ends it.
+        (
+            "The user's reservation is business class and can be cancelled at any time.",
+            "The user's reservation has been successfully cancelled.",
+        ),
+        (
+            "The user's return flight is currently scheduled for May 28 from Oslo.",
+            "The user's return flight has been updated to the new flights.",
+        ),
     ],
 )
 def test_a_later_fact_replaces_an_earlier_one(earlier: str, later: str) -> None:
@@ -105,6 +119,24 @@ def test_a_later_fact_replaces_an_earlier_one(earlier: str, later: str) -> None:
         (
             "The user's flight to Denver is HAT170.",
             "The user's hotel in Denver is the Brown Palace.",
+        ),
+        # Another booking's code: another booking.
+        (
+            "The reservation with ID QX7T2P is a basic economy trip from Oslo to Rome.",
+            "The reservation with ID ZZ41KM has been cancelled.",
+        ),
+        # "Instead of" opening a sentence, and "changed" without what it changed to.
+        ("Tim will keep working hard.", "Instead of giving up, Tim worked hard to get better."),
+        ("Tim reads fantasy novels.", "A novel Tim read really changed his view of reading."),
+        # A postponement moves a plan, not an event that is over.
+        (
+            "Nate won a big video game tournament in 2022.",
+            "Nate's video game tournament got pushed back.",
+        ),
+        # The same person named at the start of one fact and inside the other is no new value.
+        (
+            "Joanna used to have a dog in Michigan.",
+            "The name helps Joanna remember when she used to have a dog.",
         ),
     ],
 )

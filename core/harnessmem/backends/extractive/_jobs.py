@@ -790,8 +790,7 @@ _STRONG_CHANGE = re.compile(
     # ...", not "it changed his perspective"); "instead" past a clause's start ("...
     # instead of Jenkins", not "Instead of giving up, ...").
     r"\b(?:moved (?:to|from|into|up|back)|switched|changed(?: \S+){0,4}? (?:to|from)|"
-    r"took over|taken over|takes over|pushed (?:to|back)|postponed|rescheduled|"
-    r"(?<=\w )instead(?: of)?|"
+    r"took over|taken over|takes over|(?<=\w )instead of|"
     r"replaced|replacing|upgraded|downgraded|"
     # What an agent confirms it did: "has been successfully updated to the new flights".
     r"(?:has|have|had) been (?:\w+ )?(?:updated|modified|rebooked|moved)|"
@@ -800,8 +799,15 @@ _STRONG_CHANGE = re.compile(
 )
 _WEAK_CHANGE = re.compile(
     r"(?<!right )(?<!for )(?<!just )(?<!by )(?<!until )(?<!till )\bnow\b(?! that)|"
-    r"\b(?:new (?:\w+ ){0,2}(?:is|are)|updated|from now on|used to|"
+    r"\b(?:new (?:\w+ ){0,2}(?:is|are)|updated|from now on|used to|instead\b|"
     r"shut (?:\w+ ){0,3}down)\b",
+    re.I,
+)
+#: A plan moved: it replaces a plan ("is planned for March 3"), never a past event.
+_POSTPONED = re.compile(r"\b(?:pushed (?:to|back)|postponed|rescheduled|delayed|moved up)\b", re.I)
+_PLAN = re.compile(
+    r"\b(?:will|going to|plan(?:s|ned)?|scheduled|due|set for|next|upcoming|coming up|"
+    r"(?:is|are) (?:on|for|at)|ships?|release)\b",
     re.I,
 )
 _ENDED = re.compile(r"\b(?:no longer|not any ?more|anymore|cancell?ed|retired)\b", re.I)
@@ -892,7 +898,9 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
     # without a discourse opener ("On another note, ...").
     later = _DISCOURSE.sub("", _BRACKETED.sub("", later))
     earlier = _DISCOURSE.sub("", _BRACKETED.sub("", earlier))
-    ended, strong = _states_an_end(later), _STRONG_CHANGE.search(later)
+    ended = _states_an_end(later)
+    postponed = _POSTPONED.search(later) and _PLAN.search(earlier)
+    strong = _STRONG_CHANGE.search(later) or postponed
     if not (ended or strong or _WEAK_CHANGE.search(later)):
         return False
     new, old = _content(later, subjects), _content(earlier, subjects)
@@ -909,7 +917,11 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
         return False  # the same fact said again, not a change
     if strong:
         return True
-    return bool(_values(earlier) - _values(later)) and bool(_values(later) - _values(earlier))
+    # A value is gone or new only when the other fact does not name it anywhere ("Joanna"
+    # opening one fact and inside the other is the same person).
+    gone = {v for v in _values(earlier) - _values(later) if v not in later.casefold()}
+    added = {v for v in _values(later) - _values(earlier) if v not in earlier.casefold()}
+    return bool(gone) and bool(added)
 
 
 def consolidate(
