@@ -6,9 +6,14 @@ name is the hook's name; an implementation may take fewer arguments than the
 spec, never more. Call order is pluggy's: last registered first, adjusted by
 ``tryfirst`` / ``trylast``. The built-in behaviours are plugins like any other.
 
-A lifecycle hook may return an awaitable when its docstring says so: the async
-session methods (``abefore_reasoning``, ...) await it; the sync methods run it
-to completion, or raise ``PluginError`` when called inside a running event loop.
+A lifecycle hook may return an awaitable when its docstring says so. It is finished
+before the next implementation is called, so sync and ``async def`` implementations of
+one hook run in call order, each seeing what the ones before it did, and an async
+``overflow`` that answers None lets the next one answer. The async session methods
+(``abefore_reasoning``, ...) run the implementations in a worker thread and each
+awaitable on the caller's event loop; the sync methods run it in a new event loop, or
+raise ``PluginError`` when called inside a running one (see
+:mod:`harnessmem.plugins.facade`).
 
 Every docstring follows one template, so that docs/hooks.md is generated from it
 (``python docs/_generate.py``) and tests/test_docs.py can check it: a summary line,

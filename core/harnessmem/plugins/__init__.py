@@ -11,6 +11,8 @@ Four entry-point groups:
 - ``harnessmem.storage``: workspace stores by protocol, imported only when a workspace
   URL has that protocol (see :mod:`harnessmem.workspace.store`).
 
+The hook facade, :class:`HookFacade`, is in :mod:`harnessmem.plugins.facade`.
+
 Nothing here is global but a cache of the installed entry points (kept until a folder on
 ``sys.path`` changes): each harness builds its own manager and registries.
 :class:`HookFacade` is the only code that calls ``pm.hook``.
@@ -18,14 +20,13 @@ Nothing here is global but a cache of the installed entry points (kept until a f
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import inspect
 import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -36,22 +37,13 @@ from harnessmem import hookspecs
 from harnessmem.errors import BackendNotFound, ConfigError, PluginError
 from harnessmem.plugins._check import check_settings, settings_problems
 from harnessmem.plugins._known import KNOWN_BACKENDS
+from harnessmem.plugins.facade import HookFacade
 from harnessmem.settings.validation import parse_options
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from harnessmem.backends.base import IndexBackend, ModelBackend
-    from harnessmem.events import (
-        BudgetExceededEvent,
-        CompactionEvent,
-        ContextOverBudgetEvent,
-        MaintenanceEvent,
-        MemoryConsolidatedEvent,
-        MemoryFlushedEvent,
-        ToolResultEvictedEvent,
-        TurnContext,
-    )
     from harnessmem.settings import HarnessSettings, PluginSettings
 
 __all__ = [
@@ -380,150 +372,3 @@ def model_registry() -> BackendRegistry[ModelBackend]:
     from harnessmem.backends.base import ModelBackend
 
     return BackendRegistry[ModelBackend]("model", MODEL_GROUP, ModelBackend)
-
-
-#: The overflow hook under its deprecated name first, then its name since 0.1.
-_OVERFLOW_HOOKS = ("on_context_overflow", "overflow")
-
-
-def _run_sync(value: Any, hook: str) -> Any:
-    """Finish an awaitable returned to a sync caller; refuse inside a running loop."""
-    if not inspect.isawaitable(value):
-        return value
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_await(value))
-    if inspect.iscoroutine(value):
-        value.close()
-    raise PluginError(
-        f"a {hook} implementation returned an awaitable inside a running event loop",
-        hint="call the async session method (its name starts with 'a') from async code",
-    )
-
-
-async def _await(value: Awaitable[Any]) -> Any:
-    return await value
-
-
-class HookFacade:
-    """Typed calls of every hook; the only code that touches ``pm.hook``."""
-
-    def __init__(self, pm: pluggy.PluginManager) -> None:
-        self.pm = pm
-        self._hook = pm.hook
-
-    # configuration
-    def configure(self, settings: HarnessSettings) -> None:
-        self._hook.harnessmem_configure.call_historic(kwargs={"settings": settings})
-
-    # lifecycle, sync
-    def pre_reasoning(self, ctx: TurnContext) -> None:
-        for value in self._hook.pre_reasoning(ctx=ctx):
-            _run_sync(value, "pre_reasoning")
-
-    def post_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
-        for value in self._hook.post_acting(ctx=ctx, call=call, result=result):
-            _run_sync(value, "post_acting")
-
-    def post_call(self, ctx: TurnContext) -> None:
-        for value in self._hook.post_call(ctx=ctx):
-            _run_sync(value, "post_call")
-
-    def session_end(self, ctx: TurnContext) -> None:
-        for value in self._hook.session_end(ctx=ctx):
-            _run_sync(value, "session_end")
-
-    def overflow(self, ctx: TurnContext, error: BaseException) -> list[dict[str, Any]] | None:
-        """The first shorter list any implementation offers (the deprecated
-        ``on_context_overflow`` ones asked first), or None."""
-        for name in _OVERFLOW_HOOKS:
-            value = _run_sync(getattr(self._hook, name)(ctx=ctx, error=error), name)
-            if value is not None:
-                return cast("list[dict[str, Any]]", value)
-        return None
-
-    # lifecycle, async: the implementations are called in a worker thread, so that a sync
-    # one (the built-in compactor asking a model for a summary, a flush writing to S3) never
-    # blocks the caller's event loop; the awaitables async ones return are awaited here.
-    async def apre_reasoning(self, ctx: TurnContext) -> None:
-        await _await_all(await asyncio.to_thread(self._hook.pre_reasoning, ctx=ctx))
-
-    async def apost_acting(self, ctx: TurnContext, call: dict[str, Any], result: str) -> None:
-        called = asyncio.to_thread(self._hook.post_acting, ctx=ctx, call=call, result=result)
-        await _await_all(await called)
-
-    async def apost_call(self, ctx: TurnContext) -> None:
-        await _await_all(await asyncio.to_thread(self._hook.post_call, ctx=ctx))
-
-    async def asession_end(self, ctx: TurnContext) -> None:
-        await _await_all(await asyncio.to_thread(self._hook.session_end, ctx=ctx))
-
-    async def aoverflow(
-        self, ctx: TurnContext, error: BaseException
-    ) -> list[dict[str, Any]] | None:
-        for name in _OVERFLOW_HOOKS:
-            value = await asyncio.to_thread(getattr(self._hook, name), ctx=ctx, error=error)
-            if inspect.isawaitable(value):
-                value = await value
-            if value is not None:
-                return cast("list[dict[str, Any]]", value)
-        return None
-
-    # observers
-    def compaction(self, event: CompactionEvent) -> None:
-        self._hook.on_compaction(event=event)
-
-    def memory_flushed(self, event: MemoryFlushedEvent) -> None:
-        self._hook.on_memory_flushed(event=event)
-
-    def memory_consolidated(self, event: MemoryConsolidatedEvent) -> None:
-        self._hook.on_memory_consolidated(event=event)
-
-    def context_over_budget(self, event: ContextOverBudgetEvent) -> None:
-        self._hook.on_context_over_budget(event=event)
-
-    def budget_exceeded(self, event: BudgetExceededEvent) -> None:
-        self._hook.on_budget_exceeded(event=event)
-
-    def tool_result_evicted(self, event: ToolResultEvictedEvent) -> None:
-        self._hook.on_tool_result_evicted(event=event)
-
-    def maintenance(self, event: MaintenanceEvent) -> None:
-        self._hook.on_maintenance(event=event)
-
-    # transforms
-    def transform_memory_text(self, text: str, source: str) -> str:
-        """Run the chain: each implementation gets the previous one's text."""
-        caller = self._hook.transform_memory_text
-        # pluggy calls implementations last-registered first; honour that order.
-        for impl in reversed(caller.get_hookimpls()):
-            if impl.wrapper or impl.hookwrapper:
-                raise PluginError(
-                    f"plugin {impl.plugin_name!r} wraps transform_memory_text, which is a chain",
-                    hint="implement it as a plain hook that returns the new text",
-                )
-            kwargs = {"text": text, "source": source}
-            result = impl.function(*(kwargs[name] for name in impl.argnames))
-            if inspect.isawaitable(result):
-                raise PluginError(
-                    f"transform_memory_text of plugin {impl.plugin_name!r} returned an awaitable",
-                    hint="transform_memory_text must return a str or None synchronously",
-                )
-            if result is not None:
-                if not isinstance(result, str):
-                    raise PluginError(
-                        f"transform_memory_text of plugin {impl.plugin_name!r} returned "
-                        f"{type(result).__name__}, not str or None"
-                    )
-                text = result
-        return text
-
-    def plugin_names(self) -> list[str]:
-        return sorted(name for name, plugin in self.pm.list_name_plugin() if plugin is not None)
-
-
-async def _await_all(values: Iterable[Any]) -> None:
-    for value in values:
-        if inspect.isawaitable(value):
-            await value
