@@ -116,12 +116,19 @@ class Step:
     """One command of the page: its arguments, the folder it runs in, extra environment."""
 
     def __init__(
-        self, *args: str, cwd: str = "", env: Mapping[str, str] | None = None, shown: str = ""
+        self,
+        *args: str,
+        cwd: str = "",
+        env: Mapping[str, str] | None = None,
+        shown: str = "",
+        program: str = "harnessmem",
     ) -> None:
         self.args = args
         self.cwd = cwd
         self.env = dict(env or {})
-        self.shown = shown or "harnessmem " + " ".join(_quoted(a) for a in args)
+        #: How the user ran it (``sys.argv[0]``): the commands it suggests follow it.
+        self.program = program
+        self.shown = shown or f"{program} " + " ".join(_quoted(a) for a in args)
 
 
 def _quoted(arg: str) -> str:
@@ -151,6 +158,11 @@ SCENES: dict[str, Sequence[Step]] = {
         ),
     ),
     "typo": (Step("search", "staging", "-w", "my-agent/workpsace"),),
+    # The README's main job, as someone who followed its set-up runs it from the clone.
+    "readme": (
+        Step("replay", "--example", "-w", "demo/workspace", program=".venv/bin/harnessmem"),
+        Step("search", "staging database", "-w", "demo/workspace", program=".venv/bin/harnessmem"),
+    ),
 }
 
 
@@ -172,6 +184,16 @@ def _touch_all(root: Path, moment: float) -> None:
     """File times as the stopped clock says (the file system keeps its own clock)."""
     for path in root.rglob("*"):
         os.utime(path, (moment, moment), follow_symlinks=False)
+
+
+def _invoke(runner: Any, main: Any, step: Step, env: Mapping[str, str]) -> Any:
+    """Run ``step`` as its user would: ``sys.argv[0]`` is the program they typed."""
+    saved = sys.argv[0]
+    sys.argv[0] = step.program
+    try:
+        return runner.invoke(main, list(step.args), env=dict(env))
+    finally:
+        sys.argv[0] = saved
 
 
 def getting_started_outputs() -> dict[str, str]:
@@ -198,7 +220,7 @@ def getting_started_outputs() -> dict[str, str]:
                 for step in steps:
                     os.chdir(root / step.cwd)
                     env = {key: value.replace("{s3}", s3) for key, value in step.env.items()}
-                    result = runner.invoke(main, list(step.args), env=env)
+                    result = _invoke(runner, main, step, env)
                     _touch_all(root, GETTING_STARTED_NOW.timestamp())
                     lines.append("$ " + step.shown)
                     lines.append(result.output.replace(str(root), HOME).rstrip("\n"))
@@ -217,6 +239,28 @@ def render_getting_started(current: str, outputs: Mapping[str, str] | None = Non
         if name not in found:
             raise KeyError(f"{GETTING_STARTED.name} has a block {name!r} that no scene makes")
         return f"{match[1]}```console\n{found[name]}\n```\n{match[4]}"
+
+    return _BLOCK.sub(block, current)
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: Lines of the replay's timeline the README shows before cutting to its summary.
+README_TIMELINE_LINES = 10
+
+
+def abridged(output: str) -> str:
+    """The README's sample: the replay's first timeline lines, then from its summary on."""
+    lines = output.splitlines()
+    done = next(n for n, line in enumerate(lines) if line.startswith("Done in "))
+    return "\n".join([*lines[: README_TIMELINE_LINES + 1], "  ...", *lines[done:]])
+
+
+def render_readme(current: str, outputs: Mapping[str, str] | None = None) -> str:
+    """``current`` (the README) with its sample block made by running the main job."""
+    found = outputs if outputs is not None else getting_started_outputs()
+
+    def block(match: re.Match[str]) -> str:
+        return f"{match[1]}```console\n{abridged(found[match['name']])}\n```\n{match[4]}"
 
     return _BLOCK.sub(block, current)
 
@@ -408,8 +452,11 @@ def main() -> int:
         return 1
     HOOKS_DOC.write_text(render_hooks(hooks))
     print(f"updated {HOOKS_DOC}")
-    GETTING_STARTED.write_text(render_getting_started(GETTING_STARTED.read_text()))
+    outputs = getting_started_outputs()
+    GETTING_STARTED.write_text(render_getting_started(GETTING_STARTED.read_text(), outputs))
     print(f"updated {GETTING_STARTED}")
+    README.write_text(render_readme(README.read_text(), outputs))
+    print(f"updated {README}")
     return 0
 
 

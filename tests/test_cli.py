@@ -4,7 +4,9 @@ status, and the init, save, consolidate and status commands."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -468,3 +470,42 @@ def test_status(tmp_path: Path) -> None:
     assert data["model"] == {"backend": "extractive", "name": None, "offline": True}
     assert data["usage"]["calls"] >= 1
     assert "upkeep" not in lines  # nothing failed
+
+
+# -- the commands we suggest run as the user ran harnessmem -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "on_path", "absolute", "shown"),
+    [
+        (".venv/bin/harnessmem", None, False, ".venv/bin/harnessmem"),
+        (".venv/bin/harnessmem", None, True, "<absolute>"),
+        # The same program is on PATH (the environment is active): its name is enough.
+        (".venv/bin/harnessmem", ".venv/bin/harnessmem", False, "harnessmem"),
+        ("/opt/other/harnessmem", "/usr/bin/harnessmem", False, "/opt/other/harnessmem"),
+        ("harnessmem", "/usr/bin/harnessmem", False, "harnessmem"),
+        # Not started as the script (python -m, a test runner): the plain name.
+        ("/usr/lib/python3/pytest", None, False, "harnessmem"),
+    ],
+)
+def test_suggested_commands_follow_how_harnessmem_was_run(
+    monkeypatch: pytest.MonkeyPatch, typed: str, on_path: str | None, absolute: bool, shown: str
+) -> None:
+    from harnessmem.cli import _common
+
+    monkeypatch.setattr(sys, "argv", [typed])
+    monkeypatch.setattr(shutil, "which", lambda name: on_path)
+    expected = os.path.abspath(typed) if shown == "<absolute>" else shown
+    assert _common.invoked_as(absolute=absolute) == expected
+
+
+def test_the_repository_holds_no_symlink() -> None:
+    """A committed symlink points into one machine (`.venv-main -> /work/main/.venv`)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout: nothing to list")
+    listed = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    links = [line.split("\t", 1)[1] for line in listed.splitlines() if line.startswith("120000")]
+    assert links == [], f"symlinks in the repository: {links}"

@@ -246,13 +246,21 @@ def test_readme_commands_are_marked_for_ci() -> None:
         assert f"<!-- {marker} -->\n```bash\n" in readme, marker
 
 
-def test_getting_started_shows_what_the_commands_print_today(generate: ModuleType) -> None:
+@pytest.fixture(scope="module")
+def outputs(generate: ModuleType) -> dict[str, str]:
+    """What the pages' commands print today (run once for the page tests)."""
+    return dict(generate.getting_started_outputs())
+
+
+def test_getting_started_shows_what_the_commands_print_today(
+    generate: ModuleType, outputs: dict[str, str]
+) -> None:
     """The page's console blocks are the output of running its commands, not typed."""
     generator = generate
     current = (DOCS / "getting-started.md").read_text()
     names = generator.generated_blocks(current)
     assert {"init", "replay", "search", "status", "missing-bucket", "typo"} <= set(names)
-    fresh = generator.render_getting_started(current)
+    fresh = generator.render_getting_started(current, outputs)
     assert generator.comparable(fresh) == generator.comparable(current), (
         "docs/getting-started.md is out of step with the commands: run python docs/_generate.py"
     )
@@ -260,6 +268,23 @@ def test_getting_started_shows_what_the_commands_print_today(generate: ModuleTyp
     assert "consolidated MEMORY.md" in fresh
     assert "Our staging database is PostgreSQL 16" in fresh
     assert "/tmp" not in fresh
+
+
+def test_the_readme_sample_is_what_the_main_job_prints_today(
+    generate: ModuleType, outputs: dict[str, str]
+) -> None:
+    """The README's sample output is the main job's, run as its set-up leaves a user (the
+    commands it suggests next run the same way: .venv/bin/harnessmem), abridged."""
+    current = (DOCS.parent / "README.md").read_text()
+    assert generate.generated_blocks(current) == ["readme"]
+    fresh = generate.render_readme(current, outputs)
+    assert generate.comparable(fresh) == generate.comparable(current), (
+        "README.md's sample is out of step with the main job: run python docs/_generate.py"
+    )
+    assert '  .venv/bin/harnessmem search "staging database" -w demo/workspace' in fresh
+    assert "Our staging database is PostgreSQL 16" in fresh
+    stale = generate.render_readme(current, {"readme": "Replaying x\nDone in 1 s: 2 facts"})
+    assert generate.comparable(stale) != generate.comparable(current)
 
 
 def test_a_stale_getting_started_block_is_caught(generate: ModuleType) -> None:

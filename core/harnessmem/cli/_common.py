@@ -430,6 +430,24 @@ def print_fields(rows: list[tuple[str, str]], indent: str = "") -> None:
         click.echo(f"{indent}{label.ljust(width)}  {value}".rstrip())
 
 
+def invoked_as(*, absolute: bool = False) -> str:
+    """The command as the user typed it, for the commands we suggest: ``harnessmem`` when
+    that name on ``PATH`` runs this program (or when it was not started as a
+    ``harnessmem`` script), else the path it was started by (``.venv/bin/harnessmem``,
+    for someone who followed the README without activating the environment; made
+    absolute with ``absolute``, for a command that runs after a ``cd``)."""
+    import os
+    import shutil
+
+    typed = sys.argv[0] if sys.argv else ""
+    if os.path.basename(typed) != "harnessmem" or os.sep not in typed:
+        return "harnessmem"
+    on_path = shutil.which("harnessmem")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(typed):
+        return "harnessmem"
+    return os.path.abspath(typed) if absolute else typed
+
+
 def shown_url(url: str) -> str:
     """A workspace URL as a person reads it: a local folder as its path."""
     if url.startswith("file://"):

@@ -24,6 +24,7 @@ from harnessmem.cli._common import (
     check_reachable,
     common_options,
     echo_json,
+    invoked_as,
     load_settings,
     shown_url,
 )
@@ -203,10 +204,11 @@ def init_command(
     click.echo(f"created workspace {shown_url(where.url)}")
     go = "" if root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(directory)} && "
     click.echo("next:")
+    command = shlex.quote(invoked_as(absolute=bool(go)))
     steps = [
-        ("harnessmem status", "what the workspace holds"),
-        ("harnessmem replay --example", "feed an example conversation through it"),
-        ("harnessmem config show", "the settings in effect, and where each comes from"),
+        (f"{command} status", "what the workspace holds"),
+        (f"{command} replay --example", "feed an example conversation through it"),
+        (f"{command} config show", "the settings in effect, and where each comes from"),
     ]
     width = max(len(go + command) for command, _ in steps)
     for command, what in steps:

@@ -22,6 +22,7 @@ from harnessmem.cli._common import (
     CommandError,
     common_options,
     echo_json,
+    invoked_as,
     load_settings,
     open_harness,
     plural,
@@ -535,6 +536,7 @@ def _print_summary(report: ReplayReport, seconds: float) -> None:
 def _print_next(workspace: str | None, example: bool) -> None:
     target = f" -w {shlex.quote(workspace)}" if workspace else ""
     query = EXAMPLE_QUERY if example else "<words to look for>"
+    command = shlex.quote(invoked_as())
     click.echo("Next:")
-    click.echo(f'  harnessmem search "{query}"{target}    find it again in memory')
-    click.echo(f"  harnessmem status{target}    what the workspace holds now")
+    click.echo(f'  {command} search "{query}"{target}    find it again in memory')
+    click.echo(f"  {command} status{target}    what the workspace holds now")
