@@ -534,3 +534,85 @@ def test_the_replay_docs_show_the_locomo_timeline(
     assert lines[:2] == shown[:2]
     assert lines[2].startswith("  into workspace ")
     assert shown[2].startswith("  into workspace ")
+
+
+# -- a file of runs: each run a session of its own ------------------------------------------------
+
+
+def _customer(name: str, fact: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You are an airline agent."},
+        {"role": "user", "content": f"Hi, I'm {name}. {fact}"},
+        {"role": "assistant", "content": f"Thanks {name}, noted."},
+    ]
+
+
+@pytest.fixture
+def runs_file(tmp_path: Path) -> Path:
+    runs = [
+        {"task_id": 0, "traj": _customer("Ana", "My home airport is Lisbon.")},
+        {"task_id": 1, "traj": _customer("Bruno", "I always book an aisle seat.")},
+        {"task_id": 2, "messages": _customer("Carla", "My dog Nico flies with me in the cabin.")},
+    ]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(runs))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("sample", "chosen"),
+    [(None, ["run-0", "run-1", "run-2"]), ("1", ["run-1"]), ("1-2", ["run-1", "run-2"]),
+     (" 0..1 ", ["run-0", "run-1"]), (2, ["run-2"])],
+)  # fmt: skip
+def test_runs_are_picked_by_index_or_range(
+    runs_file: Path, sample: str | int | None, chosen: list[str]
+) -> None:
+    loaded = read_transcript(runs_file, sample=sample)
+    assert [name for name, _ in loaded.parts] == chosen
+    assert loaded.runs == 3
+    assert loaded.messages == [m for _, part in loaded.parts for m in part]
+
+
+@pytest.mark.parametrize(
+    ("sample", "message"),
+    [("3", "no run 3 in the file: it holds 3 runs"), ("2-1", "the range runs backwards"),
+     ("conv-26", "'conv-26' is not a run number or a range")],
+)  # fmt: skip
+def test_a_run_that_is_not_there_is_one_clear_error(
+    runs_file: Path, sample: str, message: str
+) -> None:
+    with pytest.raises(MessageFormatError, match=re.escape(message)) as caught:
+        read_transcript(runs_file, sample=sample)
+    assert "0 to 2" in (caught.value.hint or "")
+
+
+def test_replaying_runs_gives_each_its_own_session(runs_file: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    code, out, err = _run("replay", str(runs_file), "--sample", "1-2", "-w", str(workspace))
+    assert code == 0, err
+    assert "run-1 to run-2 of the 3 runs in the file, each a session of its own" in out
+    logs = "".join(p.read_text() for p in (workspace / "memory").glob("*.md"))
+    assert "session runs-run-1" in logs
+    assert "session runs-run-2" in logs
+    assert "run-0" not in logs
+    assert "aisle seat" in logs
+    assert "Nico" in logs
+    assert "Lisbon" not in logs
+    states = sorted(p.stem for p in (workspace / "memory" / ".flush_state").glob("*.json"))
+    assert states == ["runs-run-1", "runs-run-2"]
+    code, out, err = _run("replay", str(runs_file), "-w", str(tmp_path / "all"), "--report", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["messages"] == 9
+    assert report["session_id"] == "runs-run-0, runs-run-1, runs-run-2"
+    assert [e["index"] for e in report["events"] if e["kind"] == "flush"] == [3, 6, 9]
+
+
+def test_one_real_tau_bench_run(shared_file: Callable[[str], Path], tmp_path: Path) -> None:
+    path = shared_file(TAU)
+    runs = json.loads(path.read_text(encoding="utf-8"))
+    code, out, err = _run("replay", str(path), "--sample", "3", "-w", str(tmp_path / "ws"))
+    assert code == 0, err
+    assert f"run-3 of the {len(runs)} runs in the file" in out
+    (state,) = (tmp_path / "ws" / "memory" / ".flush_state").glob("*.json")
+    assert state.stem.endswith("-run-3")

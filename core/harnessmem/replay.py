@@ -42,9 +42,10 @@ timestamps, the leases the harness takes look expired to other processes.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,7 @@ __all__ = [
     "ReplayReport",
     "Transcript",
     "load_transcript",
+    "merge_reports",
     "message_time",
     "read_transcript",
     "replay",
@@ -97,6 +99,10 @@ class Transcript:
     conversation: str | None = None
     conversations: tuple[str, ...] = ()
     speakers: tuple[str, ...] = ()
+    #: A file of runs (tau-bench's): the runs chosen, each ``(name, its messages)``, to be
+    #: replayed as sessions of their own; ``runs`` is how many the file holds.
+    parts: tuple[tuple[str, list[Message]], ...] = ()
+    runs: int = 0
 
 
 def load_transcript(path: str | Path, *, sample: str | int | None = None) -> list[Message]:
@@ -108,7 +114,9 @@ def read_transcript(path: str | Path, *, sample: str | int | None = None) -> Tra
     """The transcript file at ``path``: its OpenAI messages, and which conversation.
 
     ``sample`` picks a conversation of a LoCoMo file by ``sample_id`` or 0-based index
-    (default: the first); it is an error for a file of another format.
+    (default: the first), or the runs of a file of runs (tau-bench's) by 0-based index or
+    inclusive range (``"3"``, ``"3-5"``; default: all), each then one of ``parts``; it is
+    an error for a file of another format.
 
     Raises ``FileNotFoundError`` / ``IsADirectoryError`` for a missing path and
     ``MessageFormatError`` for a file that is not JSON / JSON Lines (naming the line and
@@ -213,17 +221,46 @@ def _normalise(data: Any, sample: str | int | None) -> Transcript:
 
     if is_locomo_list(data) or is_locomo(data):
         return _locomo(data if isinstance(data, list) else [data], sample)
+    if isinstance(data, list) and data and all(_is_run(item) for item in data):
+        # A list of runs (tau-bench's file shape): each its own conversation.
+        parts = tuple(
+            (f"run-{index}", normalize_messages(data[index]))
+            for index in _chosen_runs(len(data), sample)
+        )
+        messages = [m for _, part in parts for m in part]
+        return Transcript(messages, speakers=_speakers(messages), parts=parts, runs=len(data))
     if sample is not None:
         raise _InRecognisedFile(
             f"sample {sample!r} was asked for, but the file holds one conversation",
-            hint="a sample picks one conversation of a LoCoMo file; leave it out",
+            hint="a sample picks a conversation of a LoCoMo file or runs of a runs file; "
+            "leave it out",
         )
-    if isinstance(data, list) and data and all(_is_run(item) for item in data):
-        # A list of runs (tau-bench's file shape): one conversation after the other.
-        messages = [m for item in data for m in normalize_messages(item)]
-    else:
-        messages = normalize_messages(data)
+    messages = normalize_messages(data)
     return Transcript(messages, speakers=_speakers(messages))
+
+
+_RUN_RANGE = re.compile(r"^\s*(\d+)\s*(?:(?:-|\.\.)\s*(\d+)\s*)?$")
+
+
+def _chosen_runs(count: int, sample: str | int | None) -> range:
+    """The runs ``sample`` names (``3``, ``"3-5"``, ``"3..5"``: 0-based, inclusive); all
+    without one."""
+    if sample is None:
+        return range(count)
+    found = _RUN_RANGE.match(str(sample))
+    hint = f"pick runs by 0-based index (0 to {count - 1}): one, --sample 3, or a range, 3-5"
+    if found is None:
+        raise _InRecognisedFile(f"sample {sample!r} is not a run number or a range", hint=hint)
+    first = int(found[1])
+    last = int(found[2]) if found[2] is not None else first
+    if first > last:
+        raise _InRecognisedFile(f"runs {first}-{last}: the range runs backwards", hint=hint)
+    if last >= count:
+        raise _InRecognisedFile(
+            f"no run {last} in the file: it holds {count} run{'s' if count != 1 else ''}",
+            hint=hint,
+        )
+    return range(first, last + 1)
 
 
 def _locomo(samples: list[Any], sample: str | int | None) -> Transcript:
@@ -357,6 +394,46 @@ class ReplayReport:
         data = asdict(self)
         data["totals"] = self.totals()
         return data
+
+
+def merge_reports(reports: Sequence[ReplayReport]) -> ReplayReport:
+    """One report for replays of several runs into one workspace, one after the other:
+    counts summed, events in order (their ``index`` counted through all the runs'
+    messages), the final context and MEMORY.md of the last."""
+    first, last = reports[0], reports[-1]
+    events: list[ReplayEvent] = []
+    offset = 0
+    for report in reports:
+        events += [replace(e, index=e.index + offset) for e in report.events]
+        offset += report.messages
+    times = [t for r in reports for t in (r.first_time, r.last_time) if t is not None]
+    upkeep: dict[str, int] = {}
+    for report in reports:
+        for purpose, tokens in report.upkeep_tokens.items():
+            upkeep[purpose] = upkeep.get(purpose, 0) + tokens
+    return ReplayReport(
+        session_id=", ".join(r.session_id for r in reports)
+        if len(reports) <= 3
+        else f"{first.session_id} ... {last.session_id} ({len(reports)} sessions)",
+        workspace=first.workspace,
+        messages=sum(r.messages for r in reports),
+        agent_calls=sum(r.agent_calls for r in reports),
+        model_calls=sum(r.model_calls for r in reports),
+        tool_results=sum(r.tool_results for r in reports),
+        transcript_tokens=sum(r.transcript_tokens for r in reports),
+        peak_context_tokens=max(r.peak_context_tokens for r in reports),
+        final_context_messages=last.final_context_messages,
+        final_context_tokens=last.final_context_tokens,
+        first_time=min(times) if times else None,
+        last_time=max(times) if times else None,
+        shifted_by=max(r.shifted_by for r in reports),
+        events=events,
+        memory_tokens=last.memory_tokens,
+        memory_budget=last.memory_budget,
+        flush_failures=[f for r in reports for f in r.flush_failures],
+        sent_tokens=sum(r.sent_tokens for r in reports),
+        upkeep_tokens=upkeep,
+    )
 
 
 # ------------------------------------------------------------------------------ the clock

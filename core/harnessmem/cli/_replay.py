@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -32,8 +32,6 @@ from harnessmem.cli._common import (
 from harnessmem.memory.probes import LIMIT as PROBE_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from harnessmem.harness import MemoryHarness
     from harnessmem.memory.probes import Probe, ProbeReport, ProbeResult
     from harnessmem.replay import ReplayEvent, ReplayReport, Transcript
@@ -67,8 +65,9 @@ _FACT_CHARS = 160
     "--sample",
     default=None,
     metavar="ID|INDEX",
-    help="The conversation of a LoCoMo file to replay, by sample_id or 0-based index; "
-    "default: the first.",
+    help="The conversation of a LoCoMo file to replay, by sample_id or 0-based index "
+    "(default: the first); or the runs of a tau-bench file, by 0-based index or range, "
+    "3 or 3-5, each a session of its own (default: every run).",
 )
 @click.option(
     "--report",
@@ -159,7 +158,7 @@ def replay_command(
     (its EXPECTED text, case and whitespace aside, in MEMORY.md or in one of the first
     --probe-limit search hits for its QUESTION) and prints a retention table.
     """
-    from harnessmem.replay import ReplayClock, read_transcript, replay
+    from harnessmem.replay import ReplayClock, merge_reports, read_transcript, replay
 
     path = _transcript_path(transcript, example)
     probes = _probes(probe_texts, probes_file)
@@ -181,17 +180,25 @@ def replay_command(
     clock = ReplayClock()
     show = progress if progress is not None else _on_terminal() and len(messages) >= PROGRESS_FROM
     started = time.monotonic()
+    # A file of runs: each chosen run a session of its own ("<session>-run-3").
+    parts = loaded.parts or (("", messages),)
     with open_harness(settings, clock=clock) as harness:
         with _progress_bar(show and report == "text", len(messages), path.name) as advance:
-            result = replay(
-                harness,
-                messages,
-                session_id=session,
-                clock=clock,
-                keep_dates=keep_dates,
-                consolidate=not no_consolidate,
-                progress=advance,
-            )
+            reports, done = [], 0
+            for name, part in parts:
+                reports.append(
+                    replay(
+                        harness,
+                        part,
+                        session_id=f"{session}-{name}" if name else session,
+                        clock=clock,
+                        keep_dates=keep_dates,
+                        consolidate=not no_consolidate,
+                        progress=_offset(advance, done),
+                    )
+                )
+                done += len(part)
+        result = reports[0] if len(reports) == 1 else merge_reports(reports)
         seconds = time.monotonic() - started
         retention = _ask(harness, probes, probe_limit) if probes else None
     if report == "json":
@@ -214,6 +221,13 @@ def replay_command(
         _print_next(workspace, example)
     if retention is not None and fail_under is not None:
         _check_share(retention, fail_under)
+
+
+def _offset(advance: Callable[[int], None] | None, done: int) -> Callable[[int], None] | None:
+    """The progress callback of one run, counting the runs' messages before it."""
+    if advance is None:
+        return None
+    return lambda count: advance(done + count)
 
 
 def _transcript_path(transcript: str | None, example: bool) -> Path:
@@ -333,6 +347,17 @@ def _progress_bar(show: bool, total: int, name: str) -> Iterator[Callable[[int],
 # ------------------------------------------------------------------------------ the timeline
 
 
+def _which_runs(transcript: Transcript) -> str:
+    """``runs 3-5 of 200 in the file, each a session of its own (--sample picks others)``."""
+    first, last = transcript.parts[0][0], transcript.parts[-1][0]
+    chosen = first if len(transcript.parts) == 1 else f"{first} to {last}"
+    every = "every run" if len(transcript.parts) == transcript.runs else chosen
+    return (
+        f"{every} of the {plural(transcript.runs, 'run')} in the file, each a session of its "
+        "own (--sample 3 or --sample 3-5 picks runs)"
+    )
+
+
 def _print_timeline(
     report: ReplayReport,
     settings: HarnessSettings,
@@ -351,6 +376,8 @@ def _print_timeline(
     )
     if transcript.conversation is not None:
         click.echo("  " + _which_conversation(transcript))
+    if transcript.parts:
+        click.echo("  " + _which_runs(transcript))
     click.echo(f"  into workspace {shown_url(report.workspace)} as session {report.session_id!r}")
     model = settings.model.name or "extractive (offline, no key)"
     triggers = [f"{compaction.trigger_messages} messages"] if compaction.trigger_messages else []
