@@ -204,3 +204,25 @@ def test_forget_text_is_escaped(tmp_path: Path) -> None:
         page = client.get("/forget", params={"q": "script alert memory"}).text
         assert "<script>alert" not in page
         assert "&lt;script&gt;" in page
+
+
+def test_status_the_inspector_and_consolidation_count_memory_alike(
+    example_root: Path, client: TestClient
+) -> None:
+    """One token count of MEMORY.md: the overview's, status's and the consolidation
+    budget's are the same number (the inspector used to estimate where status counts)."""
+    import json
+    import re
+
+    from harnessmem.memory.consolidation import MemoryConsolidator
+    from harnessmem.tokens import estimate_tokens
+
+    status = CliRunner().invoke(main, ["status", "-w", str(example_root), "--json"])
+    shown = json.loads(status.output)["memory_md"]["tokens"]
+    found = re.search(r"([\d,]+) of [\d,]+ tokens", client.get("/").text)
+    assert found is not None
+    assert int(found.group(1).replace(",", "")) == shown
+    text = (example_root / "MEMORY.md").read_text()
+    with harness_on(example_root) as harness:
+        assert harness.component(MemoryConsolidator).tokens(text) == shown
+    assert estimate_tokens(text) != shown, "the estimate differs: the test can tell them apart"

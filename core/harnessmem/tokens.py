@@ -54,6 +54,7 @@ __all__ = [
     "ensure_cache_dir",
     "estimate_tokens",
     "litellm_package_dir",
+    "memory_tokens",
 ]
 
 logger = logging.getLogger(__name__)
@@ -441,3 +442,15 @@ def litellm_package_dir() -> Path | None:
         if Path(location).is_dir():
             return Path(location)
     return None
+
+
+_MEMORY_COUNTER: TokenCounter | None = None
+
+
+def memory_tokens(text: str) -> int:
+    """The tokens of a MEMORY.md text, counted (not estimated): the one figure that
+    ``harnessmem status``, the inspector and the consolidation budget all show and judge."""
+    global _MEMORY_COUNTER
+    if _MEMORY_COUNTER is None:
+        _MEMORY_COUNTER = TokenCounter()
+    return _MEMORY_COUNTER.count_text(text)

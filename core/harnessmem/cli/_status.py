@@ -67,14 +67,14 @@ def _read(harness: MemoryHarness, path: str) -> str | None:
 
 def collect_status(harness: MemoryHarness) -> dict[str, Any]:
     """Everything ``harnessmem status`` shows, as a JSON-ready dict."""
-    from harnessmem.tokens import TokenCounter
+    from harnessmem.tokens import memory_tokens as count_memory
 
     settings = harness.settings
     files = _files(harness)
     daily = sorted(day for p in files if (day := layout.daily_log_date(p)))
     archived = [p for p in files if layout.daily_log_date(p, archived=True)]
     memory_text = _read(harness, layout.MEMORY_FILE)
-    memory_tokens = TokenCounter().count_text(memory_text) if memory_text else 0
+    memory_tokens = count_memory(memory_text) if memory_text else 0
     sessions = [p for p in files if layout.source_of(p) == "sessions"]
     evicted_prefix = settings.eviction.path.strip("/") + "/"
     evicted = [p for p in files if p.startswith(evicted_prefix)]

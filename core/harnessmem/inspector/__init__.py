@@ -241,12 +241,12 @@ def create_app(
         stats = harness.index.stats()
         usage = harness.usage()
         memory = _read(harness, MEMORY_FILE)
-        from harnessmem.tokens import estimate_tokens
+        from harnessmem.tokens import memory_tokens
 
         return page(
             "overview.html",
             request,
-            memory_tokens=estimate_tokens(memory),
+            memory_tokens=memory_tokens(memory),
             budget=harness.settings.consolidation.max_memory_tokens,
             daily=_daily_logs(harness),
             sessions=_sessions(harness),

@@ -53,7 +53,6 @@ from harnessmem.prompts import consolidation_request
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
     from harnessmem.services import Services
-    from harnessmem.tokens import TokenCounter
     from harnessmem.workspace import FileInfo, Lease, Snapshot
 
 __all__ = ["ConsolidationResult", "MemoryConsolidator", "SaveResult"]
@@ -190,15 +189,13 @@ class MemoryConsolidator:
     def __init__(self, harness: Services) -> None:
         self.harness = harness
         self.workspace = harness.workspace
-        self._counter: TokenCounter | None = None
         self.backoff = Backoff(harness.settings.consolidation.backoff_max)
 
     def tokens(self, text: str) -> int:
-        if self._counter is None:
-            from harnessmem.tokens import TokenCounter
+        """MEMORY.md's tokens as status and the inspector count them."""
+        from harnessmem.tokens import memory_tokens
 
-            self._counter = TokenCounter()
-        return self._counter.count_text(text)
+        return memory_tokens(text)
 
     # memory_save -----------------------------------------------------------------------------
 
