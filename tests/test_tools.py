@@ -412,3 +412,10 @@ def test_memory_forget_previews_removes_and_refuses_mass_deletes(tmp_path: Path)
         assert session.call_tool("memory_forget", {"query": "x", "dry_run": "yes"}).startswith(
             "Error: memory_forget: 'dry_run' must be"
         )
+
+
+def test_nothing_found_ends_without_a_trailing_space(harness: MemoryHarness) -> None:
+    from harnessmem.tools import format_hits
+
+    assert format_hits([], "Gina", what="memories", hint="") == 'No memories match "Gina".'
+    assert format_hits([], "Gina", what="memories", hint="Try X.").endswith('". Try X.')

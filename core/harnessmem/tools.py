@@ -351,7 +351,7 @@ def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> s
     """Hits as numbered blocks for a model, within ``OUTPUT_CHARS``."""
     shown = query if len(query) <= 80 else query[:77] + "..."
     if not hits:
-        return f'No {what} match "{shown}". {hint}'
+        return f'No {what} match "{shown}".' + (f" {hint}" if hint else "")
     if len(hits) == 1:
         noun, _, rest = what.partition(" ")
         what = " ".join(filter(None, (_SINGULAR.get(noun, noun), rest)))
