@@ -40,6 +40,30 @@ def test_different_numbers_and_more_facts_are_not_repeats() -> None:
     assert not same_text(fact_words("- Ship it"), fact_words("- Ship it now, please, today"))
 
 
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        # A newcomer's search hid reservation AQLBTL under OI5L9G (85% of the words alike).
+        (
+            "- The user's reservation AQLBTL is a round trip from JFK to SFO in economy.",
+            "- The user's reservation OI5L9G is a round trip from JFK to SFO in economy.",
+        ),
+        # Words split on "_": the ids differ in their parts only.
+        (
+            "- The user's user id is omar_rossi_1241 and they prefer aisle seats.",
+            "- The user's user id is omar_davis_3817 and they prefer aisle seats.",
+        ),
+        ("- We ship v0.9.0 on Thursday with Jonas.", "- We ship v0.9.1 on Thursday with Jonas."),
+    ],
+)
+def test_facts_that_differ_in_an_identifier_are_kept_apart(one: str, other: str) -> None:
+    assert not same_text(fact_words(one), fact_words(other))
+    assert not same_text(fact_words(other), fact_words(one))
+    hits = [_hit("memory/2026-05-01.md", 1, one, 9.0), _hit("memory/2026-05-01.md", 2, other, 8.0)]
+    assert len(collapse_repeats(hits)) == 2
+    assert same_text(fact_words(one), fact_words(one.replace("- ", "* "))), "the same fact folds"
+
+
 def test_limit_counts_distinct_hits() -> None:
     hits = [
         _hit(f"memory/2026-05-0{n}.md", 1, "- Maya maintains tidewater.", 9 - n)

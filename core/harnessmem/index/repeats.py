@@ -31,22 +31,33 @@ _MARKER = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?", re.MUL
 _FILLER = frozenset({"the", "a", "an", "and", "of", "to", "is", "in", "on", "user", "user's"})
 
 
+#: A code that names one thing, whole: a reservation (AQLBTL, OI5L9G), a user id
+#: (omar_rossi_1241), a version (v0.9.0). Kept as one word, marked, beside its parts.
+_CODE = re.compile(
+    r"(?<![\w.-])(?:[A-Z][A-Z0-9]{4,}|[A-Za-z0-9]*\d[A-Za-z0-9]*|\w+_[\w.]+|v?\d+(?:\.\d+)+)(?![\w-])"
+)
+_CODE_MARK = "#"
+
+
 def fact_words(text: str) -> frozenset[str]:
-    """The words a hit's text is compared by: no list marker, case folded, filler out."""
-    text = unicodedata.normalize("NFKC", _MARKER.sub("", text)).casefold()
-    return frozenset(_WORD.findall(text)) - _FILLER
+    """The words a hit's text is compared by: no list marker, case folded, filler out; each
+    code (a reservation, an id, a version) also as one marked word."""
+    text = unicodedata.normalize("NFKC", _MARKER.sub("", text))
+    codes = {_CODE_MARK + code.casefold() for code in _CODE.findall(text)}
+    return (frozenset(_WORD.findall(text.casefold())) - _FILLER) | codes
 
 
 def same_text(repeat: frozenset[str], kept: frozenset[str]) -> bool:
     """Whether a hit with the words ``repeat`` says nothing that one with ``kept`` does not:
-    its words are (nearly) all in ``kept``, numbers included; short texts must match."""
+    its words are (nearly) all in ``kept``, and every number and code of it is (another
+    reservation id is another reservation); short texts must match."""
     if not repeat:
         return not kept
+    exact = {w for w in repeat if w.startswith(_CODE_MARK) or any(c.isdigit() for c in w)}
+    if not exact <= kept:
+        return False
     if len(repeat) < 4:
         return repeat == kept
-    digits = {w for w in repeat if any(c.isdigit() for c in w)}
-    if not digits <= kept:
-        return False
     return len(repeat & kept) / len(repeat) >= COVERED
 
 
