@@ -310,6 +310,12 @@ def test_the_config_template_lists_every_setting_and_uncomments_cleanly() -> Non
     assert everything.compaction.trigger_messages == 50
     assert everything.maintenance.interval == 6 * 3600, 'durations read back ("6h")'
     assert everything.model.name == "openai/gpt-4o-mini", "unset settings show an example"
+    # The header says what is set: the one active setting is the workspace's URL.
+    active = [x for x in text.splitlines() if x.strip() and not x.startswith(("#", "["))]
+    assert active == ['url = "s3://bucket/agent"']
+    header = " ".join(x.lstrip("# ") for x in text.splitlines()[:3])
+    assert "workspace.url is set" in header
+    assert "every other setting is listed with its default, commented out" in header
 
 
 # -- save, consolidate, status --------------------------------------------------------------------

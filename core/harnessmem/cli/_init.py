@@ -132,8 +132,9 @@ def render_config(
     from harnessmem.settings import HarnessSettings
 
     lines = [
-        "# harnessmem settings. Every setting is listed with its default, commented out;",
-        "# uncomment a line to change it. Environment variables override this file:",
+        "# harnessmem settings. workspace.url is set (the folder init made); every other",
+        "# setting is listed with its default, commented out: uncomment a line to change",
+        "# it. Environment variables override this file:",
         "# HARNESSMEM_<SECTION>__<KEY>, e.g. HARNESSMEM_COMPACTION__TRIGGER_MESSAGES=30.",
         "# Reference: docs/configuration.md. Check it with: harnessmem config validate",
     ]
@@ -200,7 +201,7 @@ def init_command(
     if as_json:
         echo_json({"config": str(written), "workspace": where.url, "workspace_url": url})
         return
-    click.echo(f"created {written}  (every setting, commented out, with its default)")
+    click.echo(f"created {written}  (the workspace set; every other setting, commented out)")
     click.echo(f"created workspace {shown_url(where.url)}")
     go = "" if root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(directory)} && "
     click.echo("next:")
