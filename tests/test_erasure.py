@@ -325,3 +325,18 @@ def test_a_fact_goes_with_its_continuation_lines_and_an_emptied_entry(
     new, found = mf.rewrite_units(text, lambda unit: "zorblax" in unit.casefold())
     assert new == expected
     assert len(found) == 1
+
+
+def test_the_summary_names_history_copies_and_pending_flushes_apart() -> None:
+    """A flush's pending entry is no copy "in history" (a newcomer saw one where no
+    history existed)."""
+    from harnessmem.memory.erasure import ForgetResult, Removal
+
+    daily = Removal("memory/2026-05-01.md", 3, "- Zorblax barked", "daily")
+    state = Removal("memory/.flush_state/chat.json", 1, "Zorblax barked", "state")
+    old = Removal("memory/.history/MEMORY-1.md", 2, "- Zorblax barked", "history")
+    pending = ForgetResult("zorblax", True, (daily, state))
+    assert str(pending).endswith("in 2 files (and 1 in a flush not yet written)")
+    both = ForgetResult("zorblax", False, (daily, state, old))
+    assert str(both).endswith("(and 1 copy in history, 1 in a flush not yet written)")
+    assert str(ForgetResult("zorblax", False, (daily,))).endswith("in 1 file")

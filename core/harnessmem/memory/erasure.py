@@ -112,8 +112,14 @@ class ForgetResult:
     def __str__(self) -> str:
         verb = "replace" if self.replacement is not None else "remove"
         done = f"would {verb}" if self.dry_run else f"{verb}d"
-        copies = len(self.removals) - self.count
-        extra = f" (and {copies} cop{'y' if copies == 1 else 'ies'} in history)" if copies else ""
+        history = sum(1 for r in self.removals if r.kind == "history")
+        pending = sum(1 for r in self.removals if r.kind == "state")
+        extras = []
+        if history:
+            extras.append(f"{history} cop{'y' if history == 1 else 'ies'} in history")
+        if pending:
+            extras.append(f"{pending} in a flush not yet written")
+        extra = f" (and {', '.join(extras)})" if extras else ""
         return (
             f"{done} {self.count} fact{'s' if self.count != 1 else ''} matching "
             f"{self.query!r} in {len(self.paths)} file{'s' if len(self.paths) != 1 else ''}"
