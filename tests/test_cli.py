@@ -515,3 +515,21 @@ def test_the_repository_holds_no_symlink() -> None:
     ).stdout
     links = [line.split("\t", 1)[1] for line in listed.splitlines() if line.startswith("120000")]
     assert links == [], f"symlinks in the repository: {links}"
+
+
+@pytest.mark.parametrize("command", ["inspect", "mcp"])
+def test_a_busy_port_is_one_clear_error(command: str, tmp_path: Path) -> None:
+    import socket
+
+    pytest.importorskip("starlette", reason="the inspector and mcp --http need their extras")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        CliRunner().invoke(main, ["init", str(tmp_path / "ws")])
+        args = ["--port", str(port)] if command == "inspect" else ["--http", f"127.0.0.1:{port}"]
+        result = CliRunner().invoke(main, [command, "-w", str(tmp_path / "ws"), *args])
+    assert result.exit_code == 4, result.output
+    assert f"error: port {port} on 127.0.0.1 is in use" in result.output
+    assert "hint: pass a free one with" in result.output
+    assert "Traceback" not in result.output

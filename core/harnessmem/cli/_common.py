@@ -430,6 +430,33 @@ def print_fields(rows: list[tuple[str, str]], indent: str = "") -> None:
         click.echo(f"{indent}{label.ljust(width)}  {value}".rstrip())
 
 
+def check_port_free(host: str, port: int, option: str) -> None:
+    """``CommandError`` (exit 4) when ``host:port`` cannot be listened on (another server
+    holds it, or the address is not this machine's), before anything is opened; port 0
+    (any free one) always can."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {host}: {exc}", code=EXIT_INPUT) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            busy = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc})"
+            raise CommandError(
+                f"port {port} on {host} {busy}",
+                hint=f"pass a free one with {option} (0 picks any free port)",
+                code=EXIT_INPUT,
+            ) from None
+
+
 def invoked_as(*, absolute: bool = False) -> str:
     """The command as the user typed it, for the commands we suggest: ``harnessmem`` when
     that name on ``PATH`` runs this program (or when it was not started as a

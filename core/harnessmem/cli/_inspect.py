@@ -6,7 +6,7 @@ import os
 
 import click
 
-from harnessmem.cli._common import command_harness, common_options
+from harnessmem.cli._common import check_port_free, command_harness, common_options
 
 
 @click.command("inspect")
@@ -32,6 +32,7 @@ def inspect_command(
 
     token = token or os.environ.get("HARNESSMEM_INSPECT_TOKEN") or None
     check_exposure(host, token)  # before the workspace is opened
+    check_port_free(host, port, "--port")
     with command_harness(config, workspace, existing=True) as harness:
         click.echo(f"harnessmem inspect: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
         serve(harness, host=host, port=port, token=token)

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from harnessmem.cli._common import (
+    check_port_free,
     common_options,
     load_settings,
     open_harness,
@@ -75,6 +76,7 @@ def mcp_command(
     if address is not None:
         host, port = server_api.parse_address(address)
         server_api.check_exposure(host, token)  # before the workspace is opened
+        check_port_free(host, port, "--http HOST:PORT")
     if template is not None:
         if host is None or port is None:
             raise click.UsageError("--tenants serves over HTTP: give --http HOST:PORT too")
