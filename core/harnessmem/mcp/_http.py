@@ -43,7 +43,7 @@ def parse_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError(
             f"--http {address!r} is not HOST:PORT",
-            hint="for example --http 127.0.0.1:8765 (port 0: any free port)",
+            hint="for example --http 127.0.0.1:8766 (port 0: any free port)",
         )
     return host, int(port)
 
