@@ -294,3 +294,18 @@ def test_a_stale_getting_started_block_is_caught(generate: ModuleType) -> None:
     stale = generator.render_getting_started(current, outputs)
     assert generator.comparable(stale) != generator.comparable(current)
     assert generator.comparable("Done in 1.8 s: 3") == generator.comparable("Done in 0.6 s: 3")
+
+
+def test_the_mcp_tool_table_lists_every_argument() -> None:
+    """docs/mcp.md's table of tools names each tool with all the arguments its schema has."""
+    from harnessmem.settings import HarnessSettings
+    from harnessmem.tools import tool_schemas
+
+    page = (DOCS / "mcp.md").read_text()
+    settings = HarnessSettings.load(None, tools={"forget": True})
+    for schema in tool_schemas(settings, lifecycle=True):
+        function = schema["function"]
+        name, arguments = function["name"], list(function["parameters"]["properties"])
+        row = re.search(rf"^\| `{name}\(([^)]*)\)`", page, re.M)
+        assert row is not None, f"docs/mcp.md has no row for {name}"
+        assert [a.strip() for a in row.group(1).split(",") if a.strip()] == arguments, name
