@@ -309,3 +309,18 @@ def test_the_mcp_tool_table_lists_every_argument() -> None:
         row = re.search(rf"^\| `{name}\(([^)]*)\)`", page, re.M)
         assert row is not None, f"docs/mcp.md has no row for {name}"
         assert [a.strip() for a in row.group(1).split(",") if a.strip()] == arguments, name
+
+
+def test_getting_started_agrees_with_the_readme_and_itself() -> None:
+    """Its install line is the README's set-up command, and the chat sample's MEMORY.md
+    size is the one its status sample shows (the same workspace, one count)."""
+    page = (DOCS / "getting-started.md").read_text()
+    readme = (DOCS.parent / "README.md").read_text()
+    setup = readme.split("<!-- setup -->\n```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    install = page.split("## Install", 1)[1].split("```bash\n", 1)[1].split("\n", 1)[0]
+    assert install == setup
+    status = re.search(r"^MEMORY\.md +([\d,]+) of", page, re.M)
+    chat = re.search(r"MEMORY\.md: ([\d,]+) tokens", page)
+    assert status is not None
+    assert chat is not None
+    assert chat.group(1) == status.group(1)

@@ -123,7 +123,7 @@ def _check_model(name: str, options: dict[str, Any], *, given: bool) -> None:
 
 
 def _banner(harness: MemoryHarness, agent: Agent) -> None:
-    from harnessmem.tokens import TokenCounter
+    from harnessmem.tokens import memory_tokens
 
     try:
         memory = harness.workspace.read_text(layout.MEMORY_FILE)
@@ -132,7 +132,7 @@ def _banner(harness: MemoryHarness, agent: Agent) -> None:
     tools = ", ".join(s["function"]["name"] for s in agent.tool_schemas)
     where = shown_url(harness.workspace.url)
     click.echo(f"harnessmem chat · model {agent.model} · workspace {where}")
-    tokens = TokenCounter().count_text(memory) if memory.strip() else 0
+    tokens = memory_tokens(memory) if memory.strip() else 0
     state = f"MEMORY.md: {tokens:,} tokens" if tokens else "MEMORY.md is empty"
     click.echo(f"session {agent.session.id} · {state} · tools: {tools}")
     click.echo(_HELP)
