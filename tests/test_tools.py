@@ -257,9 +257,21 @@ def test_half_a_character_is_an_error_the_model_can_fix(
     assert not session.call_tool(name, whole).startswith("Error"), name
 
 
-def test_limits_are_clamped_and_unknown_arguments_ignored(session: Session) -> None:
-    answer = session.call_tool("memory_search", {"query": "Kyoto", "limit": 10_000, "x": 1})
+def test_bounds_are_the_schema_s_and_unknown_arguments_ignored(session: Session) -> None:
+    """The schema is the contract: a value beyond its declared maximum is refused (with
+    the bound), as one below its minimum is; an unknown argument is ignored."""
+    answer = session.call_tool("memory_search", {"query": "Kyoto", "limit": 50, "x": 1})
     assert answer.startswith("1 memory for")
+    for name, args, bound in [
+        ("memory_search", {"query": "Kyoto", "limit": 500}, "'limit' must be at most 50, got 500"),
+        ("session_search", {"query": "wifi", "limit": 51}, "'limit' must be at most 50, got 51"),
+        ("memory_get", {"path": "MEMORY.md", "lines": 301}, "'lines' must be at most 300"),
+    ]:
+        schema = next(s for s in tool_schemas() if s["function"]["name"] == name)
+        key = next(iter(set(args) - {"query", "path"}))
+        declared = schema["function"]["parameters"]["properties"][key]["maximum"]
+        assert args[key] == declared + 1 or args[key] > declared
+        assert session.call_tool(name, args).startswith(f"Error: {name}: {bound}"), name
 
 
 def test_unknown_tool_raises(session: Session) -> None:

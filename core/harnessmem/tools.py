@@ -99,10 +99,13 @@ def _schema(name: str, description: str, properties: dict[str, Any], required: l
     }
 
 
+#: The most hits a search tool's schema allows (more is refused; ``index.max_results`` may
+#: serve fewer).
+LIMIT_MAX = 50
 _LIMIT = {
     "type": "integer",
     "minimum": 1,
-    "maximum": 50,
+    "maximum": LIMIT_MAX,
     "description": f"How many results to return, best first (default {DEFAULT_LIMIT}).",
 }
 
@@ -323,7 +326,12 @@ def _text(
     return value
 
 
-def _integer(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+def _integer(
+    args: Mapping[str, Any], key: str, default: int, low: int, high: int, *, most: int | None = None
+) -> int:
+    """An integer argument: ``default`` when absent; below ``low``, or above the schema's
+    declared maximum ``most``, an error; within them, at most ``high`` (a setting may
+    serve fewer than the schema allows)."""
     value = args.get(key)
     if value is None:
         return default
@@ -335,6 +343,8 @@ def _integer(args: Mapping[str, Any], key: str, default: int, low: int, high: in
         raise _ArgumentError(f"'{key}' must be an integer, got {value!r}")
     if value < low:
         raise _ArgumentError(f"'{key}' must be at least {low}, got {value}")
+    if most is not None and value > most:
+        raise _ArgumentError(f"'{key}' must be at most {most}, got {value}")
     return min(value, high)
 
 
@@ -371,7 +381,9 @@ def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> s
 def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
     query = _text(args, "query", max_chars=QUERY_MAX_CHARS)
     assert query is not None
-    limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
+    limit = _integer(
+        args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results, most=LIMIT_MAX
+    )
     mode = args.get("mode") or "any"
     if mode not in _MODES:
         raise _ArgumentError(f"'mode' must be 'any', 'all' or 'phrase', got {mode!r}")
@@ -399,7 +411,9 @@ def _session_search(harness: Services, args: Mapping[str, Any]) -> str:
     query = _text(args, "query", max_chars=QUERY_MAX_CHARS)
     assert query is not None
     session_id = _text(args, "session_id", required=False)
-    limit = _integer(args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results)
+    limit = _integer(
+        args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results, most=LIMIT_MAX
+    )
     hits = harness.search(query, limit, source="sessions", session_id=session_id)
     where = f" in session {session_id}" if session_id else ""
     return format_hits(
@@ -415,7 +429,7 @@ def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
     assert raw_path is not None
     path = posixpath.normpath(raw_path) if "\x00" not in raw_path else raw_path
     start = _integer(args, "start_line", 1, 1, 10**9)
-    count = _integer(args, "lines", GET_DEFAULT_LINES, 1, GET_MAX_LINES)
+    count = _integer(args, "lines", GET_DEFAULT_LINES, 1, GET_MAX_LINES, most=GET_MAX_LINES)
     try:
         # One line more than asked says whether the file goes on.
         rows = harness.get(path, start_line=start, lines=count + 1).splitlines()
