@@ -107,6 +107,24 @@ def test_a_harness_refuses_the_same_settings_and_creates_nothing(
         assert not (tmp_path / "ws").exists(), "checked before the workspace is made"
 
 
+def test_a_value_of_the_wrong_kind_hides_no_other_problem(config: Path) -> None:
+    """A file with three mistakes of two kinds (values the schema refuses, a backend that
+    is not installed) lists all three in one run (it used to stop at the schema's)."""
+    config.write_text(
+        '[compaction]\ntrigger_messages = "lots"\n[index]\nbackend = "sqlitee"\nmax_results = -3\n'
+    )
+    result = invoke("config", "validate", str(config))
+    assert result.exit_code == 3
+    problems = [line for line in result.stderr.splitlines() if not line.startswith("hint: ")]
+    assert sorted(line.split(": ")[1] for line in problems) == [
+        "compaction.trigger_messages",
+        "index.backend",
+        "index.max_results",
+    ]
+    assert all(f"[from {config}]" in line for line in problems), problems
+    assert "hint: set index.backend to an installed name" in result.stderr
+
+
 def test_validate_reports_every_problem_with_each_hint(config: Path) -> None:
     config.write_text(
         '[index]\nbackend = "sqlit"\n[model.options]\nfoo = 1\n[plugins]\ndisable = ["wordfiltr"]\n'

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import click
@@ -78,6 +80,11 @@ def config_validate(
         settings, overrides = load_settings(path, workspace)
     except ConfigError as exc:
         problems, hints = exc.problems or [exc.message], [exc.hint] if exc.hint else []
+        # The settings that are valid are checked too (backends, plugins): one run lists
+        # every problem of the file, not only the first kind.
+        more, more_hints = _problems_beside(path, problems)
+        problems += [line for line in more if line not in problems]
+        hints += [hint for hint in more_hints if hint not in hints]
     else:
         problems, hints = settings_problems(settings, overrides)
     if as_json:
@@ -91,6 +98,44 @@ def config_validate(
         click.echo(f"{shown}: ok")
     if problems:
         sys.exit(EXIT_CONFIG)
+
+
+def _problems_beside(path: str | None, problems: list[str]) -> tuple[list[str], list[str]]:
+    """The problems of the config file at ``path`` that loading it did not reach: the
+    file without the settings ``problems`` name (``index.max_results: ...``) is loaded
+    and checked as a harness would; nothing when it still does not load."""
+    import tempfile
+
+    from harnessmem.errors import ConfigError
+    from harnessmem.plugins import settings_problems
+    from harnessmem.settings import HarnessSettings, config_file_path, read_config_file
+
+    found = config_file_path(path)
+    if found is None:
+        return [], []
+    try:
+        data = read_config_file(found)
+    except ConfigError:
+        return [], []
+    for line in problems:
+        keys = line.split(":", 1)[0].strip().split(".")
+        section: Any = data
+        for key in keys[:-1]:
+            section = section.get(key) if isinstance(section, dict) else None
+        if isinstance(section, dict):
+            section.pop(keys[-1], None)
+    # The pruned file's values as arguments, and an empty file in its place (else a
+    # ./harnessmem.toml, the broken file itself, would be read again).
+    with tempfile.TemporaryDirectory() as folder:
+        empty = Path(folder) / "empty.toml"
+        empty.write_text("", encoding="utf-8")
+        try:
+            settings = HarnessSettings.load(empty, **data)
+        except (ConfigError, ValueError, TypeError):
+            return [], []
+    lines, hints = settings_problems(settings, data)
+    shown = f" [from {found}]" if path is None else f" [from {path}]"
+    return [re.sub(r" \[from arguments?\]", shown, line) for line in lines], hints
 
 
 # ------------------------------------------------------------------------------ plugins
