@@ -403,6 +403,41 @@ def test_save_appends_a_dated_redacted_entry(open_harness: HarnessFactory) -> No
         harness.save("   ")
 
 
+def test_a_day_of_saves_goes_under_one_heading(
+    open_harness: HarnessFactory, clock: FakeClock
+) -> None:
+    harness = open_harness(ScriptedModel("x"))
+    harness.workspace.write_text("MEMORY.md", "## Facts\n- Ana lives in Lisbon\n")
+    harness.save("Ana's visa expires in May")
+    clock.advance(3600)
+    harness.save("- Ana's flight is TP204\n- Ana prefers aisle seats")
+    clock.advance(86_400)
+    harness.save("Ana moved her flight to TP212")
+    assert harness.workspace.read_text("MEMORY.md") == (
+        "## Facts\n- Ana lives in Lisbon\n\n## Memory Save — 2027-01-15T08:00:00Z\n"
+        "- Ana's visa expires in May\n- Ana's flight is TP204\n- Ana prefers aisle seats\n"
+        "\n## Memory Save — 2027-01-16T09:00:00Z\n- Ana moved her flight to TP212\n"
+    )
+
+
+def test_a_save_under_the_day_s_heading_keeps_it_through_a_consolidation(
+    open_harness: HarnessFactory,
+) -> None:
+    """A save that went on under the day's heading while the model ran keeps its heading
+    after the new text (which may hold no such heading)."""
+
+    def reply(messages: list[dict[str, Any]], purpose: str) -> str:
+        harness.save("Ana's visa expires in May")
+        return merging_reply(messages, purpose)
+
+    harness = open_harness(ScriptedModel(reply))
+    harness.save("Ana speaks Portuguese")
+    harness.workspace.append_text(DAY2, entry("Ana has a cat"))
+    assert harness.consolidate().preserved_appends == 1
+    text = harness.workspace.read_text("MEMORY.md")
+    assert text.endswith("\n## Memory Save — 2027-01-15T08:00:00Z\n- Ana's visa expires in May\n")
+
+
 @pytest.mark.parametrize(
     ("text", "kept"),
     [

@@ -224,6 +224,10 @@ class MemoryConsolidator:
             fresh = mf.new_facts(facts, current)
             if not fresh:
                 return None
+            if mf.saved_today(current, now):
+                # One heading a day: the day's saves go on under the one already there.
+                gap = "" if current.endswith("\n") else "\n"
+                return current + gap + mf.bullet_block(fresh) + "\n"
             return current + mf.entry_text(current, f"{mf.SAVE_HEADING}{mf.iso_utc(now)}", fresh)
 
         written = self.workspace.update_text(layout.MEMORY_FILE, add_entry, append=True)
@@ -441,6 +445,10 @@ class MemoryConsolidator:
             appended = current[len(prior) :]
             if not appended.strip():
                 return head
+            if not appended.lstrip().startswith("#"):
+                # Saves that went on under the day's heading of the old text: that heading
+                # comes with them (the new text may not hold it).
+                appended = f"\n{mf.last_heading(prior)}\n{appended.lstrip(chr(10))}"
             return head + (appended if appended.startswith("\n") else "\n" + appended)
 
         # From the version read before the model ran: if nobody wrote since, one PUT.

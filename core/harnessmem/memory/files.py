@@ -251,6 +251,23 @@ def new_facts(facts: Iterable[str], *known: str) -> list[str]:
     return fresh
 
 
+def last_heading(text: str) -> str:
+    """The last ``## `` heading line of ``text`` ("" when it has none)."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("## "):
+            return line
+    return ""
+
+
+def saved_today(current: str, now: float) -> bool:
+    """Whether MEMORY.md (``current``) ends with a ``memory_save`` entry of the day of
+    ``now`` (UTC, as its heading is written), so that a save may go on under it."""
+    heading = last_heading(current)
+    return (
+        heading.startswith(SAVE_HEADING) and heading[len(SAVE_HEADING) :][:10] == iso_utc(now)[:10]
+    )
+
+
 def entry_text(current: str, heading: str, facts: Sequence[str]) -> str:
     """What appending an entry (``heading``, then ``facts`` as bullets) adds to a memory file
     that holds ``current``: the entry after a blank line."""
