@@ -77,8 +77,24 @@ def test_the_diff_shows_what_a_consolidation_changed(client: TestClient) -> None
     page = client.get("/memory").text
     older = page.split("/memory/diff?from=")[1].split("&")[0]
     diff = client.get(f"/memory/diff?from={older}&to=current").text
-    assert '<span class="add">+' in diff
+    assert '<span class="add"><span class="sign" aria-hidden="true">+ </span>- ' in diff
+    assert "<span class=\"del\">-" not in diff, "a sign never runs into a bullet's dash"
     assert client.get("/memory/diff?from=nonsense").status_code == 404
+
+
+def test_versions_read_apart_and_times_have_no_fraction(
+    example_root: Path, client: TestClient
+) -> None:
+    """Two versions replaced within a minute had one label; a session's times showed
+    nine-digit fractions (``.000000Z``)."""
+    import re
+
+    labels = re.findall(r"replaced [^<]*UTC(?: \(\d+\))?", client.get("/memory").text)
+    assert labels
+    assert len(labels) == len(set(labels))
+    session = client.get("/sessions/tidewater-week").text
+    assert ".000000" not in session
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", session)
 
 
 def test_memory_text_is_shown_never_run(tmp_path: Path) -> None:

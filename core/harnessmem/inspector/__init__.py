@@ -95,10 +95,29 @@ def _versions(harness: MemoryHarness) -> list[Version]:
         match = _STAMP.search(rel)
         if layout.is_history_path(rel) and match:
             moment = datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-            label = "replaced " + moment.strftime("%Y-%m-%d %H:%M UTC")
+            label = "replaced " + moment.strftime("%Y-%m-%d %H:%M:%S UTC")
             kept.append(Version(rel.rsplit("/", 1)[1].removesuffix(".md"), rel, label))
     kept.sort(key=lambda v: v.path, reverse=True)
+    # Two versions replaced within one second: told apart by their order.
+    seen: dict[str, int] = {}
+    for index, version in enumerate(kept):
+        count = seen[version.label] = seen.get(version.label, 0) + 1
+        if count > 1:
+            kept[index] = Version(version.key, version.path, f"{version.label} ({count})")
     return [Version("current", MEMORY_FILE, "current"), *kept]
+
+
+def _when(stamp: Any) -> str:
+    """An ISO instant as people read it: ``2026-12-03 09:13:35 UTC`` (no fraction)."""
+    if not isinstance(stamp, str):
+        return ""
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _read(harness: MemoryHarness, path: str) -> str:
@@ -138,8 +157,10 @@ def _render_markdown(text: str) -> str:
     return str(MarkdownIt("commonmark", {"html": False}).render(text))
 
 
-def _diff_rows(old: str, new: str) -> list[tuple[str, str]]:
-    """(kind, line) of a unified diff: kind is ``add``, ``del``, ``hunk`` or ``same``."""
+def _diff_rows(old: str, new: str) -> list[tuple[str, str, str]]:
+    """(kind, sign, text) of a unified diff: kind is ``add``, ``del``, ``hunk`` or
+    ``same``; the sign (``+``, a minus sign U+2212, or a space) apart from the line's
+    own text, so that it never runs into a bullet's ``-``."""
     rows = []
     for line in difflib.unified_diff(
         old.splitlines(), new.splitlines(), "older", "newer", lineterm="", n=2
@@ -147,7 +168,10 @@ def _diff_rows(old: str, new: str) -> list[tuple[str, str]]:
         if line.startswith(("---", "+++")):
             continue
         kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
-        rows.append((kind, line))
+        if kind == "hunk":
+            rows.append((kind, "", line))
+        else:
+            rows.append((kind, {"add": "+", "del": "\u2212"}.get(kind, " "), line[1:]))
     return rows
 
 
@@ -171,7 +195,10 @@ def _timeline(records: Sequence[Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for record in records:
         if not rows or rows[-1]["ts"] != record.ts:
-            rows.append({"ts": record.ts, "messages": 0, "tokens": 0, "first": record.seq})
+            rows.append(
+                {"ts": record.ts, "when": _when(record.ts), "messages": 0, "tokens": 0}
+                | {"first": record.seq}
+            )
         rows[-1]["messages"] += 1
         rows[-1]["tokens"] += counter.count_messages([record.message])
         rows[-1]["last"] = record.seq
@@ -190,7 +217,7 @@ def _chart(rows: Sequence[Mapping[str, Any]], width: int = 640, height: int = 14
     for i, row in enumerate(rows):
         tall = max(1.0, (height - 20) * int(row["tokens"]) / top)
         x, y = i * step + step * 0.15, height - tall
-        title = escape(f"{row['ts']}: {row['messages']} messages, {row['tokens']:,} tokens")
+        title = escape(f"{row['when']}: {row['messages']} messages, {row['tokens']:,} tokens")
         bars.append(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{step * 0.7:.1f}" height="{tall:.1f}">'
             f"<title>{title}</title></rect>"
@@ -386,7 +413,7 @@ def create_app(
                 "seq": r.seq,
                 "role": r.message.get("role", "?"),
                 "name": r.message.get("name"),
-                "said": r.said or r.message.get("timestamp") or r.ts,
+                "said": _when(r.said or r.message.get("timestamp") or r.ts),
                 "text": _message_text(r.message)[:MESSAGE_CHARS],
             }
             for r in records
