@@ -78,7 +78,7 @@ def test_the_diff_shows_what_a_consolidation_changed(client: TestClient) -> None
     older = page.split("/memory/diff?from=")[1].split("&")[0]
     diff = client.get(f"/memory/diff?from={older}&to=current").text
     assert '<span class="add"><span class="sign" aria-hidden="true">+ </span>- ' in diff
-    assert "<span class=\"del\">-" not in diff, "a sign never runs into a bullet's dash"
+    assert '<span class="del">-' not in diff, "a sign never runs into a bullet's dash"
     assert client.get("/memory/diff?from=nonsense").status_code == 404
 
 
@@ -242,3 +242,24 @@ def test_status_the_inspector_and_consolidation_count_memory_alike(
     with harness_on(example_root) as harness:
         assert harness.component(MemoryConsolidator).tokens(text) == shown
     assert estimate_tokens(text) != shown, "the estimate differs: the test can tell them apart"
+
+
+def test_the_first_page_shows_memory_what_changed_and_what_it_costs(client: TestClient) -> None:
+    """The overview: MEMORY.md itself, the latest flushes and consolidations, and upkeep
+    per day as a chart with labelled axes."""
+    page = client.get("/").text
+    assert 'id="memory"' in page
+    assert "staging database" in page.split('id="memory"', 1)[1]
+    lately = page.split('id="changes"', 1)[1].split("</ol>", 1)[0]
+    assert "flushed" in lately
+    assert "from session tidewater-week" in lately
+    assert "consolidated MEMORY.md" in lately
+    assert ".000000" not in lately
+    chart = page.split('aria-label="upkeep tokens by day"', 1)[1].split("</svg>", 1)[0]
+    assert '<line class="axis"' in chart
+    assert ">upkeep tokens</text>" in chart
+    assert ">day</text>" in chart
+    assert chart.count("<rect") >= 2, "one bar a day with calls"
+    session = client.get("/sessions/tidewater-week").text
+    assert ">tokens moved out</text>" in session
+    assert ">compaction</text>" in session

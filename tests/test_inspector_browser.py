@@ -95,8 +95,10 @@ def _watched(browser: object) -> tuple[Any, list[str]]:
 
 
 def _shots() -> Path | None:
+    """Where the screenshots go (``SCREENSHOT_DIR``, relative to the repository: the tests
+    run in a temporary folder), or None."""
     where = os.environ.get("SCREENSHOT_DIR")
-    return Path(where) if where else None
+    return Path(__file__).resolve().parents[1] / where if where else None
 
 
 def test_a_person_reads_memory_searches_it_and_opens_a_session(
@@ -107,6 +109,11 @@ def test_a_person_reads_memory_searches_it_and_opens_a_session(
 
     page.goto(served + "/")
     assert "What this agent remembers" in page.inner_text("h1")
+    assert "staging database" in page.inner_text("#current")
+    assert "flushed" in page.inner_text("#changes")
+    assert page.locator("#changes svg.chart rect").count() >= 2
+    if shots:
+        page.screenshot(path=str(shots / "inspect-overview.png"), full_page=True)
     page.click("nav >> text=MEMORY.md")
     page.wait_for_selector("#memory")
     assert "staging database" in page.inner_text("#memory")
@@ -166,4 +173,34 @@ def test_a_person_forgets_a_fact_and_it_is_gone_from_the_page_and_search(
     page.fill("input[name=q]", "Argo CD")
     page.wait_for_selector("#hits p.count")
     assert page.inner_text("#hits p.count").startswith("0 hits")
+    assert errors == [], errors
+
+
+def test_every_page_renders_in_the_browser_without_an_error(served: str, browser: object) -> None:
+    """Each of the inspector's pages loads, shows its heading and raises no script error
+    and no blocked resource."""
+    page, errors = _watched(browser)
+    page.goto(served + "/daily")
+    day = page.locator("a[href^='/daily/']").first.get_attribute("href")
+    pages = {
+        "/": "What this agent remembers",
+        "/memory": "MEMORY.md",
+        "/memory/diff": "MEMORY.md:",
+        "/daily": "aily",
+        str(day): "memory/",
+        "/search?q=staging": "Search",
+        "/sessions": "ession",
+        "/sessions/tidewater-week": "tidewater-week",
+        "/usage": "sage",
+        "/why?q=staging+database+port": "Where a fact came from",
+        "/forget?q=winter+break": "orget",
+        "/file?path=MEMORY.md": "MEMORY.md",
+    }
+    for url, heading in pages.items():
+        response = page.goto(served + url)
+        assert response is not None
+        assert response.status == 200, url
+        assert heading in page.inner_text("h1"), (url, page.inner_text("h1"))
+    page.goto(served + "/why?q=staging+database+port")
+    assert "port 5433" in page.inner_text("main")
     assert errors == [], errors

@@ -205,29 +205,106 @@ def _timeline(records: Sequence[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _chart(rows: Sequence[Mapping[str, Any]], width: int = 640, height: int = 140) -> str:
-    """An inline SVG bar chart of the tokens each compaction moved out of the context."""
+def _bar_chart(
+    bars: Sequence[tuple[str, int, str]], *, what: str, along: str, width: int = 640
+) -> str:
+    """An inline SVG bar chart with labelled axes: one bar per ``(label, value, title)``,
+    ``what`` the values (the y axis), ``along`` the bars (the x axis)."""
     from markupsafe import Markup, escape
 
-    if not rows:
+    if not bars:
         return Markup("")
-    top = max(int(r["tokens"]) for r in rows) or 1
-    step = width / len(rows)
-    bars = []
-    for i, row in enumerate(rows):
-        tall = max(1.0, (height - 20) * int(row["tokens"]) / top)
-        x, y = i * step + step * 0.15, height - tall
-        title = escape(f"{row['when']}: {row['messages']} messages, {row['tokens']:,} tokens")
-        bars.append(
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{step * 0.7:.1f}" height="{tall:.1f}">'
-            f"<title>{title}</title></rect>"
+    height, left, bottom, top_pad = 170, 64, 34, 16
+    plot_w, plot_h = width - left - 8, height - bottom - top_pad
+    top = max(value for _, value, _ in bars) or 1
+    step = plot_w / len(bars)
+    every = max(1, len(bars) // 12)  # at most a dozen labels under the bars
+    parts = [
+        f'<line class="axis" x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}"/>',
+        f'<line class="axis" x1="{left}" y1="{top_pad + plot_h}" x2="{width - 8}" '
+        f'y2="{top_pad + plot_h}"/>',
+        f'<text class="tick" x="{left - 6}" y="{top_pad + 4}" text-anchor="end">{top:,}</text>',
+        f'<text class="tick" x="{left - 6}" y="{top_pad + plot_h}" text-anchor="end">0</text>',
+        f'<text class="axis-label" x="12" y="{top_pad + plot_h / 2:.0f}" '
+        f'transform="rotate(-90 12 {top_pad + plot_h / 2:.0f})" text-anchor="middle">'
+        f"{escape(what)}</text>",
+        f'<text class="axis-label" x="{left + plot_w / 2:.0f}" y="{height - 2}" '
+        f'text-anchor="middle">{escape(along)}</text>',
+    ]
+    for i, (label, value, title) in enumerate(bars):
+        tall = max(1.0, plot_h * value / top)
+        x = left + i * step + step * 0.15
+        parts.append(
+            f'<rect x="{x:.1f}" y="{top_pad + plot_h - tall:.1f}" width="{step * 0.7:.1f}" '
+            f'height="{tall:.1f}"><title>{escape(title)}</title></rect>'
         )
-    label = escape(f"most: {top:,} tokens")
+        if i % every == 0:
+            parts.append(
+                f'<text class="tick" x="{x + step * 0.35:.1f}" y="{top_pad + plot_h + 14}" '
+                f'text-anchor="middle">{escape(label)}</text>'
+            )
     return Markup(
         f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="tokens moved out of the context at each compaction">'
-        f'<text x="0" y="12">{label}</text>{"".join(bars)}</svg>'
+        f'aria-label="{escape(what)} by {escape(along)}">{"".join(parts)}</svg>'
     )
+
+
+def _chart(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The tokens each compaction of a session moved out of the context, as bars."""
+    bars = [
+        (
+            str(number),
+            int(row["tokens"]),
+            f"{row['when']}: {row['messages']} messages, {row['tokens']:,} tokens",
+        )
+        for number, row in enumerate(rows, 1)
+    ]
+    return _bar_chart(bars, what="tokens moved out", along="compaction")
+
+
+def _upkeep_chart(per_day: Mapping[str, Any]) -> str:
+    """The tokens memory upkeep sent to its models each day, as bars."""
+    bars = [
+        (day[5:], int(totals.total_tokens), f"{day}: {totals.calls:,} calls, "
+         f"{totals.total_tokens:,} tokens")
+        for day, totals in per_day.items()
+    ]  # fmt: skip
+    return _bar_chart(bars, what="upkeep tokens", along="day")
+
+
+_FLUSHED = re.compile(r"^## (Memory Flush|Memory Save) — (\S+)(?: · session (.+))?$")
+
+
+def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, str]]:
+    """What changed memory lately, newest first: flushes into the daily logs (the last
+    three logs), saves into MEMORY.md, and consolidations (the versions kept)."""
+    changes: list[dict[str, str]] = []
+
+    def entries(path: str, text: str) -> None:
+        heading: dict[str, str] | None = None
+        for number, line in enumerate(text.splitlines(), 1):
+            found = _FLUSHED.match(line)
+            if found:
+                kind = "flush" if found[1] == "Memory Flush" else "save"
+                heading = {"when": _when(found[2]), "stamp": found[2], "kind": kind, "facts": "0"}
+                heading |= {"where": f"{path}:{number}", "session": found[3] or ""}
+                changes.append(heading)
+            elif heading is not None and line.startswith(("- ", "* ")):
+                heading["facts"] = str(int(heading["facts"]) + 1)
+
+    for _, path in _daily_logs(harness)[:3]:
+        entries(path, _read(harness, path))
+    entries(MEMORY_FILE, _read(harness, MEMORY_FILE))
+    for version in _versions(harness)[1:]:
+        stamp = _STAMP.search(version.path)
+        if stamp:
+            moment = datetime.strptime(stamp[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            changes.append(
+                {"when": _when(moment.isoformat()), "stamp": moment.isoformat(), "kind":
+                 "consolidation", "facts": "", "where": version.key, "session": ""}
+            )  # fmt: skip
+    changes.sort(key=lambda change: _when(change["stamp"]), reverse=True)
+    return changes[:limit]
 
 
 # ------------------------------------------------------------------------------ the app
@@ -270,6 +347,7 @@ def create_app(
         memory = _read(harness, MEMORY_FILE)
         from harnessmem.tokens import memory_tokens
 
+        recent = harness.usage(days=14)
         return page(
             "overview.html",
             request,
@@ -279,6 +357,9 @@ def create_app(
             sessions=_sessions(harness),
             stats=stats,
             total=usage.total,
+            html=_render_markdown(memory),
+            changes=_recent_changes(harness),
+            upkeep=_upkeep_chart(recent.per_day),
         )
 
     async def memory(request: Request) -> Response:

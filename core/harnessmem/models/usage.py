@@ -200,6 +200,8 @@ class UsageReport:
     fallbacks: int = 0
     budget: BudgetStatus | None = None
     last_errors: Mapping[str, str] = field(default_factory=dict)
+    #: The totals of each day that has calls (``YYYY-MM-DD``, in the ledger's time zone).
+    per_day: Mapping[str, UsageTotals] = field(default_factory=dict)
 
     @property
     def total(self) -> UsageTotals:
@@ -393,9 +395,12 @@ class UsageLedger:
         purposes: dict[str, dict[str, UsageTotals]] = {}
         fallbacks = 0
         latest: dict[str, UsageRecord] = {}
+        per_day: dict[str, UsageTotals] = {}
         for record in self._file_records(wanted):
             models = purposes.setdefault(record.purpose, {})
             models[record.model] = models.get(record.model, UsageTotals()).add(record)
+            day = self.day_of(record.at)
+            per_day[day] = per_day.get(day, UsageTotals()).add(record)
             fallbacks += record.fallback
             known = latest.get(record.purpose)
             # A rejection marks the call just before it: at the same moment, it wins.
@@ -406,6 +411,7 @@ class UsageLedger:
                 if day in wanted:
                     models = purposes.setdefault(purpose, {})
                     models[model] = models.get(model, UsageTotals()) + totals
+                    per_day[day] = per_day.get(day, UsageTotals()) + totals
             fallbacks += sum(n for day, n in self._kept_fallbacks.items() if day in wanted)
         covered = tuple(wanted) if days is not None else tuple(self._recorded_days())
         errors = {
@@ -417,6 +423,7 @@ class UsageLedger:
             fallbacks=fallbacks,
             budget=self.status(),
             last_errors=errors,
+            per_day=dict(sorted(per_day.items())),
         )
 
     def status(self) -> BudgetStatus | None:
