@@ -533,3 +533,47 @@ def test_a_busy_port_is_one_clear_error(command: str, tmp_path: Path) -> None:
     assert f"error: port {port} on 127.0.0.1 is in use" in result.output
     assert "hint: pass a free one with" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["inspect", "mcp"])
+def test_sigterm_stops_a_server_closing_its_workspace_with_one_line(
+    command: str, tmp_path: Path
+) -> None:
+    """SIGTERM (what a service manager sends) used to kill the server where it stood:
+    uvicorn raised the signal again after its shutdown, so the harness was never closed
+    and nothing was said. It now returns through the harness's close, with one line."""
+    import signal
+    import urllib.error
+    import urllib.request
+
+    pytest.importorskip("uvicorn", reason="the servers need their extras")
+    workspace = tmp_path / "ws"
+    CliRunner().invoke(main, ["save", "Ana prefers aisle seats", "-w", str(workspace)])
+    args = ["--port", "0"] if command == "inspect" else ["--http", "127.0.0.1:0"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "harnessmem.cli", command, "-w", str(workspace), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        while line and "http://" not in line:
+            line = server.stderr.readline()
+        url = "http://" + line.split("http://", 1)[1].split()[0]
+        assert ":0/" not in url, "the real port, not the one asked for"
+        try:  # an answer means the server runs (and handles its signals)
+            urllib.request.urlopen(url, timeout=30).close()
+        except urllib.error.HTTPError:
+            pass
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    assert err.strip().splitlines()[-1] == (
+        f"harnessmem {command}: stopped (SIGTERM); the "
+        + ("workspace is closed" if command == "inspect" else "workspaces are closed")
+    )

@@ -457,6 +457,33 @@ def check_port_free(host: str, port: int, option: str) -> None:
             ) from None
 
 
+@contextmanager
+def stopped_by_sigterm() -> Iterator[list[int]]:
+    """For a server command: SIGTERM stops it as Ctrl-C does, and the command goes on to
+    close its harness (draining what is queued) instead of dying where it stood. The
+    list it yields gets the signal when one stopped the server.
+
+    uvicorn catches SIGTERM, shuts the server down, then raises the signal again to the
+    handler that was there before it: this one, which notes it and lets the command
+    return normally."""
+    import signal
+
+    caught: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, note)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        yield caught
+        return
+    try:
+        yield caught
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def invoked_as(*, absolute: bool = False) -> str:
     """The command as the user typed it, for the commands we suggest: ``harnessmem`` when
     that name on ``PATH`` runs this program (or when it was not started as a

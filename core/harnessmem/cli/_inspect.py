@@ -6,7 +6,12 @@ import os
 
 import click
 
-from harnessmem.cli._common import check_port_free, command_harness, common_options
+from harnessmem.cli._common import (
+    check_port_free,
+    command_harness,
+    common_options,
+    stopped_by_sigterm,
+)
 
 
 @click.command("inspect")
@@ -33,6 +38,11 @@ def inspect_command(
     token = token or os.environ.get("HARNESSMEM_INSPECT_TOKEN") or None
     check_exposure(host, token)  # before the workspace is opened
     check_port_free(host, port, "--port")
-    with command_harness(config, workspace, existing=True) as harness:
-        click.echo(f"harnessmem inspect: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
-        serve(harness, host=host, port=port, token=token)
+
+    def ready(url: str) -> None:
+        click.echo(f"harnessmem inspect: {url} (Ctrl-C stops it)", err=True)
+
+    with stopped_by_sigterm() as caught, command_harness(config, workspace, existing=True) as h:
+        serve(h, host=host, port=port, token=token, ready=ready)
+    if caught:
+        click.echo("harnessmem inspect: stopped (SIGTERM); the workspace is closed", err=True)

@@ -12,6 +12,7 @@ from harnessmem.cli._common import (
     load_settings,
     open_harness,
     shown_url,
+    stopped_by_sigterm,
 )
 
 
@@ -82,9 +83,11 @@ def mcp_command(
             raise click.UsageError("--tenants serves over HTTP: give --http HOST:PORT too")
         if workspace is not None:
             raise click.UsageError("give --tenants or -w, not both")
-        _serve_tenants(server_api, template, config, sections, host, port, token, max_open)
+        with stopped_by_sigterm() as caught:
+            _serve_tenants(server_api, template, config, sections, host, port, token, max_open)
+        _say_stopped(caught)
         return
-    with open_harness(settings, maintenance=True) as harness:
+    with stopped_by_sigterm() as caught, open_harness(settings, maintenance=True) as harness:
         server = server_api.build_server(harness)
         if host is None or port is None:
             server_api.serve_stdio(server)
@@ -100,6 +103,13 @@ def mcp_command(
             click.echo(f"harnessmem mcp: {shown_url(harness.workspace.url)} on {url}", err=True)
 
         server_api.serve_http(app, host, port, path=settings.mcp.path, ready=ready)
+    _say_stopped(caught)
+
+
+def _say_stopped(caught: list[int]) -> None:
+    """One line when SIGTERM stopped the server (its harnesses closed, queues drained)."""
+    if caught:
+        click.echo("harnessmem mcp: stopped (SIGTERM); the workspaces are closed", err=True)
 
 
 def _serve_tenants(

@@ -613,14 +613,35 @@ class _Guard:
 
 
 def serve(
-    harness: MemoryHarness, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None
+    harness: MemoryHarness,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve the inspector until interrupted; a non-loopback ``host`` needs a ``token``."""
+    """Serve the inspector until interrupted (SIGINT, SIGTERM); a non-loopback ``host``
+    needs a ``token``. ``ready(url)`` is called once the socket listens."""
     check_exposure(host, token)
     loopback = is_loopback(host)
     try:
         import uvicorn
     except ImportError as exc:
         raise _missing_extra(exc) from None
+    import socket
+
     app = create_app(harness, token=token, loopback=loopback)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Bound before serving: ``ready`` gets the real port (port 0 picks one), and a client
+    # that connects at once waits in the backlog.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        if ready is not None:
+            shown = f"[{host}]" if ":" in host else host
+            ready(f"http://{shown}:{sock.getsockname()[1]}/")
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
