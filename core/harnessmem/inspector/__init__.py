@@ -466,8 +466,20 @@ def create_app(
     async def forget_run(request: Request) -> Response:
         from urllib.parse import parse_qsl
 
-        body = (await request.body()).decode("utf-8", "replace")
-        fields = dict(parse_qsl(body, keep_blank_values=True))
+        # A page elsewhere may post here: the type and size are checked before anything is
+        # read, and at most FORM_LIMIT bytes are ever held.
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind != "application/x-www-form-urlencoded":
+            return PlainTextResponse("415: a forget is posted as a form", status_code=415)
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > FORM_LIMIT):
+            return PlainTextResponse(_TOO_LARGE, status_code=413)
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > FORM_LIMIT:
+                return PlainTextResponse(_TOO_LARGE, status_code=413)
+        fields = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         if not hmac.compare_digest(fields.pop("csrf", ""), csrf):
             return PlainTextResponse(
                 "403: the form's token is missing or stale; open the preview again",
@@ -562,6 +574,11 @@ def _message_text(message: Mapping[str, Any]) -> str:
             function = call.get("function", {}) if isinstance(call, Mapping) else {}
             text += f"\n→ {function.get('name', '?')}({function.get('arguments', '')})"
     return text.strip()
+
+
+#: The largest form the inspector reads (a forget form is a few hundred bytes).
+FORM_LIMIT = 64 * 1024
+_TOO_LARGE = f"413: a form of at most {FORM_LIMIT // 1024} kB is read"
 
 
 class _Guard:
