@@ -317,3 +317,21 @@ def test_an_evicted_tenant_leaves_the_runner(
     runner.wake()
     assert runner.wait_for_ticks(10, timeout=60)
     assert len(runner) == 10, "the closed tenant's scheduler was dropped"
+
+
+def test_a_harness_handed_out_is_open_even_when_every_other_is_pinned(tmp_path: Path) -> None:
+    """With max_open=1 and t1 pinned, asking for t2 used to open it and close it at once
+    (it was the only harness the eviction could take), handing out a closed harness."""
+    with HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS) as pool:
+        with pool.use("t1") as first:
+            second = pool.harness("t2")
+            assert not second.closed
+            assert not first.closed
+            assert second.search("anything") == []  # usable, not merely not-closed
+            assert pool.over_max == 1
+            assert sorted(pool.open_tenants) == ["t1", "t2"]
+        # The pin gone, the pool is back to max_open, the least recently used closed.
+        assert len(pool) == 1
+        assert first.closed
+        assert not pool.harness("t2").closed
+        assert pool.over_max == 1

@@ -17,8 +17,10 @@ maintenance ticks, one at a time. Tenant ids name folders, so they are checked: 
 digits and ``. _ - @ + =``, not starting with a dot or a dash, at most 128 characters.
 
 Thread-safe: several threads may ask for harnesses at once; a tenant is opened once and a
-tenant being closed is reopened only after its close has finished. A harness handed out
-by :meth:`HarnessPool.harness` may be closed by a later eviction once ``max_open`` other
+tenant being closed is reopened only after its close has finished. :meth:`HarnessPool.harness`
+never hands out a closed harness: when every other open harness is pinned, it opens one
+past ``max_open`` for the while (counted in ``over_max``). A harness it handed out
+may be closed by a later eviction once ``max_open`` other
 tenants have been used; :meth:`HarnessPool.use` keeps it open while the block runs.
 See ``docs/deployment.md``.
 """
@@ -178,6 +180,9 @@ class HarnessPool:
         #: Harnesses opened and closed so far (evictions included).
         self.opened = 0
         self.evicted = 0
+        #: Times a harness was opened past ``max_open`` because every other open one was
+        #: pinned by :meth:`use` (the pool shrinks back as the pins go).
+        self.over_max = 0
 
     # tenants -------------------------------------------------------------------------------
 
@@ -210,7 +215,10 @@ class HarnessPool:
             self._opening.discard(tenant)
             self._open[tenant] = opened
             self.opened += 1
-            victims = self._victims()
+            # The harness just opened is handed out: never its own opening's victim.
+            victims = self._victims(keep=tenant)
+            if len(self._open) > self.max_open:
+                self.over_max += 1
             self._changed.notify_all()
         self._close_all(victims)
         return opened
@@ -311,13 +319,14 @@ class HarnessPool:
                 self._runner = MaintenanceRunner("harnessmem-pool-maintenance")
             return self._runner
 
-    def _victims(self) -> list[tuple[str, MemoryHarness]]:
-        """Take the least recently used unpinned harnesses past ``max_open`` (lock held)."""
+    def _victims(self, keep: str | None = None) -> list[tuple[str, MemoryHarness]]:
+        """Take the least recently used unpinned harnesses past ``max_open`` (lock held),
+        never ``keep``'s."""
         victims = []
         for tenant in list(self._open):
             if len(self._open) <= self.max_open:
                 break
-            if self._pins.get(tenant):
+            if self._pins.get(tenant) or tenant == keep:
                 continue
             victims.append((tenant, self._open.pop(tenant)))
             self._closing.add(tenant)
