@@ -653,7 +653,8 @@ def test_one_http_server_serves_many_tenants_apart(tmp_path: Path) -> None:
             assert "HA-5521-778" not in _text(found)
             read = await bob.read_resource("harnessmem://MEMORY.md")
             assert FACT not in read.contents[0].text
-        for headers in ({}, tenant("../alice"), tenant("a/b")):
+        refused_ids = ("../alice", "a/b", "memory_index.db-wal", "memory_index.db-shm")
+        for headers in ({}, *(tenant(name) for name in refused_ids)):
             async with _http(server.url, TOKEN, **headers) as nobody:
                 with pytest.raises(MCPError) as refused:
                     await nobody.call_tool("memory_search", {"query": "frequent flyer"})
@@ -670,6 +671,22 @@ def test_one_http_server_serves_many_tenants_apart(tmp_path: Path) -> None:
     )
     assert not (agents / "..").joinpath("alice").exists()
     assert sorted(p.name for p in agents.iterdir() if p.is_dir()) == ["alice", "bob"]
+    # Restarted, the server serves alice again: no tenant named after the index broke it.
+    again = _HttpServer(
+        agents / "unused",
+        args=["--tenants", str(agents / "{tenant}")],
+        HARNESSMEM_MCP__TOKEN=TOKEN,
+    )
+
+    async def after_restart() -> None:
+        async with _http(again.url, TOKEN, **tenant("alice")) as alice:
+            found = await alice.call_tool("memory_search", {"query": "frequent flyer"})
+            assert "HA-5521-778" in _text(found)
+
+    try:
+        _run(after_restart)
+    finally:
+        again.stop()
 
 
 def test_tenants_go_with_http_only(tmp_path: Path) -> None:

@@ -335,3 +335,26 @@ def test_a_harness_handed_out_is_open_even_when_every_other_is_pinned(tmp_path: 
         assert first.closed
         assert not pool.harness("t2").closed
         assert pool.over_max == 1
+
+
+@pytest.mark.parametrize(
+    "tenant",
+    ["memory_index.db", "memory_index.db-wal", "memory_index.db-shm", "memory_index.db-journal",
+     "MEMORY_INDEX.DB-wal", "memory_index.db.lock"],
+)  # fmt: skip
+def test_tenant_ids_that_name_the_pool_s_own_files_are_refused(tmp_path: Path, tenant: str) -> None:
+    """A tenant named after the shared index's files made a folder beside the index: after
+    a restart alice and carol could no longer be served."""
+    template = str(tmp_path / "agents" / "{tenant}")
+    with HarnessPool(template, **OPTIONS) as pool:
+        pool.harness("alice").save("Alice prefers window seats")
+        with pytest.raises(ValueError, match="are the pool's own"):
+            pool.harness(tenant)
+        pool.harness("carol").save("Carol prefers aisle seats")
+    assert sorted(p.name for p in (tmp_path / "agents").iterdir() if p.is_dir()) == [
+        "alice",
+        "carol",
+    ], "no stray folder"
+    with HarnessPool(template, **OPTIONS) as restarted:  # the server, restarted
+        assert restarted.harness("alice").search("window seats")
+        assert restarted.harness("carol").search("aisle seats")

@@ -56,6 +56,12 @@ _TENANT = re.compile(r"[A-Za-z0-9_@+=][A-Za-z0-9._@+=-]{0,127}")
 _FIELD = "tenant"
 
 
+#: The shared index's file name: it and the files SQLite keeps beside it (``-wal``,
+#: ``-shm``, ``-journal``) live in the folder above the tenants', so no tenant may be named
+#: after them (a folder by that name would break the index for every tenant).
+RESERVED_PREFIX = "memory_index.db"
+
+
 def check_tenant_id(tenant: object) -> str:
     """``tenant`` if it is a valid tenant id, else ``ValueError`` saying what is wrong."""
     if not isinstance(tenant, str):
@@ -76,6 +82,12 @@ def check_tenant_id(tenant: object) -> str:
         raise ValueError(
             f"invalid tenant id {tenant!r}: {why}; tenant ids name workspace folders "
             "(letters, digits and . _ - @ + =, at most 128 characters)"
+        )
+    if tenant.casefold().startswith(RESERVED_PREFIX):
+        raise ValueError(
+            f"invalid tenant id {tenant!r}: names starting with {RESERVED_PREFIX!r} are the "
+            "pool's own (its shared index and the SQLite files beside it: -wal, -shm, "
+            "-journal), kept in the folder above the tenants'"
         )
     return tenant
 
@@ -101,10 +113,10 @@ def shared_index_path(template: str) -> Path:
     if "://" not in head or head.startswith("file://"):
         local = head.removeprefix("file://")
         parent = local.rsplit("/", 1)[0] if "/" in local else "."
-        return Path(os.path.abspath(os.path.expanduser(parent or "/"))) / "memory_index.db"
+        return Path(os.path.abspath(os.path.expanduser(parent or "/"))) / RESERVED_PREFIX
     digest = hashlib.sha256(template.encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "harnessmem" / f"pool-{digest}" / "memory_index.db"
+    return cache / "harnessmem" / f"pool-{digest}" / RESERVED_PREFIX
 
 
 def _shared_model(inner: ModelBackend) -> ModelBackend:
