@@ -223,6 +223,7 @@ def _run_children(mode: str, url: str, options: dict[str, Any], workers: int, co
             [sys.executable, "-c", _CHILD, mode, url, json.dumps(options), str(w), str(count)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
         for w in range(workers)
@@ -237,9 +238,9 @@ def _run_children(mode: str, url: str, options: dict[str, Any], workers: int, co
                 child.stdin.write("go\n")
                 child.stdin.flush()
         for child in children:
-            out, _ = child.communicate(timeout=120)
-            assert child.returncode == 0
-            assert out.strip().endswith("done")
+            out, err = child.communicate(timeout=120)
+            assert child.returncode == 0, f"a child failed:\n{err[-3000:]}"
+            assert out.strip().endswith("done"), err[-3000:]
     finally:
         for child in children:
             if child.poll() is None:
@@ -256,7 +257,9 @@ def _check_appends(ws: Workspace, workers: int, count: int) -> None:
     assert sorted(lines) == sorted(expected)  # each exactly once, none torn
     writers = [line.split()[2] for line in lines]
     switches = sum(a != b for a, b in itertools.pairwise(writers))
-    assert switches > workers - 1, "the processes ran one after another; nothing was tested"
+    assert switches > workers - 1, (
+        f"the processes ran one after another ({switches} switches); nothing was tested"
+    )
 
 
 @pytest.mark.slow
