@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from harnessmem import layout
 from harnessmem.errors import ConfigError
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
+from harnessmem.memory import files as mf
 from harnessmem.settings import exposure
 from harnessmem.settings.exposure import is_loopback
 
@@ -109,14 +110,9 @@ def _versions(harness: MemoryHarness) -> list[Version]:
 
 def _when(stamp: Any) -> str:
     """An ISO instant as people read it: ``2026-12-03 09:13:35 UTC`` (no fraction)."""
-    if not isinstance(stamp, str):
-        return ""
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return stamp
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+    moment = mf.parse_instant(stamp)
+    if moment is None:
+        return stamp if isinstance(stamp, str) else ""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -272,9 +268,6 @@ def _upkeep_chart(per_day: Mapping[str, Any]) -> str:
     return _bar_chart(bars, what="upkeep tokens", along="day")
 
 
-_FLUSHED = re.compile(r"^## (Memory Flush|Memory Save) — (\S+)(?: · session (.+))?$")
-
-
 def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, str]]:
     """What changed memory lately, newest first: flushes into the daily logs (the last
     three logs), saves into MEMORY.md, and consolidations (the versions kept)."""
@@ -283,11 +276,12 @@ def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, s
     def entries(path: str, text: str) -> None:
         heading: dict[str, str] | None = None
         for number, line in enumerate(text.splitlines(), 1):
-            found = _FLUSHED.match(line)
+            found = mf.ENTRY_HEADING.match(line)
             if found:
-                kind = "flush" if found[1] == "Memory Flush" else "save"
-                heading = {"when": _when(found[2]), "stamp": found[2], "kind": kind, "facts": "0"}
-                heading |= {"where": f"{path}:{number}", "session": found[3] or ""}
+                kind = "flush" if found["kind"] == "Memory Flush" else "save"
+                when = found["when"]
+                heading = {"when": _when(when), "stamp": when, "kind": kind, "facts": "0"}
+                heading |= {"where": f"{path}:{number}", "session": found["session"] or ""}
                 changes.append(heading)
             elif heading is not None and line.startswith(("- ", "* ")):
                 heading["facts"] = str(int(heading["facts"]) + 1)

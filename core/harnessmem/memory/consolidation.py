@@ -688,8 +688,6 @@ def _entry_loss(prior: str, candidate: str) -> tuple[int, list[str]]:
 
 
 _DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
-_DAY_HEADING = re.compile(r"^#{2,6}\s+(\d{4}-\d{2}-\d{2})\s*$")
-_STAMPED = re.compile(r"\s\(\d{4}-\d{2}-\d{2}\)\s*$")
 #: Share of a fact's words an answer's bullet must hold to take that fact's date.
 DATE_MATCH_SHARE = 0.6
 
@@ -701,11 +699,11 @@ def _dated_facts(prior: str, segments: Sequence[Segment]) -> list[tuple[set[str]
     heading: str | None = None
     for line in prior.splitlines():
         if line.startswith("#"):
-            day = _DAY_HEADING.match(line)
+            day = mf.DAY_HEADING.match(line)
             heading = day.group(1) if day else None
             continue
-        stamp = _STAMPED.search(line)
-        date = stamp.group(0).strip()[1:-1] if stamp else heading
+        stamp = mf.DAY_STAMP.search(line)
+        date = stamp.group(1) if stamp else heading
         if line.strip() and date:
             facts.append((mf.significant_words(line), date))
     for segment in segments:
@@ -733,10 +731,10 @@ def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> st
     heading: str | None = None
     for number, line in enumerate(lines):
         if line.startswith("#"):
-            day = _DAY_HEADING.match(line)
+            day = mf.DAY_HEADING.match(line)
             heading = day.group(1) if day else None
             continue
-        if heading or not line.lstrip().startswith(("- ", "* ")) or _STAMPED.search(line):
+        if heading or not line.lstrip().startswith(("- ", "* ")) or mf.DAY_STAMP.search(line):
             continue
         words = mf.significant_words(line)
         best: tuple[float, str] | None = None

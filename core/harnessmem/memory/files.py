@@ -25,6 +25,15 @@ logger = logging.getLogger("harnessmem.memory")
 
 FLUSH_HEADING = "## Memory Flush — "
 SAVE_HEADING = "## Memory Save — "
+#: The heading of a daily-log (or MEMORY.md save) entry: its kind, when it was written
+#: (ISO UTC) and, for a flush, the session it came from.
+ENTRY_HEADING = re.compile(
+    r"^## (?P<kind>Memory Flush|Memory Save) — (?P<when>\S+)(?: · session (?P<session>.+))?\s*$"
+)
+#: A day MEMORY.md files facts under, as a heading of its own: ``### 2026-11-20``.
+DAY_HEADING = re.compile(r"^#{2,6}\s+(\d{4}-\d{2}-\d{2})\s*$")
+#: A fact's own day, at its end: ``- Staging listens on 6432 (2026-11-20)``.
+DAY_STAMP = re.compile(r"\s\((\d{4}-\d{2}-\d{2})\)\s*$")
 
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
@@ -49,6 +58,18 @@ def iso_utc(timestamp: float) -> str:
     """``2026-11-30T12:00:00Z``: the instant in entry headings (always UTC)."""
     moment = datetime.fromtimestamp(timestamp, UTC)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def parse_instant(value: object) -> datetime | None:
+    """An ISO 8601 instant (``Z`` or an offset; naive taken as UTC), or None for anything
+    else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 # ------------------------------------------------------------------------------ facts

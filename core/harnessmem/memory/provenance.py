@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harnessmem import layout
+from harnessmem.memory import files as mf
 from harnessmem.messages import content_text
 
 if TYPE_CHECKING:
@@ -45,12 +46,7 @@ MESSAGE_SHARE = 0.5
 
 _LINE_REF = re.compile(r"^\s*MEMORY\.md:(\d+)\s*$", re.I)
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
-_STAMP = re.compile(r"\s\((\d{4}-\d{2}-\d{2})\)\s*$")
-_DAY_HEADING = re.compile(r"^#{2,6}\s+(\d{4}-\d{2}-\d{2})\s*$")
 _ISO_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_LOG_HEADING = re.compile(
-    r"^## (?P<kind>Memory Flush|Memory Save) — (?P<when>\S+)(?: · session (?P<session>.+))?\s*$"
-)
 _DAILY = re.compile(r"^memory/(?:.+/)?\d{4}-\d{2}-\d{2}\.md$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -187,13 +183,13 @@ class FactTracer:
         heading_day = None
         for number, line in enumerate(memory.splitlines(), 1):
             if line.startswith("#"):
-                day = _DAY_HEADING.match(line)
+                day = mf.DAY_HEADING.match(line)
                 heading_day = day.group(1) if day else None
                 continue
             if not _BULLET.match(line):
                 continue
             fact = _bullet_text(line)
-            stamp = _STAMP.search(fact)
+            stamp = mf.DAY_STAMP.search(fact)
             if stamp:
                 yield number, fact[: stamp.start()].rstrip(), stamp.group(1)
             else:
@@ -298,27 +294,17 @@ def _heading_above(lines: Sequence[str], number: int) -> tuple[str | None, str |
     """(when, session id) of the daily-log heading over line ``number``."""
     for line in reversed(lines[: number - 1]):
         if line.startswith("## "):
-            match = _LOG_HEADING.match(line)
+            match = mf.ENTRY_HEADING.match(line)
             if match is None:
                 return None, None
             return match.group("when"), match.group("session")
     return None, None
 
 
-def _instant(value: object) -> dt.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
 def _said(path: str, text: str, wanted: frozenset[str], written: str | None) -> list[SaidMessage]:
     """The messages of a session log, said before ``written``, that hold most of ``wanted``:
     the best three, in the order they were said."""
-    deadline = _instant(written)
+    deadline = mf.parse_instant(written)
     scored: list[SaidMessage] = []
     for number, raw in enumerate(text.splitlines(), 1):
         try:
@@ -329,7 +315,7 @@ def _said(path: str, text: str, wanted: frozenset[str], written: str | None) -> 
             continue
         inner = record.get("message")
         message = inner if isinstance(inner, dict) else record
-        said = _instant(message.get("timestamp")) or _instant(record.get("said"))
+        said = mf.parse_instant(message.get("timestamp")) or mf.parse_instant(record.get("said"))
         if deadline is not None and said is not None and said > deadline:
             continue
         body = content_text(message.get("content"))
