@@ -406,3 +406,32 @@ def servers() -> Iterator[Callable[[Any], FakeOpenAIServer]]:
     yield start
     for server in started:
         server.close()
+
+
+@pytest.fixture
+def cli_server() -> Iterator[Callable[..., tuple[subprocess.Popen[str], str]]]:
+    """``cli_server("inspect", "-w", ws, "--port", "0")``: ``harnessmem`` started as a
+    process of its own, and the URL it printed on stderr once it listens. Servers still
+    running at the end are killed."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> tuple[subprocess.Popen[str], str]:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "harnessmem.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(server)
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        while line and "http://" not in line:
+            line = server.stderr.readline()
+        assert line, f"harnessmem {args[0]} printed no URL"
+        return server, "http://" + line.split("http://", 1)[1].split()[0]
+
+    yield start
+    for server in started:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -538,7 +539,7 @@ def test_a_busy_port_is_one_clear_error(command: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["inspect", "mcp"])
 def test_sigterm_stops_a_server_closing_its_workspace_with_one_line(
-    command: str, tmp_path: Path
+    command: str, tmp_path: Path, cli_server: Callable[..., tuple[Any, str]]
 ) -> None:
     """SIGTERM (what a service manager sends) used to kill the server where it stood:
     uvicorn raised the signal again after its shutdown, so the harness was never closed
@@ -551,27 +552,13 @@ def test_sigterm_stops_a_server_closing_its_workspace_with_one_line(
     workspace = tmp_path / "ws"
     CliRunner().invoke(main, ["save", "Ana prefers aisle seats", "-w", str(workspace)])
     args = ["--port", "0"] if command == "inspect" else ["--http", "127.0.0.1:0"]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "harnessmem.cli", command, "-w", str(workspace), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        while line and "http://" not in line:
-            line = server.stderr.readline()
-        url = "http://" + line.split("http://", 1)[1].split()[0]
-        assert ":0/" not in url, "the real port, not the one asked for"
-        # An answer (an error status is one) means the server runs and handles signals.
-        with contextlib.suppress(urllib.error.HTTPError):
-            urllib.request.urlopen(url, timeout=30).close()
-        server.send_signal(signal.SIGTERM)
-        _, err = server.communicate(timeout=60)
-    finally:
-        if server.poll() is None:
-            server.kill()
+    server, url = cli_server(command, "-w", str(workspace), *args)
+    assert ":0/" not in url, "the real port, not the one asked for"
+    # An answer (an error status is one) means the server runs and handles signals.
+    with contextlib.suppress(urllib.error.HTTPError):
+        urllib.request.urlopen(url, timeout=30).close()
+    server.send_signal(signal.SIGTERM)
+    _, err = server.communicate(timeout=60)
     assert server.returncode == 0, err
     assert err.strip().splitlines()[-1] == (
         f"harnessmem {command}: stopped (SIGTERM); the "

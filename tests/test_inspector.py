@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -292,41 +293,27 @@ def _post(address: tuple[str, int], head: str, chunks: list[bytes]) -> str:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
-def test_a_huge_post_is_refused_without_being_read(tmp_path: Path) -> None:
+def test_a_huge_post_is_refused_without_being_read(
+    tmp_path: Path, cli_server: Callable[..., tuple[Any, str]]
+) -> None:
     """A page the user visits may post 400 MB to /forget: the inspector answers 413
     before reading it (Content-Length) or once 64 kB are in (chunked), and its peak memory
     grows by less than 50 MB either way."""
-    import signal
-    import subprocess
-    import sys
     import urllib.request
 
     pytest.importorskip("uvicorn", reason="the inspector needs the 'inspect' extra")
     CliRunner().invoke(main, ["save", "Ana prefers aisle seats", "-w", str(tmp_path / "ws")])
-    server = subprocess.Popen(
-        [sys.executable, "-m", "harnessmem.cli", "inspect", "-w", str(tmp_path / "ws"), *ANY_PORT],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        while line and "http://" not in line:
-            line = server.stderr.readline()
-        url = "http://" + line.split("http://", 1)[1].split()[0]
-        host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
-        urllib.request.urlopen(url, timeout=60).close()
-        before = _peak_kb(server.pid)
-        megabyte, size = b"q=" + b"x" * (1024 * 1024 - 2), 400 * 1024 * 1024
-        form = "Content-Type: application/x-www-form-urlencoded\r\n"
-        start = f"POST /forget HTTP/1.1\r\nHost: {host}\r\n{form}"
-        sized = f"{start}Content-Length: {size}\r\n\r\n"
-        assert _post((host, int(port)), sized, [megabyte] * 400).startswith("HTTP/1.1 413")
-        chunked = f"{start}Transfer-Encoding: chunked\r\n\r\n"
-        frame = f"{len(megabyte):x}\r\n".encode() + megabyte + b"\r\n"
-        assert _post((host, int(port)), chunked, [frame] * 400).startswith("HTTP/1.1 413")
-        grown = _peak_kb(server.pid) - before
-        assert grown < 50 * 1024, f"peak memory grew by {grown // 1024} MB"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.communicate(timeout=60)
+    server, url = cli_server("inspect", "-w", str(tmp_path / "ws"), *ANY_PORT)
+    host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    urllib.request.urlopen(url, timeout=60).close()
+    before = _peak_kb(server.pid)
+    megabyte, size = b"q=" + b"x" * (1024 * 1024 - 2), 400 * 1024 * 1024
+    form = "Content-Type: application/x-www-form-urlencoded\r\n"
+    start = f"POST /forget HTTP/1.1\r\nHost: {host}\r\n{form}"
+    sized = f"{start}Content-Length: {size}\r\n\r\n"
+    assert _post((host, int(port)), sized, [megabyte] * 400).startswith("HTTP/1.1 413")
+    chunked = f"{start}Transfer-Encoding: chunked\r\n\r\n"
+    frame = f"{len(megabyte):x}\r\n".encode() + megabyte + b"\r\n"
+    assert _post((host, int(port)), chunked, [frame] * 400).startswith("HTTP/1.1 413")
+    grown = _peak_kb(server.pid) - before
+    assert grown < 50 * 1024, f"peak memory grew by {grown // 1024} MB"
