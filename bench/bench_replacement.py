@@ -32,6 +32,8 @@ import datetime as dt
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +72,7 @@ def replay_pairs(
     root: Path, pairs: list[dict[str, str]], unrelated: list[dict[str, str]], detect: bool
 ) -> str:
     """MEMORY.md after both sessions (``detect``: replacement detection on)."""
-    from unittest import mock
-
     from harnessmem import MemoryHarness
-    from harnessmem.backends.extractive import _jobs
     from harnessmem.replay import ReplayClock, replay
 
     first = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
@@ -81,26 +80,50 @@ def replay_pairs(
     told = [p["earlier"] for p in pairs]
     mixed = [t for pair in zip(told, [u["text"] for u in unrelated], strict=False) for t in pair]
     mixed += told[len(unrelated) :]
-    patch = mock.patch.object(_jobs, "replaces", return_value=False) if not detect else None
     clock = ReplayClock()
-    try:
-        if patch is not None:
-            patch.start()
-        with MemoryHarness.open(
+    with (
+        _detection(detect),
+        MemoryHarness.open(
             root, clock=clock, maintenance={"enabled": False}, plugins={"autoload": False}
-        ) as harness:
-            replay(harness, _messages(mixed, first), session_id="s1", clock=clock, keep_dates=True)
-            replay(
-                harness,
-                _messages([p["later"] for p in pairs], later),
-                session_id="s2",
-                clock=clock,
-                keep_dates=True,
-            )
-            return harness.workspace.read_text("MEMORY.md")
-    finally:
-        if patch is not None:
-            patch.stop()
+        ) as harness,
+    ):
+        replay(harness, _messages(mixed, first), session_id="s1", clock=clock, keep_dates=True)
+        replay(
+            harness,
+            _messages([p["later"] for p in pairs], later),
+            session_id="s2",
+            clock=clock,
+            keep_dates=True,
+        )
+        return harness.workspace.read_text("MEMORY.md")
+
+
+@contextmanager
+def _detection(on: bool) -> Iterator[None]:
+    """Replacement detection as it is (``on``), or off: ``replaces`` always False, for the
+    flush's and the offline consolidation's calls alike."""
+    if on:
+        yield
+        return
+    from unittest import mock
+
+    from harnessmem.backends.extractive import _jobs
+
+    with mock.patch.object(_jobs, "replaces", return_value=False):
+        yield
+
+
+def _share_row(name: str, found: list[Any], off: list[Any], total: int, about: str = "") -> Row:
+    """A row of the share of ``total`` in ``found``, against detection off."""
+    return Row(
+        "replacement",
+        name,
+        round(len(found) / max(total, 1), 3),
+        "share",
+        baseline="replacement detection off",
+        baseline_value=round(len(off) / max(total, 1), 3),
+        notes=f"{about}{len(found)} of {total} (off: {len(off)})",
+    )
 
 
 def _words(text: str) -> set[str]:
@@ -151,10 +174,7 @@ def _real_messages(said: list[Said]) -> list[dict[str, Any]]:
 
 def replay_real(root: Path, real: RealSet, detect: bool) -> dict[str, str]:
     """Each owner's MEMORY.md after its sentences were told (``detect``: detection on)."""
-    from unittest import mock
-
     from harnessmem import MemoryHarness
-    from harnessmem.backends.extractive import _jobs
     from harnessmem.replay import ReplayClock, replay
 
     told: dict[str, list[Said]] = {}
@@ -163,10 +183,7 @@ def replay_real(root: Path, real: RealSet, detect: bool) -> dict[str, str]:
     for fact in real.unrelated:
         told.setdefault(fact.owner, []).append(fact)
     memories: dict[str, str] = {}
-    patch = mock.patch.object(_jobs, "replaces", return_value=False) if not detect else None
-    try:
-        if patch is not None:
-            patch.start()
+    with _detection(detect):
         for number, (owner, said) in enumerate(sorted(told.items())):
             clock = ReplayClock()
             with MemoryHarness.open(
@@ -181,9 +198,6 @@ def replay_real(root: Path, real: RealSet, detect: bool) -> dict[str, str]:
                 memories[owner] = (
                     workspace.read_text("MEMORY.md") if workspace.exists("MEMORY.md") else ""
                 )
-    finally:
-        if patch is not None:
-            patch.stop()
     return memories
 
 
@@ -251,24 +265,18 @@ def real_rows() -> list[Row]:
     unseen_stale = [p for p in ours["stale"] if p.split == "held-out-2"]
     unseen_off = [p for p in off["stale"] if p.split == "held-out-2"]
     return [
-        Row(
-            "replacement",
+        _share_row(
             f"real pairs: replaced facts still current in MEMORY.md ({total} pairs)",
-            round(len(ours["stale"]) / total, 3),
-            "share",
-            baseline="replacement detection off",
-            baseline_value=round(len(off["stale"]) / total, 3),
-            notes=f"{len(ours['stale'])} of {total} (off: {len(off['stale'])})",
+            ours["stale"],
+            off["stale"],
+            total,
         ),
-        Row(
-            "replacement",
+        _share_row(
             f"real pairs never looked at to tune the detector ({len(unseen)}): still current",
-            round(len(unseen_stale) / max(len(unseen), 1), 3),
-            "share",
-            baseline="replacement detection off",
-            baseline_value=round(len(unseen_off) / max(len(unseen), 1), 3),
-            notes=f"split held-out-2: {len(unseen_stale)} of {len(unseen)} "
-            f"(off: {len(unseen_off)})",
+            unseen_stale,
+            unseen_off,
+            len(unseen),
+            "split held-out-2: ",
         ),
         Row(
             "replacement",
@@ -280,14 +288,8 @@ def real_rows() -> list[Row]:
             notes=f"lost by replacement (kept with detection off): {by_replacement}; the "
             "others are lost with detection off too (not written by the flush or merged)",
         ),
-        Row(
-            "replacement",
-            "real pairs: later facts current in MEMORY.md",
-            round(len(ours["kept"]) / total, 3),
-            "share",
-            baseline="replacement detection off",
-            baseline_value=round(len(off["kept"]) / total, 3),
-            notes=f"{len(ours['kept'])} of {total} (off: {len(off['kept'])})",
+        _share_row(
+            "real pairs: later facts current in MEMORY.md", ours["kept"], off["kept"], total
         ),
     ]
 
@@ -304,14 +306,11 @@ def run(quick: bool) -> list[Row]:
         print(f"  bench replacement: unrelated fact lost: {fact['text']}", file=sys.stderr)
     total = len(pairs)
     return [
-        Row(
-            "replacement",
+        _share_row(
             f"replaced facts still current in MEMORY.md ({total} pairs, {GAP_DAYS} days apart)",
-            round(len(ours["stale"]) / total, 3),
-            "share",
-            baseline="replacement detection off",
-            baseline_value=round(len(off["stale"]) / total, 3),
-            notes=f"{len(ours['stale'])} of {total} (off: {len(off['stale'])})",
+            ours["stale"],
+            off["stale"],
+            total,
         ),
         Row(
             "replacement",
