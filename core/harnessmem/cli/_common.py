@@ -433,28 +433,32 @@ def print_fields(rows: list[tuple[str, str]], indent: str = "") -> None:
 def check_port_free(host: str, port: int, option: str) -> None:
     """``CommandError`` (exit 4) when ``host:port`` cannot be listened on (another server
     holds it, or the address is not this machine's), before anything is opened; port 0
-    (any free one) always can."""
+    (any free one) always can. It listens as the server will
+    (:func:`harnessmem.settings.exposure.listen`), then lets go."""
     import errno
     import socket
+
+    from harnessmem.errors import ConfigError
+    from harnessmem.settings.exposure import listen
 
     if port == 0:
         return
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise CommandError(f"cannot listen on {host}: {exc}", code=EXIT_INPUT) from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            busy = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc})"
-            raise CommandError(
-                f"port {port} on {host} {busy}",
-                hint=f"pass a free one with {option} (0 picks any free port)",
-                code=EXIT_INPUT,
-            ) from None
+        sock, _ = listen(host, port)
+    except ConfigError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, socket.gaierror):  # no such host: the port is not the problem
+            raise CommandError(f"cannot listen on {host}: {cause}", code=EXIT_INPUT) from None
+        if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            busy = "is in use"
+        else:
+            busy = f"cannot be used ({cause or exc.message})"
+        raise CommandError(
+            f"port {port} on {host} {busy}",
+            hint=f"pass a free one with {option} (0 picks any free port)",
+            code=EXIT_INPUT,
+        ) from None
+    sock.close()
 
 
 @contextmanager

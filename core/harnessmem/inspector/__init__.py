@@ -639,19 +639,12 @@ def serve(
         import uvicorn
     except ImportError as exc:
         raise _missing_extra(exc) from None
-    import socket
-
     app = create_app(harness, token=token, loopback=loopback)
-    # Bound before serving: ``ready`` gets the real port (port 0 picks one), and a client
-    # that connects at once waits in the backlog.
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # Bound before serving: ``ready`` gets the real port (port 0 picks one).
+    sock, bound = exposure.listen(host, port)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
         if ready is not None:
-            shown = f"[{host}]" if ":" in host else host
-            ready(f"http://{shown}:{sock.getsockname()[1]}/")
+            ready(f"http://{exposure.url_host(host)}:{bound}/")
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         uvicorn.Server(config).run(sockets=[sock])
     finally:

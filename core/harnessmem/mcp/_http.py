@@ -8,7 +8,6 @@ before it reaches the MCP session manager, so it reads and writes nothing.
 from __future__ import annotations
 
 import hmac
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -73,14 +72,10 @@ def http_app(server: Server[Any], *, host: str, path: str, token: str | None) ->
         return server.streamable_http_app(streamable_http_path=path, host=host)
     # issuer_url is required by the SDK's settings but serves only OAuth routes, which this
     # server does not mount (no authorization server provider, no resource metadata).
-    auth = AuthSettings(issuer_url=f"http://{_url_host(host)}", resource_server_url=None)
+    auth = AuthSettings(issuer_url=f"http://{exposure.url_host(host)}", resource_server_url=None)
     return server.streamable_http_app(
         streamable_http_path=path, host=host, auth=auth, token_verifier=_StaticToken(token)
     )
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def serve_http(
@@ -98,22 +93,10 @@ def serve_http(
     """
     import uvicorn
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(
-            f"cannot listen on {_url_host(host)}:{port}: {exc.strerror or exc}",
-            hint="pick another port, or stop the process that holds this one",
-        ) from exc
-    bound = sock.getsockname()[1]
+    sock, bound = exposure.listen(host, port)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     if ready is not None:
-        ready(f"http://{_url_host(host)}:{bound}{path}")
+        ready(f"http://{exposure.url_host(host)}:{bound}{path}")
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
