@@ -14,7 +14,6 @@ import atexit
 import logging
 import os
 import posixpath
-import re
 import threading
 import time
 import weakref
@@ -60,13 +59,6 @@ C = TypeVar("C")
 #: Workspace files the agent may read through ``get`` / ``memory_get``.
 
 
-#: A month's name: a query may name a day by it ("On May 4th"), which has no relative word.
-_MONTH_WORD = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|"
-    r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)|"
-    r"\b(?:in|since|before|after|until|during)\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
-    re.I,
-)
 logger = logging.getLogger("harnessmem.harness")
 
 # Harnesses not closed yet, held weakly so that tracking them keeps none alive; the atexit
@@ -392,11 +384,8 @@ class MemoryHarness:
         return found
 
     def _query_time(self, query: str) -> QueryTime | None:
-        """The days ``query`` names, relative to the harness clock (see ``time_in_query``)."""
-        from harnessmem.memory.grounding import has_time_words
-
-        if not has_time_words(query) and not _MONTH_WORD.search(query):
-            return None  # the common case stays free of the parser
+        """The days ``query`` names, relative to the harness clock (see ``time_in_query``);
+        a query without a month's name or a time word costs two regular expressions."""
         from zoneinfo import ZoneInfo
 
         from harnessmem.memory.timequery import query_time
