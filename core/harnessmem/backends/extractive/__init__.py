@@ -36,10 +36,10 @@ from harnessmem.backends.extractive._jobs import (
     Turn,
     consolidate,
     extract_facts,
-    replaces,
     summarise,
     turns_of,
 )
+from harnessmem.backends.extractive._replacement import replaces
 from harnessmem.backends.extractive._text import term_set
 from harnessmem.errors import ModelResponseError
 from harnessmem.prompts import FACTS_TOKENS, NO_REPLY, parse_conversation, read_blocks
