@@ -94,6 +94,27 @@ def test_a_restated_fact_takes_the_newer_day_and_old_facts_stay_undated() -> Non
             "The user's return flight is currently scheduled for May 28 from Oslo.",
             "The user's return flight has been updated to the new flights.",
         ),
+        # What an earlier fact waited for came of it: a change asked for and made ...
+        (
+            "The user would like to move the Lisbon trip from June 3 to June 5.",
+            "The Lisbon trip is now scheduled for June 5.",
+        ),
+        (
+            "Priya needs to downgrade both of her train tickets to standard class.",
+            "Both of Priya's train tickets have been downgraded to standard.",
+        ),
+        # ... something sought and found, a failed exam passed, a job lost ...
+        (
+            "Mara is still searching for a flat near the harbour.",
+            "Mara found a flat near the harbour with a balcony.",
+        ),
+        ("Ola failed his driving test in March.", "Ola retook the driving test and passed."),
+        ("Dev loves his new job at the bakery.", "Dev lost his job at the bakery."),
+        # ... and a booking cancelled.
+        (
+            "The user booked two rooms at the Harbour Inn for May 9.",
+            "The user's booking at the Harbour Inn for May 9 has been cancelled.",
+        ),
     ],
 )
 def test_a_later_fact_replaces_an_earlier_one(earlier: str, later: str) -> None:
@@ -137,6 +158,33 @@ def test_a_later_fact_replaces_an_earlier_one(earlier: str, later: str) -> None:
         (
             "Joanna used to have a dog in Michigan.",
             "The name helps Joanna remember when she used to have a dog.",
+        ),
+        # A change asked for on one booking, another one changed.
+        (
+            "The user would like to move reservation KX81PQ to June 5.",
+            "Reservation WB22TT is now scheduled for June 5.",
+        ),
+        # Something sought is not found by whatever follows "got"; a question finds nothing.
+        (
+            "Mara is looking for investors for her bakery.",
+            "Mara got a temp job to cover costs while she looks for investors.",
+        ),
+        (
+            "Searching for the perfect studio is hard for Jon.",
+            "What is Jon's favourite part of running his own studio?",
+        ),
+        # A loss said again, someone else's loss, a job no one held.
+        ("Dev lost his job at the bakery in May.", "Dev lost his wallet on the bus."),
+        ("Ana loves her new job at the library.", "Dev lost his job at the bakery."),
+        ("Finding a flat is a tough job for Mara.", "Mara lost her job at the harbour."),
+        # The end of one booking is not the end of another one's, by codes or by days.
+        (
+            "The assistant found the user's flight from ATL to JFK on May 17.",
+            "The user's flight from DEN to BOS on May 17 has been cancelled.",
+        ),
+        (
+            "The user booked a room at the Harbour Inn for May 9.",
+            "The user's booking at the Harbour Inn for May 12 has been cancelled.",
         ),
     ],
 )

@@ -142,6 +142,15 @@ WRITTEN = [
         "The user is booked on flight HAT170 to Lisbon.",
     ),
     (assistant("I've moved your seat to 14C."), "The assistant has moved the user's seat to 14C."),
+    # What the assistant found, and what cannot be done and why, are facts too.
+    (
+        assistant("I found your reservation for the ferry from Split to Hvar on June 2."),
+        "The assistant found the user's reservation for the ferry from Split to Hvar on June 2.",
+    ),
+    (
+        assistant("Booking QW81ZZ cannot be cancelled as it is a non-refundable fare."),
+        "Booking QW81ZZ cannot be cancelled as it is a non-refundable fare.",
+    ),
     (
         assistant("- **Refund:** $120 has been issued to your `visa-4242` card."),
         "A refund of $120 has been issued to the user's visa-4242 card.",

@@ -32,16 +32,18 @@ def _records(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-#: Measured with replaces() as of the 70 pairs (2026-12-05): 37 pairs detected (tuning 14
-#: of 24, held-out 9 of 12, held-out-2 14 of 34); 2 false verdicts within an owner (a pair's
-#: later fact against the other earlier and unrelated facts of the same conversation, both
-#: in held-out-2: a cancelled DEN-BOS booking against the ATL-JFK one of the same day, an
-#: upgraded outbound flight against the return's). Fewer detected or more false fails.
-DETECTED_FLOOR = 37
+#: Measured with replaces() as of 2026-12-05, after its second change (what came of a
+#: pending fact): 49 of the 100 pairs detected (tuning 16 of 24, held-out 10 of 12,
+#: held-out-2 19 of 34, held-out-3 4 of 30); 2 false verdicts within an owner (a pair's
+#: later fact against the other earlier and unrelated facts of the same conversation: an
+#: upgraded outbound flight against the return's, held-out-2; "basic economy flights
+#: cannot be upgraded" against the cabin it keeps, held-out-3, left as measured so that the
+#: split stays unseen). Fewer detected or more false fails.
+DETECTED_FLOOR = 49
 FALSE_CEILING = 2
 #: Pairs and unrelated facts in the files, and pairs by split.
-PAIRS, UNRELATED = 70, 19
-BY_SPLIT = {"tuning": 24, "held-out": 12, "held-out-2": 34}
+PAIRS, UNRELATED = 100, 29
+BY_SPLIT = {"tuning": 24, "held-out": 12, "held-out-2": 34, "held-out-3": 30}
 
 
 @pytest.fixture(scope="module")

@@ -129,7 +129,15 @@ _IMPERATIVE = re.compile(
 _HYPOTHETICAL = re.compile(r"^(?:if|maybe|perhaps|would|could|should|what if)\b", re.I)
 _ACTION_DONE = re.compile(
     r"\b(?:I've|I have|I)\s+(?:booked|scheduled|created|reserved|cancell?ed|canceled|updated|"
-    r"changed|ordered|sent|set up|installed|deployed|fixed|renamed|deleted|moved|saved)\b",
+    r"changed|ordered|sent|set up|installed|deployed|fixed|renamed|deleted|moved|saved|found)\b",
+    re.I,
+)
+#: What cannot be done, and why: "Reservations UDMOP1 and XAZ3C0 cannot be cancelled as they
+#: are basic economy without insurance".
+_REFUSED = re.compile(
+    r"\b(?:cannot|can't|can not|unable to|not able to)\s+(?:be\s+)?(?:cancell?ed|canceled|cancel|"
+    r"changed|change|modif\w+|refunded|refund|upgraded|upgrade|downgraded|downgrade)\b"
+    r".*\b(?:as|because|due to|since)\b",
     re.I,
 )
 _FUTURE = re.compile(
@@ -412,7 +420,8 @@ def _assistant_candidate(sentence: str, subject: str, listener: str, position: i
     if not outcome and (is_instruction(sentence) or is_narration(sentence)):
         return None
     value = _VALUE.search(sentence)
-    if outcome or _DECISION.search(sentence) or _ACTION_DONE.search(sentence):
+    done = _DECISION.search(sentence) or _ACTION_DONE.search(sentence) or _REFUSED.search(sentence)
+    if outcome or done:
         kind = "outcome" if outcome else "decision"
     elif value and re.search(r"\d", value.group("value")) and not is_narration(sentence):
         kind = "value"

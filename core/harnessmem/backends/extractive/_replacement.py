@@ -9,8 +9,10 @@ thing, and the later one says the earlier no longer holds.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
-from harnessmem.backends.extractive._text import jaccard, term_set
+from harnessmem.backends.extractive._text import is_question, jaccard, term_set
 
 _BRACKETED = re.compile(r"\s*\[[^\]]*\]")
 
@@ -123,12 +125,37 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
     reservation"), and ``later`` says it changed: it ended ("no longer", "has been
     cancelled", not "can be cancelled"), a change word says so ("moved to", "switched to",
     "took over", "pushed to", "upgraded", "has been updated"), or a weak one ("now", "new
-    ... is") comes with a value of ``earlier`` gone and a new one in its place. A fact
-    that merely shares words with another never replaces it."""
+    ... is") comes with a value of ``earlier`` gone and a new one in its place. Or what
+    ``earlier`` waited for came of it (:func:`_came_of_it`). A fact that merely shares
+    words with another never replaces it."""
     # What a fact says is judged without the photo it shares ("[shares a photo: ...]") and
     # without a discourse opener ("On another note, ...").
     later = _DISCOURSE.sub("", _BRACKETED.sub("", later))
     earlier = _DISCOURSE.sub("", _BRACKETED.sub("", earlier))
+    if _about_another(later, earlier, subjects):
+        return False
+    return _changed(later, earlier, subjects) or _came_of_it(later, earlier)
+
+
+def _about_another(later: str, earlier: str, subjects: frozenset[str]) -> bool:
+    """Whether the two facts name things of one kind by different codes ("reservation
+    KX81PQ", "Reservation WB22TT"); a flight number is a value that changes, not a thing."""
+    new, old = _kinds(later), _kinds(earlier)
+    return any(kind in old and not codes & old[kind] for kind, codes in new.items())
+
+
+def _kinds(text: str) -> dict[str, set[str]]:
+    """The codes of ``text`` by the kind of thing the words before each name."""
+    found: dict[str, set[str]] = {}
+    for match in _IDENTIFIER.finditer(text):
+        kind = _KIND.search(text[max(0, match.start() - 30) : match.start()])
+        if kind:
+            found.setdefault(kind.group(1).casefold(), set()).add(match.group())
+    return found
+
+
+def _changed(later: str, earlier: str, subjects: frozenset[str]) -> bool:
+    """Whether ``later`` says the thing ``earlier`` is about changed or ended."""
     ended = _states_an_end(later)
     postponed = _POSTPONED.search(later) and _PLAN.search(earlier)
     strong = _STRONG_CHANGE.search(later) or postponed
@@ -143,7 +170,13 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
     if not similar and not ((ended or strong) and _same_subject(later, earlier, subjects)):
         return False
     if ended:
-        return not _states_an_end(earlier)  # "no longer ..." ends what was; not itself
+        # "no longer ..." ends what was, not itself; the end of the DEN-BOS booking is not
+        # the end of the ATL-JFK one.
+        return not (
+            _states_an_end(earlier)
+            or _differ(_codes, later, earlier)
+            or _differ(_days, later, earlier)
+        )
     if jaccard(new, old) >= 0.8:
         return False  # the same fact said again, not a change
     if strong:
@@ -153,3 +186,166 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
     gone = {v for v in _values(earlier) - _values(later) if v not in later.casefold()}
     added = {v for v in _values(later) - _values(earlier) if v not in earlier.casefold()}
     return bool(gone) and bool(added)
+
+
+# -- what came of a pending fact ------------------------------------------------------------------
+
+#: A change asked for: "I'd like to move it to May 24", "needs to downgrade ... to economy".
+_REQUEST = re.compile(
+    r"\b(?:would like|'d like|wants?|needs?|wish(?:es)?|asked|hop(?:e|es|ing)|trying)\s+to\s+"
+    r"(?P<verb>move|change|switch|downgrade|upgrade|cancel|add|rebook|reschedule|modify|remove)"
+    r"\b(?P<rest>[^.;]*)",
+    re.I,
+)
+#: Something sought: "still searching for a place to open his studio", "researching ...".
+_PURSUIT = re.compile(
+    r"\b(?:searching for|looking for|looking into|researching|trying to find|hunting for)\b"
+    r"(?P<rest>[^.;]*)",
+    re.I,
+)
+_STILL_SEEKING = re.compile(
+    r"\b(?:search(?:es|ing)? for|look(?:s|ing)? (?:for|into)|researching|trying to find)\b", re.I
+)
+_CLAUSE_BREAK = re.compile(r"[,;:.!?()\u2013\u2014]|\s-\s|\b(?:so|because|but|when|while|since)\b")
+_ATTAINED = re.compile(
+    r"\b(?:applied (?:to|for)|found|got|landed|bought|opened|running|signed|hired|adopted|"
+    r"moved into)\b",
+    re.I,
+)
+#: A test failed, then taken again or passed.
+_FAILED = re.compile(r"\bfail(?:ed|s)?\b", re.I)
+_RETRIED = re.compile(r"\b(?:retook|retaken|retaking|retakes|redid|passed|aced)\b", re.I)
+#: Something held that is gone: "lost his job at ...", "sold our car", "quit her job".
+_LOST = re.compile(
+    r"\b(?:lost|quit|left|sold|gave up|closed)\s+(?:my|his|her|their|our|the)\s+"
+    r"(?P<thing>[\w-]+(?:\s+[\w-]+)?)",
+    re.I,
+)
+_LOSING = re.compile(r"\blos(?:t|ing|es)\b", re.I)
+#: A booking ended: "The reservation ... has been cancelled" ends "I booked two flights".
+_BOOKING = re.compile(r"\b(?:reservations?|bookings?|flights?|orders?|tickets?)\b", re.I)
+_BOOKED = re.compile(r"\b(?:booked|reserved)\b|\bflights? on\b", re.I)
+#: The kind of thing a code names, said just before it: "reservation with ID HSR97W".
+_KIND = re.compile(
+    r"\b(reservation|booking|order|ticket|invoice|account)s?\b(?:\s+(?:with\s+)?"
+    r"(?:id|number|no\.?|code|#)\s*:?)?\s*$",
+    re.I,
+)
+#: What tells two bookings apart: a code (HSR97W, an airport's ORD) or a day (May 22).
+_CODE = re.compile(r"(?<![\w-])(?=[A-Z0-9]*[A-Z])[A-Z0-9]{3,}(?![\w-])")
+_MONTH_DAY = re.compile(
+    r"\b(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2})\b",
+    re.I,
+)
+#: Capitalised words that name no person.
+_NO_PERSON = frozenset(
+    [
+        *("January", "February", "March", "April", "May", "June", "July", "August"),
+        *("September", "October", "November", "December", "Monday", "Tuesday"),
+        *("Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "Economy", "Business"),
+        *("Basic", "First", "Class", "Reservation", "Flight"),
+    ]
+)
+
+
+def _came_of_it(later: str, earlier: str) -> bool:
+    """Whether ``earlier`` waited for something that ``later`` says came of it: a change
+    asked for that was made, something sought that was found, a failed test passed, a
+    thing held that was lost, a booking that was cancelled. Never when the two name
+    different codes or days, or different people, nor when ``later`` says it again."""
+    if _states_an_end(earlier) or _other_things(later, earlier):
+        return False
+    new, old = _content(later, frozenset()), _content(earlier, frozenset())
+    if jaccard(new, old) >= 0.8:
+        return False  # the same fact said again
+    return (
+        _asked_and_done(later, earlier, new)
+        or _sought_and_found(later, earlier)
+        or bool(_FAILED.search(earlier) and _RETRIED.search(later) and _stems(old - {"fail"}, new))
+        or _lost(later, earlier)
+        or bool(_states_an_end(later) and _BOOKING.search(later) and _BOOKED.search(earlier))
+    )
+
+
+def _asked_and_done(later: str, earlier: str, new: frozenset[str]) -> bool:
+    """A change asked for ("would like to move it to May 24") that ``later`` says was made
+    ("is now scheduled for May 24", "have been downgraded to economy")."""
+    request = _REQUEST.search(earlier)
+    if not request or _REQUEST.search(later):
+        return False
+    if not (_STRONG_CHANGE.search(later) or _states_an_end(later)):
+        return False
+    rest = request.group("rest")
+    if not _stems(_content(rest, frozenset()), new):
+        return False
+    wanted = _values(rest)
+    return request.group("verb")[:5].casefold() in later.casefold() or (
+        bool(wanted) and wanted <= _values(later)
+    )
+
+
+def _sought_and_found(later: str, earlier: str) -> bool:
+    """Something sought ("searching for a place to open his dance studio") that ``later``
+    says was found or done, naming it right after the verb ("loves running his own
+    studio"); not when ``later`` asks or still looks."""
+    pursuit = _PURSUIT.search(earlier)
+    attained = _ATTAINED.search(later)
+    if not pursuit or not attained or _STILL_SEEKING.search(later) or is_question(later):
+        return False
+    sought = _content(_phrase(pursuit.group("rest"), 8), frozenset())
+    found = _content(_phrase(later[attained.end() :], 4), frozenset())
+    return _stems(sought - _terms_of(_people(earlier)), found)
+
+
+def _phrase(text: str, words: int) -> str:
+    """The first ``words`` words of ``text``, up to its first clause break."""
+    return " ".join(_CLAUSE_BREAK.split(text, maxsplit=1)[0].split()[:words])
+
+
+def _lost(later: str, earlier: str) -> bool:
+    """Something held ("his new job") that ``later`` says is gone ("lost his job"), when
+    ``earlier`` is not a loss itself."""
+    lost = _LOST.search(later)
+    if lost is None or _LOST.search(earlier) or _LOSING.search(earlier):
+        return False
+    thing = lost.group("thing").split()[0]
+    return bool(
+        re.search(
+            rf"\b(?:my|his|her|their|our|new)\s+(?:[\w-]+\s+)?{re.escape(thing)}", earlier, re.I
+        )
+    )
+
+
+def _terms_of(words: set[str]) -> frozenset[str]:
+    return term_set(" ".join(words))
+
+
+def _stems(these: frozenset[str], those: frozenset[str]) -> bool:
+    """Whether a term of ``these`` is one of ``those`` ("downgrade" and "downgraded" are one:
+    terms of six letters or more are compared by their first six)."""
+    short = {t[:6] for t in those}
+    return any(t[:6] in short for t in these)
+
+
+def _other_things(later: str, earlier: str) -> bool:
+    """Whether the two facts name different codes, days or people."""
+    return any(_differ(found, later, earlier) for found in (_codes, _days, _people))
+
+
+def _differ(found: Callable[[str], set[Any]], later: str, earlier: str) -> bool:
+    """Whether both facts name something of a kind (``found``), and nothing in common."""
+    new, old = found(later), found(earlier)
+    return bool(new) and bool(old) and not new & old
+
+
+def _codes(text: str) -> set[str]:
+    return set(_CODE.findall(text))
+
+
+def _days(text: str) -> set[tuple[str, str]]:
+    return {(m["month"].casefold(), m["day"]) for m in _MONTH_DAY.finditer(text)}
+
+
+def _people(text: str) -> set[str]:
+    """Capitalised words that may name someone (not "It", a month or a cabin)."""
+    return {w for w in _NAME.findall(text) if w not in _NO_PERSON and term_set(w)} - _NOT_NAMES
