@@ -3,6 +3,7 @@ stays gone after the next flush of an old conversation and a consolidation."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -18,6 +19,8 @@ from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.testing import ScriptedModel
 
 DAY = 86_400.0
+#: Rounds of flushes racing a forget.
+ROUNDS = 50
 TOKEN = b"zorblax"
 DOG = "fact: the user's dog is called Zorblax"
 TOWN = "fact: the user lives in Quimper"
@@ -340,3 +343,117 @@ def test_the_summary_names_history_copies_and_pending_flushes_apart() -> None:
     both = ForgetResult("zorblax", False, (daily, state, old))
     assert str(both).endswith("(and 1 copy in history, 1 in a flush not yet written)")
     assert str(ForgetResult("zorblax", False, (daily,))).endswith("in 1 file")
+
+
+class _Paused:
+    """``read_tombstones`` for the flush: its first call reads them, says so, and returns
+    only when the test lets it (so the forget can run between the read and the write)."""
+
+    def __init__(self) -> None:
+        from harnessmem.memory import flush
+
+        self.real = flush.read_tombstones
+        self.reached = threading.Event()
+        self.opened = threading.Event()
+        self.calls = 0
+
+    def __call__(self, workspace: Any) -> Any:
+        stones = self.real(workspace)
+        self.calls += 1
+        if self.calls == 1:
+            self.reached.set()
+            assert self.opened.wait(30)
+        return stones
+
+
+def test_a_flush_that_read_the_tombstones_before_a_forget_takes_the_fact_back_out(
+    open_harness: Any,
+    workspace_target: Any,
+    model: ScriptedModel,
+    clock: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The flush read today's log (the forget plans it clean) and the tombstones (none yet);
+    the forget runs to its end; then the flush's write lands: the fact must not stay."""
+    from harnessmem.memory import flush
+
+    harness = open_harness(model)
+    harness.flush(_conversation(DOG), session_id="day-1")
+    clock.advance(DAY)
+    paused = _Paused()
+    monkeypatch.setattr(flush, "read_tombstones", paused)
+    results: dict[str, Any] = {}
+    flushing = threading.Thread(
+        target=lambda: results.update(
+            flush=harness.flush(_conversation(TOWN, f"{DOG} again"), session_id="day-2")
+        )
+    )
+    flushing.start()
+    assert paused.reached.wait(30)
+    results["forget"] = harness.forget("Zorblax")
+    paused.opened.set()
+    flushing.join(30)
+    assert not flushing.is_alive()
+    assert results["forget"].count == 1
+    assert results["flush"].entries == (TOWN,)
+    assert any("forgotten meanwhile" in w for w in results["flush"].warnings)
+    assert _holding(_files(workspace_target, tmp_path)) == []
+    assert not harness.search("Zorblax")
+    assert harness.search("Quimper")
+
+
+def test_flushes_racing_a_forget_never_keep_the_fact(
+    open_harness: Any, workspace_target: Any, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """Fifty rounds: four threads append the round's fact (each in its own words) and a fact
+    of their own to today's log while the fact is forgotten; after each round no stored
+    byte, index row or search hit holds it, and every thread's own fact is on file."""
+    harness = open_harness(model)
+    said: dict[str, list[dict[str, Any]]] = {name: [] for name in ("seed", "0", "1", "2", "3")}
+
+    def tell(name: str, *facts: str) -> None:
+        # Each session goes on (its mark moves along), so the flush states stay five.
+        said[name] += _conversation(*facts)
+        harness.flush(list(said[name]), session_id=f"session-{name}")
+
+    for round_ in range(ROUNDS):
+        token = f"zorb{round_}x"
+        tell("seed", f"fact: the dog is called {token}")
+        jobs = [
+            functools.partial(
+                tell,
+                str(n),
+                f"fact: thread {n} saw the dog {token}",
+                f"fact: thread {n} of {round_}",
+            )
+            for n in range(4)
+        ]
+        jobs.append(functools.partial(harness.forget, token, limit=50))
+        assert _race(jobs) == []
+        stored = _files(workspace_target, tmp_path)
+        assert _holding(stored, token.encode()) == [], f"round {round_}"
+        assert not harness.search(token), f"round {round_}"
+        logs = b"".join(data for path, data in stored.items() if "/memory/" in path)
+        for n in range(4):
+            assert f"fact: thread {n} of {round_}\n".encode() in logs, f"round {round_}"
+
+
+def _race(jobs: list[Any]) -> list[BaseException]:
+    """Run ``jobs`` at once, each in a thread released by one barrier; their errors."""
+    start = threading.Barrier(len(jobs))
+    errors: list[BaseException] = []
+
+    def work(job: Any) -> None:
+        try:
+            start.wait(30)
+            job()
+        except BaseException as exc:  # returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return errors

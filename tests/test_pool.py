@@ -358,3 +358,83 @@ def test_tenant_ids_that_name_the_pool_s_own_files_are_refused(tmp_path: Path, t
     with HarnessPool(template, **OPTIONS) as restarted:  # the server, restarted
         assert restarted.harness("alice").search("window seats")
         assert restarted.harness("carol").search("aisle seats")
+
+
+# -- forget racing an eviction ------------------------------------------------------------------
+
+
+class _Pause:
+    """Wraps a function: its first call says it was reached and waits to be let go."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.reached = threading.Event()
+        self.opened = threading.Event()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.reached.is_set():
+            self.reached.set()
+            assert self.opened.wait(30)
+        return self.inner(*args, **kwargs)
+
+
+@pytest.mark.parametrize("stage", ["tombstone", "apply", "reindex", "scrub"])
+def test_a_forget_racing_its_harness_eviction_finishes_or_can_be_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """The pool closes the tenant's harness (``max_open=1``, another tenant asked for) while
+    its forget is at ``stage``: the forget finishes, or fails and a second forget on the
+    reopened harness finds what is left; then no byte under the pool's folder holds it."""
+    from harnessmem.memory import erasure
+    from harnessmem.memory import files as mf
+
+    with HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS) as pool:
+        first = pool.harness("t1")
+        first.save("- the dog is called Zorblax\n- the user lives in Quimper")
+        assert first.search("Zorblax")
+        eraser = first.component(erasure.MemoryEraser)
+        targets: dict[str, tuple[Any, str]] = {
+            "tombstone": (erasure, "add_tombstone"),
+            "apply": (eraser, "_apply"),
+            "reindex": (mf, "reindex_paths"),
+            "scrub": (first, "scrub_index"),
+        }
+        owner, name = targets[stage]
+        pause = _Pause(getattr(owner, name))
+        monkeypatch.setattr(owner, name, pause)
+        closing = threading.Event()
+        close = first.close
+
+        def closed_by_the_pool(*args: Any, **kwargs: Any) -> None:
+            closing.set()
+            close(*args, **kwargs)
+
+        monkeypatch.setattr(first, "close", closed_by_the_pool)
+        outcome: dict[str, Any] = {}
+
+        def forget() -> None:
+            try:
+                outcome["result"] = first.forget("Zorblax")
+            except HarnessMemError as exc:
+                outcome["error"] = exc
+
+        forgetting = threading.Thread(target=forget)
+        forgetting.start()
+        assert pause.reached.wait(30)
+        evicting = threading.Thread(target=pool.harness, args=("t2",))
+        evicting.start()
+        assert closing.wait(30)
+        pause.opened.set()
+        forgetting.join(30)
+        evicting.join(30)
+        assert not forgetting.is_alive()
+        assert not evicting.is_alive()
+        monkeypatch.undo()
+        again = pool.harness("t1")
+        assert again is not first
+        if "error" in outcome:
+            assert again.forget("Zorblax").count >= 1
+        assert not again.search("Zorblax")
+        assert again.search("Quimper")
+    held = [p for p in tmp_path.rglob("*") if p.is_file() and b"zorblax" in p.read_bytes().lower()]
+    assert held == [], outcome

@@ -12,7 +12,10 @@ archiving or pruning runs meanwhile, in any process):
 
 1. writes a tombstone (:mod:`harnessmem.memory._tombstones`: salted word hashes, not the
    text) that every later flush and consolidation honours, so the fact does not come
-   back from an old conversation flushed again or from an older daily log;
+   back from an old conversation flushed again or from an older daily log; then looks
+   again at the daily logs and the flush states, for a flush that appended the fact
+   meanwhile (a flush writing after that reads the tombstone again and takes the fact
+   back out itself);
 2. removes the matching facts from the daily logs and their archive (each a
    compare-and-swap, so a flush appending meanwhile loses nothing; the consolidation
    watermark is moved with the bytes it had consumed), from MEMORY.md (the guarded
@@ -32,15 +35,16 @@ replaced, as consolidation's does, and session logs and evicted results are left
 from __future__ import annotations
 
 import logging
+import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import layout
 from harnessmem._text import content_hash
-from harnessmem.errors import ForgetError
+from harnessmem.errors import ForgetError, HarnessMemError
 from harnessmem.memory import files as mf
 from harnessmem.memory._tombstones import add_tombstone
 from harnessmem.memory._watermark import Watermark, same_content
@@ -64,6 +68,8 @@ Kind = Literal["memory", "daily", "archive", "history", "state", "session", "evi
 #: Kinds that count against ``limit``: the places a fact lives. The others (previous
 #: MEMORY.md versions, a flush's pending entry) hold copies that go with it.
 _COUNTED = frozenset({"memory", "daily", "archive", "session", "evicted"})
+#: What a flush writes: the daily logs and its pending entry.
+_FLUSHED: frozenset[Kind] = frozenset({"daily", "state"})
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,12 @@ class MemoryEraser:
     def __init__(self, harness: Services) -> None:
         self.harness = harness
         self.workspace = harness.workspace
+        # Forgets and edits under way: closing the harness waits for them (a pool's
+        # eviction included), so none stops between its files and the index.
+        self._running = 0
+        self._draining = False
+        self._idle = threading.Condition()
+        harness.on_close(self._drain)
 
     # public ----------------------------------------------------------------------------------
 
@@ -224,6 +236,15 @@ class MemoryEraser:
         replacement = " ".join(self.harness.hooks.transform_memory_text(new, "save").split())
         return self._run(matcher, replacement, dry_run=dry_run, sessions=False, limit=limit)
 
+    def retract(self, path: str, covered: Callable[[str], bool]) -> bool:
+        """Take the facts ``covered`` (by a tombstone) out of the daily log at ``path``,
+        under the forget's leases, the consolidation watermark moved with the bytes as a
+        forget moves it; whether the log changed. A flush calls it when a tombstone
+        written while it was appending covers what it wrote."""
+        self.harness.check_open()
+        with self._leases():
+            return self._rewrite_log(path, covered, None)
+
     # the run ---------------------------------------------------------------------------------
 
     def _run(
@@ -242,10 +263,54 @@ class MemoryEraser:
             plans = self._plan(query, replacement, sessions)
             self._check(query, plans, limit)
             return ForgetResult(query.text, True, _removals(plans), replacement)
+        with self._under_way():
+            return self._change(query, replacement, sessions=sessions, limit=limit)
+
+    @contextmanager
+    def _under_way(self) -> Iterator[None]:
+        with self._idle:
+            if self._draining:
+                raise HarnessMemError(
+                    f"the harness for {self.workspace.url} is closing; nothing was changed",
+                    hint="run it again on a harness opened anew (a pool reopens the tenant)",
+                )
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _drain(self, seconds: float) -> None:
+        """Wait (up to ``seconds``) for the forgets and edits under way to finish."""
+        with self._idle:
+            self._draining = True  # no new one starts
+            if not self._idle.wait_for(lambda: self._running == 0, timeout=seconds):
+                logger.warning(
+                    "a forget on %s was still running after %gs; closing anyway",
+                    self.workspace.url,
+                    seconds,
+                )
+
+    def _change(
+        self, query: _Query, replacement: str | None, *, sessions: bool, limit: int
+    ) -> ForgetResult:
         with self._leases():
             plans = self._plan(query, replacement, sessions)
             self._check(query, plans, limit)
             add_tombstone(self.workspace, query.words)
+            # Flushes append without a lease. One that read the tombstones before this one
+            # was written and appended since to a file planned clean is found by a second
+            # look at what flushes write, now that the tombstone is on file; one that
+            # appends later reads the tombstones again after its write and takes the fact
+            # back out itself (MemoryFlusher), so no order of the two leaves it behind.
+            planned = {plan.path for plan in plans}
+            plans += [
+                plan
+                for plan in self._plan(query, replacement, sessions, kinds=_FLUSHED)
+                if plan.path not in planned
+            ]
             warnings: list[str] = []
             done = [plan for plan in plans if self._apply(plan, query, replacement)]
         changed = [p.path for p in done if layout.source_of(p.path, include_archive=True)]
@@ -307,10 +372,20 @@ class MemoryEraser:
 
     # finding ---------------------------------------------------------------------------------
 
-    def _plan(self, query: _Query, replacement: str | None, sessions: bool) -> list[_Plan]:
+    def _plan(
+        self,
+        query: _Query,
+        replacement: str | None,
+        sessions: bool,
+        *,
+        kinds: frozenset[Kind] | None = None,
+    ) -> list[_Plan]:
+        """The removals in each file that holds the fact (of ``kinds``, else of all)."""
         plans: list[_Plan] = []
         edit = replacement is not None
         for path, kind in self._candidates(sessions and not edit, edit):
+            if kinds is not None and kind not in kinds:
+                continue
             try:
                 text = self.workspace.read_text(path)
             except FileNotFoundError:
@@ -412,7 +487,9 @@ class MemoryEraser:
         written, _ = consolidator.rewrite_memory(change, previous=previous)
         return written is not None
 
-    def _rewrite_log(self, path: str, query: _Query, replacement: str | None) -> bool:
+    def _rewrite_log(
+        self, path: str, query: Callable[[str], bool], replacement: str | None
+    ) -> bool:
         """Rewrite a daily log, and move the consolidation watermark with it: the bytes it
         had consumed are counted again in the new text, so consolidation does not take
         the whole log for new."""

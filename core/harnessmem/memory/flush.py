@@ -53,6 +53,7 @@ from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.memory._tombstones import read_tombstones
+from harnessmem.memory.erasure import MemoryEraser
 from harnessmem.memory.grounding import ground_facts, transcript_dates
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
@@ -462,9 +463,20 @@ class MemoryFlusher:
         # The conditional write succeeded, so the entry is on file and the pending mark
         # holds (whoever reads the state file next adopts it from the log).
         self._remember(state_path, State(mark))
+        retracted = self._retract_forgotten(path, state_path, session_id, State(mark), fresh)
+        if retracted:
+            forgotten += len(retracted)
+            fresh = [fact for fact in fresh if fact not in retracted]
+            warnings.append(f"{len(retracted)} fact(s) taken back out: forgotten meanwhile")
         problem = mf.reindex_paths(harness, [path])
         if problem:
             warnings.append(problem)
+        if retracted:
+            harness.scrub_index()  # a search meanwhile may have indexed them
+        if not fresh:
+            return replace(
+                base, status="duplicates", duplicates=duplicates, warnings=tuple(warnings)
+            )
         result = replace(
             base,
             status="written",
@@ -486,6 +498,22 @@ class MemoryFlusher:
         )
         self._ask_for_consolidation(fresh, session_id)
         return result
+
+    def _retract_forgotten(
+        self, path: str, state_path: str, session_id: str, state: State, fresh: list[str]
+    ) -> list[str]:
+        """The facts just written that a tombstone written meanwhile covers, taken back out.
+
+        ``add_entry`` filtered by the tombstones as they were before the write; a forget
+        that wrote its tombstone after that and looked at this log before the write cannot
+        see the entry, so the tombstones are read once more now that it is on file and
+        what they cover leaves the log (and the pending entry of the state file)."""
+        stones = read_tombstones(self.harness.workspace)
+        covered = [fact for fact in fresh if stones.covers(fact)]
+        if covered:
+            self.harness.component(MemoryEraser).retract(path, stones.covers)
+            self._save_state(state_path, session_id, state)
+        return covered
 
     def _ask_for_consolidation(self, facts: list[str], session_id: str) -> None:
         """Ask for an opportunistic consolidation once enough new log text has piled up
