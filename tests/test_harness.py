@@ -182,7 +182,7 @@ class Blocking:
 
     @hookimpl
     def overflow(self) -> list[dict[str, Any]]:
-        self._wait("on_context_overflow")
+        self._wait("overflow")
         return []
 
 

@@ -314,7 +314,6 @@ def test_the_hook_specs_are_the_expected_ones() -> None:
         "post_call",
         "session_end",
         "overflow",
-        "on_context_overflow",
         "on_budget_exceeded",
         "on_compaction",
         "on_memory_flushed",
@@ -355,30 +354,16 @@ def test_overflow_is_first_result() -> None:
     assert calls == ["declines", "helps"]
 
 
-def test_the_old_overflow_name_still_works_warns_and_is_asked_first() -> None:
-    """``on_context_overflow`` was renamed ``overflow``; old plugins keep working for a release."""
-    calls = []
+def test_the_pre_release_overflow_name_is_refused_with_its_new_name() -> None:
+    """``on_context_overflow`` was the hook's name before 0.1; it names no hook now."""
 
     class Old:
         @hookimpl
-        def on_context_overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
-            calls.append("old")
-            return [{"role": "user", "content": "old"}]
+        def on_context_overflow(self, ctx: Any, error: BaseException) -> None:
+            return None
 
-    class New:
-        @hookimpl
-        def overflow(self, ctx: Any, error: BaseException) -> list[dict[str, Any]]:
-            calls.append("new")
-            return [{"role": "user", "content": "new"}]
-
-    with pytest.warns(DeprecationWarning, match="now called overflow"):
-        manager = make_plugin_manager(PluginSettings(), [New(), Old()])
-    facade = HookFacade(manager)
-    assert facade.overflow(object(), ValueError()) == [{"role": "user", "content": "old"}]  # type: ignore[arg-type]
-    assert calls == ["old"]
-    assert asyncio.run(facade.aoverflow(object(), ValueError())) == [  # type: ignore[arg-type]
-        {"role": "user", "content": "old"}
-    ]
+    with pytest.raises(PluginError, match="on_context_overflow"):
+        make_plugin_manager(PluginSettings(), [Old()])
 
 
 def test_async_implementation_in_sync_call_inside_a_loop_is_refused() -> None:

@@ -201,37 +201,6 @@ def overflow(
     """
 
 
-@hookspec(
-    firstresult=True,
-    warn_on_impl=DeprecationWarning(
-        "the hook on_context_overflow is now called overflow (same arguments and result); "
-        "rename your implementation: the old name goes away in harnessmem 0.2"
-    ),
-)
-def on_context_overflow(
-    ctx: TurnContext, error: BaseException
-) -> Awaitable[list[dict[str, Any]] | None] | list[dict[str, Any]] | None:
-    """The old name of ``overflow``: same arguments and result, asked first.
-
-    When:
-        As ``overflow``; implementations under this name are asked before those of
-        ``overflow`` (they were written when theirs was the first word).
-    Arguments:
-        ctx: As for ``overflow``: ``ctx.messages`` is the conversation the model refused.
-        error: As for ``overflow``: the provider's context-length error.
-    Result:
-        As for ``overflow``: a shorter message list, or None; the first non-None answer
-        wins.
-    Awaitable:
-        Yes, as ``overflow``.
-    Since:
-        0.1
-    Deprecated:
-        Since 0.1, renamed ``overflow`` (the design card's name); registering an
-        implementation under this name emits a ``DeprecationWarning``. Removed in 0.2.
-    """
-
-
 @hookspec
 def on_compaction(event: CompactionEvent) -> None:
     """A conversation was compacted, or a compaction was postponed.

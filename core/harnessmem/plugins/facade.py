@@ -47,9 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HookFacade"]
 
-#: The overflow hook under its deprecated name first, then its name since 0.1.
-_OVERFLOW_HOOKS = ("on_context_overflow", "overflow")
-
 #: How the current lifecycle call finishes an awaitable an implementation returned (None:
 #: outside one, the value is passed on as it is).
 _FINISH: contextvars.ContextVar[Callable[[Awaitable[Any]], Any] | None] = contextvars.ContextVar(
@@ -154,13 +151,8 @@ class HookFacade:
         self._call("session_end", ctx=ctx)
 
     def overflow(self, ctx: TurnContext, error: BaseException) -> list[dict[str, Any]] | None:
-        """The first shorter list any implementation offers (the deprecated
-        ``on_context_overflow`` ones asked first), or None."""
-        for name in _OVERFLOW_HOOKS:
-            value = self._call(name, ctx=ctx, error=error)
-            if value is not None:
-                return cast("list[dict[str, Any]]", value)
-        return None
+        """The first shorter list any implementation offers, or None."""
+        return cast("list[dict[str, Any]] | None", self._call("overflow", ctx=ctx, error=error))
 
     # lifecycle, async
     async def apre_reasoning(self, ctx: TurnContext) -> None:
@@ -178,11 +170,9 @@ class HookFacade:
     async def aoverflow(
         self, ctx: TurnContext, error: BaseException
     ) -> list[dict[str, Any]] | None:
-        for name in _OVERFLOW_HOOKS:
-            value = await self._acall(name, ctx=ctx, error=error)
-            if value is not None:
-                return cast("list[dict[str, Any]]", value)
-        return None
+        return cast(
+            "list[dict[str, Any]] | None", await self._acall("overflow", ctx=ctx, error=error)
+        )
 
     # observers
     def compaction(self, event: CompactionEvent) -> None:
