@@ -67,7 +67,7 @@ def fake_distributions(
 
 
 @pytest.fixture
-def uninstalled(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+def uninstalled(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
     """``uninstalled("harnessmem-postgres")``: for this test, entry-point discovery does not
     see that distribution, as if it were not installed."""
     from importlib import metadata
@@ -84,8 +84,9 @@ def uninstalled(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
         )
 
     monkeypatch.setattr(metadata, "entry_points", entry_points)
-    monkeypatch.setattr(plugins, "_ENTRY_POINTS", {})
-    return hidden.add
+    plugins.refresh_entry_points()  # nothing found before this test, nothing it found after
+    yield hidden.add
+    plugins.refresh_entry_points()
 
 
 #: The shared data (real transcripts, benchmarks) beside the checkout, or SHARED_DATA_DIR.

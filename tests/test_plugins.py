@@ -386,9 +386,10 @@ def test_entry_points_are_scanned_again_only_when_a_path_folder_changes(
 ) -> None:
     import os
     import sys
+    import time
     from importlib import metadata
 
-    from harnessmem import plugins
+    from harnessmem.plugins import discovery
 
     scans: list[str] = []
     real = metadata.entry_points
@@ -399,20 +400,20 @@ def test_entry_points_are_scanned_again_only_when_a_path_folder_changes(
 
     monkeypatch.setattr(metadata, "entry_points", counting)
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
-    monkeypatch.setattr(plugins, "_ENTRY_POINTS", {})
-    hour_ago = plugins.time.time() - 3_600
+    discovery.refresh_entry_points()
+    hour_ago = time.time() - 3_600
     os.utime(tmp_path, (hour_ago, hour_ago))
-    plugins._entry_points(plugins.INDEX_GROUP)
-    plugins._entry_points(plugins.INDEX_GROUP)
+    discovery.entry_points(discovery.INDEX_GROUP)
+    discovery.entry_points(discovery.INDEX_GROUP)
     assert len(scans) == 1  # settled folders: the second lookup is served from the cache
-    plugins._entry_points(plugins.MODEL_GROUP)
+    discovery.entry_points(discovery.MODEL_GROUP)
     assert len(scans) == 2  # another group is another scan
     os.utime(tmp_path, (hour_ago + 60, hour_ago + 60))  # e.g. a distribution was installed
-    plugins._entry_points(plugins.INDEX_GROUP)
+    discovery.entry_points(discovery.INDEX_GROUP)
     assert len(scans) == 3
     os.utime(tmp_path)  # modified just now: it may change again within the same tick
-    plugins._entry_points(plugins.INDEX_GROUP)
-    plugins._entry_points(plugins.INDEX_GROUP)
+    discovery.entry_points(discovery.INDEX_GROUP)
+    discovery.entry_points(discovery.INDEX_GROUP)
     assert len(scans) == 5
 
 
