@@ -338,12 +338,13 @@ def test_a_consolidation_lease_renewal_retries_through_a_fault(
 # -- cost: requests per operation ---------------------------------------------------------------
 
 
-def test_a_flush_costs_four_requests(
+def test_a_flush_costs_five_requests(
     s3_faults: S3TestServer, open_harness: Callable[..., MemoryHarness]
 ) -> None:
     """Once a session has flushed, each flush is: read today's log and then the tombstones
     (what forget removed), write the mark, write the log if it did not change (a
-    conditional PUT). The index follows without asking."""
+    conditional PUT), read the tombstones again (a forget that ran meanwhile). The index
+    follows without asking."""
     replies = iter(f"- fact number {i}" for i in range(10))
     harness = open_harness(ScriptedModel(lambda messages, purpose: next(replies)))
     messages = conversation("hello")
@@ -354,7 +355,7 @@ def test_a_flush_costs_four_requests(
             assert harness.flush(messages, session_id="s").written
         assert operations(requests) == {
             f"GetObject {TODAY}": 1,
-            "GetObject memory/.tombstones.json": 1,
+            "GetObject memory/.tombstones.json": 2,
             "PutObject memory/.flush_state/s.json": 1,
             f"PutObject {TODAY} [If-Match]": 1,
         }
