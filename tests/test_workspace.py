@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harnessmem.workspace as workspace_module
+import harnessmem.workspace.workspace as workspace_module
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.testing.workspace_suite import FakeClock, WorkspaceSuite
 from harnessmem.workspace import Workspace

@@ -1,0 +1,577 @@
+"""Conversation compaction: summarise the old part of a conversation when it grows too long.
+
+:class:`CompactionPlugin` is the built-in plugin (entry point ``compaction`` in the
+``harnessmem.plugins`` group). In ``pre_reasoning`` it runs the session's
+:class:`ConversationCompactor`; in ``overflow`` it compacts by force and
+returns a list that fits. One compaction:
+
+1. *truncate_args* (when configured and its own trigger fires): long tool-call arguments
+   of messages older than the kept tail are cut, in what is sent only (copies);
+2. *trigger*: ``len(messages) >= trigger_messages`` or ``tokens >= trigger_tokens``;
+3. *cut* (:func:`harnessmem.compaction._plan.plan_compaction`, by
+   :func:`harnessmem.compaction._cutoff.choose_cut`): system head pinned, tail by
+   ``keep_messages`` / ``keep_tokens``, bounded so the result fits under the triggers,
+   call groups never split;
+4. *offload* them to ``sessions/<id>.log.jsonl``, each exactly once
+   (:mod:`harnessmem.memory.transcripts`);
+5. *flush* the dropped messages into the daily log (``harness.flush``, a verified write),
+   their facts asked for in the summary call itself when one model serves both
+   (``compaction.facts_in_summary``; else a flush call of its own, before the offload);
+6. *summarise*: one ``summary`` model call, incremental (previous summary + dropped
+   messages), validated (:func:`harnessmem.compaction._summary.normalise_summary`: four sections as
+   headings or labels, no refusal or echo, size bound);
+7. *replace*: ``[system head] + [summary message] + tail``; a kept message that alone
+   is too large is moved to a file the way eviction does it.
+
+Failures never lose turns and never unbound the context. A flush or offload failure
+postpones the compaction while the conversation is under twice its trigger (from there,
+and under overflow, it goes ahead, reporting why). A summariser that fails or answers junk
+does not keep the prefix in the context: once the prefix is in the session log, an
+*automatic summary* built without a model (the extractive backend's four sections) takes
+its place, and the result says ``degraded``. A failing summariser is backed off (the
+next 1, 2, 4 ... compactions of the session do not ask it, up to
+``compaction.summary_backoff_max``); a success resets that.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.backends.overflow import is_context_overflow, overflow_limits
+from harnessmem.compaction._cutoff import head_length, keep_start, truncate_tool_args
+from harnessmem.compaction._message_times import MessageTimes
+from harnessmem.compaction._plan import Plan, plan_compaction
+from harnessmem.compaction._shrink import MessageShrinker, Originals
+from harnessmem.compaction._summariser import Summariser
+from harnessmem.compaction._summary import (
+    Anchor,
+    build_anchor,
+    last_user_text,
+    parse_anchor,
+)
+from harnessmem.events import CompactionEvent
+from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
+from harnessmem.plugins import hookimpl
+from harnessmem.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from harnessmem.backends.base import Completion
+    from harnessmem.events import TurnContext
+    from harnessmem.services import Services
+    from harnessmem.settings import CompactionSettings, HarnessSettings
+
+__all__ = [
+    "CompactionPlugin",
+    "CompactionResult",
+    "ConversationCompactor",
+    "is_context_overflow",
+]
+
+logger = logging.getLogger("harnessmem.compaction")
+
+Message = dict[str, Any]
+#: An overflow retry aims this far under the limit the provider reported (its count
+#: includes tool schemas and framing ours does not see).
+_OVERFLOW_MARGIN = 0.9
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What compaction did for one call (``ctx.outcomes["compaction"]``).
+
+    ``compacted``: the list was rewritten.
+    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, ``"manual"`` (asked for:
+    :meth:`harnessmem.Session.compact`), or ``""`` when nothing fired.
+    ``postponed``: a trigger fired but a failed flush or offload kept every message.
+    ``flush``: ``"done (...)"``, ``"failed: ..."``, ``"disabled"`` or
+    ``"nothing to flush"``; ``flush_result`` is the
+    :class:`~harnessmem.memory.flush.FlushResult` when there is one. ``offload`` says what
+    went to the session log. ``usage`` is the summariser's :class:`~harnessmem.Completion`.
+    ``fits``: the result is under the limit it had to meet (triggers, or the overflow budget).
+    ``summary_source``: ``"model"`` (the summariser's answer), ``"automatic"`` (built without
+    a model because the summariser failed, answered junk or is backed off: ``degraded``) or
+    ``""``. ``summariser_failures``: the summariser's failures in a row so far;
+    ``summariser_skipping``: compactions that will not ask it before it is tried again.
+    """
+
+    session_id: str
+    compacted: bool = False
+    trigger: str = ""
+    messages_before: int = 0
+    messages_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    dropped: int = 0
+    degraded: bool = False
+    postponed: bool = False
+    reason: str = ""
+    summary: str | None = None
+    usage: Completion | None = None
+    flush: str = "disabled"
+    flush_result: Any = None
+    offload: OffloadResult | None = None
+    truncated_args: int = 0
+    shrunk: tuple[str, ...] = ()
+    fits: bool = True
+    summary_source: str = ""
+    summariser_failures: int = 0
+    summariser_skipping: int = 0
+
+
+class ConversationCompactor:
+    """Compaction of one session's conversation; the plugin keeps one per session.
+
+    Holds what must outlive a turn in memory: the originals of the copies it sent
+    (truncated arguments, shrunk or masked outputs), so that the session log and the
+    summariser get the full text, and the last summary, for callers that keep sending
+    their raw history instead of the compacted list.
+    """
+
+    def __init__(
+        self, harness: Services, session_id: str, counter: TokenCounter | None = None
+    ) -> None:
+        self.harness = harness
+        self.session_id = session_id
+        self.counter = counter or TokenCounter()
+        self.transcript = SessionTranscript(
+            harness.workspace,
+            session_id,
+            clock=harness.clock,
+            transform=harness.hooks.transform_memory_text,
+            lease_timeout=harness.settings.compaction.offload_lease_timeout,
+        )
+        self.lock = threading.Lock()
+        self.last_result: CompactionResult | None = None
+        self.originals = Originals()
+        self.shrinker = MessageShrinker(
+            harness, session_id, self.counter, self.originals, self.transcript.path
+        )
+        self._memory: Anchor | None = None  # last summary made, for raw-history callers
+        self.times = MessageTimes()  # when the messages not yet logged were first seen
+        # Survives new Session objects: the plugin keeps one compactor per session id.
+        self.summariser = Summariser(harness, session_id, self.counter)
+
+    @property
+    def settings(self) -> CompactionSettings:
+        return self.harness.settings.compaction
+
+    # the turn -------------------------------------------------------------------------------
+
+    def compact(
+        self,
+        messages: Sequence[Message],
+        *,
+        budget: int | None = None,
+        force: bool = False,
+        focus: str | None = None,
+    ) -> tuple[list[Message], CompactionResult]:
+        """The list to send, and what was done.
+
+        ``budget`` forces a compaction whose result must stay under ``budget`` tokens
+        (overflow recovery); ``force`` compacts whatever the triggers say (a manual
+        compaction, trigger ``"manual"``), with ``focus`` passed to the summariser;
+        otherwise the triggers decide. Never mutates ``messages`` or the dicts in it.
+        """
+        with self.lock:
+            out, result = self._compact(list(messages), budget, force=force, focus=focus)
+            self.last_result = result
+            return out, result
+
+    def recover(self, messages: Sequence[Message], error: BaseException) -> list[Message] | None:
+        """A shorter list to retry with after a context-overflow ``error``.
+
+        None when ``error`` is not an overflow, compaction is disabled, or nothing could
+        be made shorter (the session then re-raises ``error``). The budget is the limit
+        the provider's message states (scaled to our count, minus a margin), else half
+        of the current size; never above ``trigger_tokens``.
+        """
+        if not self.settings.enabled or not is_context_overflow(error):
+            return None
+        tokens = self.counter.count_messages(messages)
+        limit, reported = overflow_limits(error)
+        if limit is not None:
+            scale = tokens / reported if reported else 1.0
+            budget = int(limit * min(scale, 1.0) * _OVERFLOW_MARGIN)
+        else:
+            budget = tokens // 2
+        if self.settings.trigger_tokens:
+            budget = min(budget, self.settings.trigger_tokens - 1)
+        out, _ = self.compact(messages, budget=max(1, budget))
+        return out if self.counter.count_messages(out) < tokens else None
+
+    def _compact(
+        self,
+        messages: list[Message],
+        budget: int | None,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+    ) -> tuple[list[Message], CompactionResult]:
+        count = self.counter.count_messages
+        head = head_length(messages)
+        if self.settings.offload_before_compact:
+            self.times.note(messages[head:], self.harness.clock())
+        work, truncated = self._truncate_args(messages, head)
+        # Token counts only when a token trigger or a compaction needs them (cached per message).
+        tokens = count(work) if self.settings.trigger_tokens or budget is not None else None
+        if budget is not None:
+            trigger = "overflow"
+        else:
+            trigger = "manual" if force else self._trigger(work, tokens)
+        if trigger and tokens is None:
+            tokens = count(work)
+        base: dict[str, Any] = {
+            "session_id": self.session_id,
+            "trigger": trigger,
+            "messages_before": len(messages),
+            "tokens_before": (count(messages) if truncated else tokens) or 0,
+            "truncated_args": truncated,
+        }
+        if not trigger:
+            result = CompactionResult(**base, messages_after=len(work), tokens_after=tokens or 0)
+            return work, result
+        plan = plan_compaction(
+            work,
+            head,
+            budget,
+            settings=self.settings,
+            counter=self.counter,
+            log_path=self.transcript.path,
+            memory=self._memory,
+            originals=self.originals,
+        )
+        if not plan.dropped:
+            out, shrunk = self._fit(work, plan)
+            return out, self._finish(out, plan, base, compacted=bool(shrunk), shrunk=shrunk)
+        may_wait = budget is None and not self._over_twice(work)
+        # The dropped messages with when they were said (their own time, else when the
+        # harness first saw them), taken before the offload forgets it: the flush grounds
+        # "yesterday" on it and the summary shows the days.
+        timed = replace(plan, originals=self.times.stamped(plan.positions, plan.originals))
+        asked: dict[str, Any] = {}
+        if self._one_call():
+            # Offload first, then one model call for the summary and the prefix's facts:
+            # the flush asks through the summariser, and asks its own model only when the
+            # facts part of the answer is missing or junk.
+            offload, offload_error = self._offload(plan)
+            failures = [offload_error] if offload_error else []
+            if failures and may_wait:
+                flush, flush_result = "not run (the offload failed)", None
+            else:
+                self._restart_if(offload, plan)
+                flush, flush_result = self._flush(
+                    timed,
+                    backoff=may_wait,
+                    ask=lambda reference: self.summariser.ask_both(
+                        timed, reference, asked, focus=focus
+                    ),
+                )
+                failures += [flush] if flush.startswith("failed") else []
+        else:
+            flush, flush_result = self._flush(timed, backoff=may_wait)
+            failures = [flush] if flush.startswith("failed") else []
+            offload, offload_error = (None, "") if failures and may_wait else self._offload(plan)
+            failures += [offload_error] if offload_error else []
+            self._restart_if(offload, plan)
+        done = {"flush": flush, "flush_result": flush_result, "offload": offload}
+        if failures and may_wait:
+            reason = "postponed: " + "; ".join(failures)
+            return work, self._finish(work, plan, base, postponed=True, reason=reason, **done)
+        answer, usage, problem = (
+            asked["summary"] if asked else self.summariser.summarise(timed, focus=focus)
+        )
+        automatic = answer is None
+        note = None
+        if answer is None:
+            failures.insert(0, problem)
+            note = self.summariser.automatic_note(plan, offload, problem, self._log_path())
+        summary = answer if answer is not None else self.summariser.automatic_summary(plan)
+        out, dropped = self._replace(work, plan, summary, note=note), len(plan.dropped)
+        out, shrunk = self._fit(out, plan)
+        done.update(summary=summary, usage=usage, dropped=dropped, shrunk=shrunk)
+        # Dropped turns without a copy in the log (offload failed under pressure) are a
+        # degradation too, even with a good summary.
+        degraded = automatic or bool(offload_error)
+        reason = "; ".join(failures)
+        return out, self._finish(
+            out,
+            plan,
+            base,
+            compacted=True,
+            degraded=degraded,
+            reason=reason,
+            summary_source="automatic" if automatic else "model",
+            **done,
+        )
+
+    # steps ----------------------------------------------------------------------------------
+
+    def _truncate_args(self, messages: list[Message], head: int) -> tuple[list[Message], int]:
+        """Cut long tool arguments of messages before the kept tail, when that pass fires."""
+        settings = self.settings
+        config = settings.truncate_args
+        if config is None:
+            return messages, 0
+        fires = (config.trigger_messages and len(messages) >= config.trigger_messages) or (
+            config.trigger_tokens and self.counter.count_messages(messages) >= config.trigger_tokens
+        )
+        if not fires:
+            return messages, 0
+        conversation = messages[head:]
+        sums = (
+            self.counter.count_prefix_sums(conversation)
+            if settings.keep_tokens
+            else [0] * (len(conversation) + 1)
+        )
+        stop = head + keep_start(
+            sums, keep_messages=settings.keep_messages, keep_tokens=settings.keep_tokens
+        )
+        return truncate_tool_args(
+            messages, head, stop, config.max_arg_chars, self.originals.remember
+        )
+
+    def _trigger(self, messages: list[Message], tokens: int | None) -> str:
+        settings = self.settings
+        if settings.trigger_messages and len(messages) >= settings.trigger_messages:
+            return "messages"
+        if settings.trigger_tokens and tokens is not None and tokens >= settings.trigger_tokens:
+            return "tokens"
+        return ""
+
+    def _over_twice(self, messages: list[Message]) -> bool:
+        """Whether the conversation reached twice a trigger: postponing must stop there."""
+        settings = self.settings
+        if settings.trigger_messages and len(messages) >= 2 * settings.trigger_messages:
+            return True
+        return bool(
+            settings.trigger_tokens
+            and self.counter.count_messages(messages) >= 2 * settings.trigger_tokens
+        )
+
+    def _restart_if(self, offload: OffloadResult | None, plan: Plan) -> None:
+        if offload is not None and offload.restarted:
+            # A different conversation under this session id: nothing remembered applies.
+            plan.previous, plan.covered, self._memory = "", 0, None
+
+    def _one_call(self) -> bool:
+        """Whether the summary and the prefix's facts come from one model call: asked for
+        (``compaction.facts_in_summary``), a flush before compaction, and one model
+        serving both purposes."""
+        settings = self.settings
+        if not (settings.facts_in_summary and settings.flush_before_compact):
+            return False
+        harness = self.harness
+        try:
+            return harness.model_for("summary").backend is harness.model_for("flush").backend
+        except Exception:  # no model backend installed: the plain path reports it
+            return False
+
+    def _flush(
+        self, plan: Plan, *, backoff: bool, ask: Callable[[str], Completion | None] | None = None
+    ) -> tuple[str, Any]:
+        """Flush the dropped messages (a verified write); the status text and the result.
+
+        ``backoff``: the compaction may wait, so a backed-off flush model is not asked
+        (without it, this is the prefix's last chance to reach the daily log: ask).
+        """
+        if not self.settings.flush_before_compact:
+            return "disabled", None
+        from harnessmem.memory.flush import MemoryFlusher
+
+        try:
+            result = self.harness.component(MemoryFlusher).flush(
+                plan.originals, session_id=self.session_id, backoff=backoff, ask=ask
+            )
+        except Exception as exc:
+            return f"failed: {type(exc).__name__}: {exc}", None
+        if not getattr(result, "ok", True):
+            return (
+                f"failed: {getattr(result, 'error', None) or 'the flush reported failure'}",
+                result,
+            )
+        return f"done ({getattr(result, 'status', 'ok')})", result
+
+    def _offload(self, plan: Plan) -> tuple[OffloadResult | None, str]:
+        """Append the dropped raw messages to the session log; the result or the error."""
+        if not self.settings.offload_before_compact:
+            return None, ""
+        entries = list(zip(plan.positions, plan.originals, strict=True))
+        said = self.times.said(plan.positions, plan.originals)
+        try:
+            result = self.transcript.offload(entries, verify=plan.anchor is None, said=said)
+        except Exception as exc:
+            logger.warning("offload of session %s failed: %s", self.session_id, exc)
+            return None, f"offload failed: {type(exc).__name__}: {exc}"
+        self.times.forget(max(plan.positions, default=0))
+        return result, ""
+
+    def _log_path(self) -> str | None:
+        return self.transcript.path if self.settings.offload_before_compact else None
+
+    def _replace(
+        self, work: list[Message], plan: Plan, summary: str, *, note: str | None = None
+    ) -> list[Message]:
+        """``[head] + [new summary message] + tail``; ``note`` marks an automatic summary."""
+        tail = work[plan.head + plan.cut :]
+        latest = None
+        if not any(m.get("role") == "user" for m in tail):
+            latest = last_user_text(plan.originals)
+        covers = plan.positions[-1]
+        anchor = build_anchor(
+            covers=covers,
+            body=summary,
+            log_path=self._log_path(),
+            first_request=plan.first_request,
+            latest_user=latest,
+            note=note,
+        )
+        self._memory = Anchor(covers, summary, plan.first_request, self._log_path())
+        self.originals.forget(plan.dropped)
+        return [*work[: plan.head], anchor, *tail]
+
+    def _fit(self, out: list[Message], plan: Plan) -> tuple[list[Message], tuple[str, ...]]:
+        """Shrink kept messages (not the system head or the summary) to get under the limit."""
+        if plan.limit is None:
+            return out, ()
+        first = plan.head
+        if len(out) > first and parse_anchor(out[first]) is not None:
+            first += 1
+        return self.shrinker.fit(out, first, plan.limit)
+
+    def _finish(
+        self, out: list[Message], plan: Plan, base: dict[str, Any], **fields: Any
+    ) -> CompactionResult:
+        """The result of a fired trigger; fires ``on_compaction`` unless nothing changed."""
+        tokens = self.counter.count_messages(out)
+        fits = plan.limit is None or tokens < plan.limit
+        if self.settings.trigger_messages and base["trigger"] != "overflow":
+            fits = fits and len(out) < self.settings.trigger_messages
+        backoff = self.summariser.backoff.state
+        result = CompactionResult(
+            **base,
+            messages_after=len(out),
+            tokens_after=tokens,
+            fits=fits,
+            summariser_failures=backoff.failures,
+            summariser_skipping=backoff.skipping,
+            **fields,
+        )
+        if result.compacted or result.postponed:
+            self.harness.hooks.compaction(_event(result))
+        if not fits:
+            logger.warning(
+                "session %s: compaction left %d messages / %d tokens, over its limit",
+                self.session_id,
+                len(out),
+                tokens,
+            )
+        return result
+
+
+def _event(result: CompactionResult) -> CompactionEvent:
+    offload = result.offload
+    usage = result.usage
+    flushed = getattr(result.flush_result, "messages", 0) or 0
+    return CompactionEvent(
+        session_id=result.session_id,
+        messages_before=result.messages_before,
+        messages_after=result.messages_after,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        degraded=result.degraded,
+        offload_path=offload.path if offload is not None else None,
+        trigger=result.trigger,
+        reason=result.reason,
+        postponed=result.postponed,
+        dropped=result.dropped,
+        flush=result.flush,
+        flushed_messages=int(flushed),
+        offloaded=offload.appended if offload is not None else 0,
+        offload_lines=(
+            (offload.first_line, offload.last_line)
+            if offload is not None
+            and offload.first_line is not None
+            and offload.last_line is not None
+            else None
+        ),
+        usage=(
+            {
+                "model": usage.model,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cost": usage.cost,
+            }
+            if usage is not None
+            else {}
+        ),
+        truncated_args=result.truncated_args,
+        shrunk=len(result.shrunk),
+        summary_source=result.summary_source,
+        summariser_failures=result.summariser_failures,
+        summariser_skipping=result.summariser_skipping,
+    )
+
+
+class CompactionPlugin:
+    """The built-in compaction plugin (entry point ``compaction``), one per harness.
+
+    ``pre_reasoning`` and ``overflow`` run last (``trylast``), so they see
+    what every other plugin did to the list (eviction sweeps first) and a user's own
+    overflow handler gets the first word. One token counter serves the harness; one
+    :class:`ConversationCompactor` per session.
+    """
+
+    name = "compaction"
+
+    def __init__(self) -> None:
+        self.counter = TokenCounter()
+        self._compactors: dict[tuple[int, str], ConversationCompactor] = {}
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def harnessmem_configure(self, settings: HarnessSettings) -> None:
+        """Warn about settings under which compaction would run on every turn."""
+        compaction = settings.compaction
+        if compaction.trigger_messages and compaction.keep_messages >= compaction.trigger_messages:
+            logger.warning(
+                "compaction.keep_messages (%d) is not below compaction.trigger_messages (%d): "
+                "the kept tail is cut to fit under the trigger",
+                compaction.keep_messages,
+                compaction.trigger_messages,
+            )
+
+    def compactor(self, harness: Services, session_id: str) -> ConversationCompactor:
+        """The compactor of ``session_id`` in ``harness`` (made on first use)."""
+        key = (id(harness), session_id)
+        with self._lock:
+            compactor = self._compactors.get(key)
+            if compactor is None or compactor.harness is not harness:
+                compactor = ConversationCompactor(harness, session_id, self.counter)
+                self._compactors[key] = compactor
+            return compactor
+
+    @hookimpl(trylast=True)
+    def pre_reasoning(self, ctx: TurnContext) -> None:
+        """Compact ``ctx.messages`` when a trigger fires, or now when ``ctx.compact`` asks
+        (a manual compaction, with ``ctx.compact_focus``); cut old tool arguments."""
+        if not ctx.settings.compaction.enabled:
+            return
+        compactor = self.compactor(ctx.harness, ctx.session_id)
+        out, result = compactor.compact(ctx.messages, force=ctx.compact, focus=ctx.compact_focus)
+        ctx.messages = out
+        if result.trigger or result.truncated_args:
+            ctx.outcomes["compaction"] = result
+
+    @hookimpl(trylast=True)
+    def overflow(self, ctx: TurnContext, error: BaseException) -> list[Message] | None:
+        """A compacted list that fits, for a recognised overflow; None otherwise."""
+        compactor = self.compactor(ctx.harness, ctx.session_id)
+        before = compactor.last_result
+        out = compactor.recover(ctx.messages, error)
+        if compactor.last_result is not before and compactor.last_result is not None:
+            ctx.outcomes["compaction"] = compactor.last_result
+        return out

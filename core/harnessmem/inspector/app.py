@@ -1,0 +1,651 @@
+"""``harnessmem inspect``: a local web page that shows what an agent remembers.
+
+:func:`create_app` builds a Starlette application over an open ``MemoryHarness``:
+server-rendered pages (Jinja2 templates shipped in the package, htmx for live search, no
+build step, nothing fetched from elsewhere) for ``MEMORY.md`` with its previous versions and a
+diff between any two, the daily logs by date, search with the query's words marked, the
+session logs with their compaction timeline and evicted tool results, and model usage by
+job; and the one kind of change it makes, forgetting or editing a fact: a preview (a dry
+run) first, then a POST that carries a token of this app instance. :func:`serve` runs it
+with uvicorn.
+
+Safety: memory is untrusted text (whatever a conversation put there), so every value is
+escaped by the templates, Markdown is rendered with raw HTML off and unsafe links dropped,
+and responses carry a content security policy that allows only this page's own script and
+style. Files are read only through the harness (the confinement of ``memory_get``) or by
+names the page itself listed. On a loopback address only ``localhost`` and loopback host
+names are answered (no DNS rebinding); on any other address a token is required
+(``?token=`` once, then a cookie, or ``Authorization: Bearer``), and a wrong or missing one
+gets 401.
+
+Needs the ``inspect`` extra: ``pip install 'harnessmem[inspect]'``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hmac
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harnessmem import layout
+from harnessmem.errors import ConfigError
+from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
+from harnessmem.memory import files as mf
+from harnessmem.settings import exposure
+from harnessmem.settings.exposure import is_loopback
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from harnessmem.harness import MemoryHarness
+
+__all__ = ["check_exposure", "create_app", "is_loopback", "serve"]
+
+HERE = Path(__file__).resolve().parent
+COOKIE = "harnessmem_inspect"
+_STAMP = re.compile(r"MEMORY-(\d{8}T\d{6}Z)")
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+#: The longest text of one message the session page shows (the rest: "get" it).
+MESSAGE_CHARS = 2_000
+
+
+def _missing_extra(exc: ImportError) -> ConfigError:
+    return ConfigError(
+        f"harnessmem inspect needs the 'inspect' extra ({exc.name} is not installed)",
+        hint="pip install 'harnessmem[inspect]'",
+    )
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """ConfigError when ``host`` is reachable from other machines and there is no token."""
+    exposure.check_exposure(
+        host,
+        token,
+        refusal=f"harnessmem inspect on {host} would show memory to the network without a token",
+        hint="pass --token (or set HARNESSMEM_INSPECT_TOKEN), or bind to 127.0.0.1",
+    )
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of MEMORY.md: the current file or one kept in ``memory/.history/``."""
+
+    key: str
+    path: str
+    label: str
+
+
+def _versions(harness: MemoryHarness) -> list[Version]:
+    """MEMORY.md's versions, newest first: the current one, then the kept ones."""
+    kept = []
+    for rel in harness.workspace.list(HISTORY_DIR):
+        match = _STAMP.search(rel)
+        if layout.is_history_path(rel) and match:
+            moment = datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            label = "replaced " + moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+            kept.append(Version(rel.rsplit("/", 1)[1].removesuffix(".md"), rel, label))
+    kept.sort(key=lambda v: v.path, reverse=True)
+    # Two versions replaced within one second: told apart by their order.
+    seen: dict[str, int] = {}
+    for index, version in enumerate(kept):
+        count = seen[version.label] = seen.get(version.label, 0) + 1
+        if count > 1:
+            kept[index] = Version(version.key, version.path, f"{version.label} ({count})")
+    return [Version("current", MEMORY_FILE, "current"), *kept]
+
+
+def _when(stamp: Any) -> str:
+    """An ISO instant as people read it: ``2026-12-03 09:13:35 UTC`` (no fraction)."""
+    moment = mf.parse_instant(stamp)
+    if moment is None:
+        return stamp if isinstance(stamp, str) else ""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _read(harness: MemoryHarness, path: str) -> str:
+    try:
+        return harness.workspace.read_text(path)
+    except FileNotFoundError:
+        return ""
+
+
+def _daily_logs(harness: MemoryHarness) -> list[tuple[str, str]]:
+    """(date, path) of every daily log, archived ones included, newest first."""
+    found = []
+    for rel in harness.workspace.list(MEMORY_DIR):
+        day = layout.daily_log_date(rel, archived=None)
+        if day:
+            found.append((day, rel))
+    return sorted(found, reverse=True)
+
+
+def _sessions(harness: MemoryHarness) -> list[tuple[str, str, int]]:
+    """(session id, log path, size) of every session log, largest file last changed first."""
+    found = []
+    for info in harness.workspace.scan(SESSIONS_DIR, recursive=False):
+        if info.path.endswith(layout.SESSION_LOG_SUFFIX):
+            sid = layout.session_stem(info.path)
+            if sid:
+                found.append((sid, info.path, info.size, info.modified or 0.0))
+    found.sort(key=lambda item: item[3], reverse=True)
+    return [(sid, path, size) for sid, path, size, _ in found]
+
+
+def _render_markdown(text: str) -> str:
+    from markdown_it import MarkdownIt
+
+    # commonmark without raw HTML: memory text is shown, never run; markdown-it's link
+    # check drops javascript:, vbscript:, file: and data: (but image) links.
+    return str(MarkdownIt("commonmark", {"html": False}).render(text))
+
+
+def _diff_rows(old: str, new: str) -> list[tuple[str, str, str]]:
+    """(kind, sign, text) of a unified diff: kind is ``add``, ``del``, ``hunk`` or
+    ``same``; the sign (``+``, a minus sign U+2212, or a space) apart from the line's
+    own text, so that it never runs into a bullet's ``-``."""
+    rows = []
+    for line in difflib.unified_diff(
+        old.splitlines(), new.splitlines(), "older", "newer", lineterm="", n=2
+    ):
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+        if kind == "hunk":
+            rows.append((kind, "", line))
+        else:
+            rows.append((kind, {"add": "+", "del": "\u2212"}.get(kind, " "), line[1:]))
+    return rows
+
+
+def _marked(text: str, query: str) -> str:
+    """``text`` escaped, with the query's words wrapped in ``<mark>``."""
+    from markupsafe import Markup, escape
+
+    words = sorted({w for w in re.findall(r"\w+", query) if len(w) > 1}, key=len, reverse=True)
+    escaped = str(escape(text))
+    if not words:
+        return Markup(escaped)
+    pattern = re.compile("|".join(re.escape(str(escape(w))) for w in words), re.IGNORECASE)
+    return Markup(pattern.sub(lambda m: f"<mark>{m[0]}</mark>", escaped))
+
+
+def _timeline(records: Sequence[Any]) -> list[dict[str, Any]]:
+    """One row per offload (a compaction): when, how many messages, their tokens."""
+    from harnessmem.tokens import TokenCounter
+
+    counter = TokenCounter()
+    rows: list[dict[str, Any]] = []
+    for record in records:
+        if not rows or rows[-1]["ts"] != record.ts:
+            rows.append(
+                {"ts": record.ts, "when": _when(record.ts), "messages": 0, "tokens": 0}
+                | {"first": record.seq}
+            )
+        rows[-1]["messages"] += 1
+        rows[-1]["tokens"] += counter.count_messages([record.message])
+        rows[-1]["last"] = record.seq
+    return rows
+
+
+def _bar_chart(
+    bars: Sequence[tuple[str, int, str]], *, what: str, along: str, width: int = 640
+) -> str:
+    """An inline SVG bar chart with labelled axes: one bar per ``(label, value, title)``,
+    ``what`` the values (the y axis), ``along`` the bars (the x axis)."""
+    from markupsafe import Markup, escape
+
+    if not bars:
+        return Markup("")
+    height, left, bottom, top_pad = 170, 64, 34, 16
+    plot_w, plot_h = width - left - 8, height - bottom - top_pad
+    top = max(value for _, value, _ in bars) or 1
+    step = plot_w / len(bars)
+    every = max(1, len(bars) // 12)  # at most a dozen labels under the bars
+    parts = [
+        f'<line class="axis" x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}"/>',
+        f'<line class="axis" x1="{left}" y1="{top_pad + plot_h}" x2="{width - 8}" '
+        f'y2="{top_pad + plot_h}"/>',
+        f'<text class="tick" x="{left - 6}" y="{top_pad + 4}" text-anchor="end">{top:,}</text>',
+        f'<text class="tick" x="{left - 6}" y="{top_pad + plot_h}" text-anchor="end">0</text>',
+        f'<text class="axis-label" x="12" y="{top_pad + plot_h / 2:.0f}" '
+        f'transform="rotate(-90 12 {top_pad + plot_h / 2:.0f})" text-anchor="middle">'
+        f"{escape(what)}</text>",
+        f'<text class="axis-label" x="{left + plot_w / 2:.0f}" y="{height - 2}" '
+        f'text-anchor="middle">{escape(along)}</text>',
+    ]
+    for i, (label, value, title) in enumerate(bars):
+        tall = max(1.0, plot_h * value / top)
+        x = left + i * step + step * 0.15
+        parts.append(
+            f'<rect x="{x:.1f}" y="{top_pad + plot_h - tall:.1f}" width="{step * 0.7:.1f}" '
+            f'height="{tall:.1f}"><title>{escape(title)}</title></rect>'
+        )
+        if i % every == 0:
+            parts.append(
+                f'<text class="tick" x="{x + step * 0.35:.1f}" y="{top_pad + plot_h + 14}" '
+                f'text-anchor="middle">{escape(label)}</text>'
+            )
+    return Markup(
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(what)} by {escape(along)}">{"".join(parts)}</svg>'
+    )
+
+
+def _chart(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The tokens each compaction of a session moved out of the context, as bars."""
+    bars = [
+        (
+            str(number),
+            int(row["tokens"]),
+            f"{row['when']}: {row['messages']} messages, {row['tokens']:,} tokens",
+        )
+        for number, row in enumerate(rows, 1)
+    ]
+    return _bar_chart(bars, what="tokens moved out", along="compaction")
+
+
+def _upkeep_chart(per_day: Mapping[str, Any]) -> str:
+    """The tokens memory upkeep sent to its models each day, as bars."""
+    bars = [
+        (day[5:], int(totals.total_tokens), f"{day}: {totals.calls:,} calls, "
+         f"{totals.total_tokens:,} tokens")
+        for day, totals in per_day.items()
+    ]  # fmt: skip
+    return _bar_chart(bars, what="upkeep tokens", along="day")
+
+
+def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, str]]:
+    """What changed memory lately, newest first: flushes into the daily logs (the last
+    three logs), saves into MEMORY.md, and consolidations (the versions kept)."""
+    changes: list[dict[str, str]] = []
+
+    def entries(path: str, text: str) -> None:
+        heading: dict[str, str] | None = None
+        for number, line in enumerate(text.splitlines(), 1):
+            found = mf.ENTRY_HEADING.match(line)
+            if found:
+                kind = "flush" if found["kind"] == "Memory Flush" else "save"
+                when = found["when"]
+                heading = {"when": _when(when), "stamp": when, "kind": kind, "facts": "0"}
+                heading |= {"where": f"{path}:{number}", "session": found["session"] or ""}
+                changes.append(heading)
+            elif heading is not None and line.startswith(("- ", "* ")):
+                heading["facts"] = str(int(heading["facts"]) + 1)
+
+    for _, path in _daily_logs(harness)[:3]:
+        entries(path, _read(harness, path))
+    entries(MEMORY_FILE, _read(harness, MEMORY_FILE))
+    for version in _versions(harness)[1:]:
+        stamp = _STAMP.search(version.path)
+        if stamp:
+            moment = datetime.strptime(stamp[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            changes.append(
+                {"when": _when(moment.isoformat()), "stamp": moment.isoformat(), "kind":
+                 "consolidation", "facts": "", "where": version.key, "session": ""}
+            )  # fmt: skip
+    changes.sort(key=lambda change: _when(change["stamp"]), reverse=True)
+    return changes[:limit]
+
+
+# ------------------------------------------------------------------------------ the app
+
+
+def create_app(
+    harness: MemoryHarness, *, token: str | None = None, loopback: bool = True
+) -> Starlette:
+    """The inspector's ASGI application over ``harness`` (which the caller closes).
+
+    ``token``: required of every request when set. ``loopback``: the server listens on a
+    loopback address, so only loopback host names are answered."""
+    try:
+        from jinja2 import Environment, FileSystemLoader, select_autoescape
+        from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+        from starlette.responses import HTMLResponse, PlainTextResponse
+        from starlette.routing import Mount, Route
+        from starlette.staticfiles import StaticFiles
+    except ImportError as exc:
+        raise _missing_extra(exc) from None
+
+    templates = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+    def page(name: str, request: Request, status: int = 200, **values: Any) -> Response:
+        html = templates.get_template(name).render(
+            request=request, workspace=harness.workspace.url, **values
+        )
+        return HTMLResponse(html, status_code=status)
+
+    async def overview(request: Request) -> Response:
+        stats = harness.index.stats()
+        usage = harness.usage()
+        memory = _read(harness, MEMORY_FILE)
+        from harnessmem.tokens import memory_tokens
+
+        recent = harness.usage(days=14)
+        return page(
+            "overview.html",
+            request,
+            memory_tokens=memory_tokens(memory),
+            budget=harness.settings.consolidation.max_memory_tokens,
+            daily=_daily_logs(harness),
+            sessions=_sessions(harness),
+            stats=stats,
+            total=usage.total,
+            html=_render_markdown(memory),
+            changes=_recent_changes(harness),
+            upkeep=_upkeep_chart(recent.per_day),
+        )
+
+    async def memory(request: Request) -> Response:
+        versions = _versions(harness)
+        return page(
+            "memory.html",
+            request,
+            html=_render_markdown(_read(harness, MEMORY_FILE)),
+            versions=versions,
+        )
+
+    async def diff(request: Request) -> Response:
+        versions = {v.key: v for v in _versions(harness)}
+        keys = list(versions)
+        new_key = request.query_params.get("to", "current")
+        old_key = request.query_params.get("from") or (keys[1] if len(keys) > 1 else "current")
+        if new_key not in versions or old_key not in versions:
+            return PlainTextResponse("no such version of MEMORY.md", status_code=404)
+        old, new = versions[old_key], versions[new_key]
+        rows = _diff_rows(_read(harness, old.path), _read(harness, new.path))
+        return page(
+            "diff.html", request, rows=rows, old=old, new=new, versions=list(versions.values())
+        )
+
+    async def daily_index(request: Request) -> Response:
+        return page("daily_index.html", request, daily=_daily_logs(harness))
+
+    async def daily(request: Request) -> Response:
+        day = request.path_params["day"]
+        found = dict(_daily_logs(harness))
+        if day not in found:
+            return PlainTextResponse(f"no daily log for {day}", status_code=404)
+        return page(
+            "daily.html",
+            request,
+            day=day,
+            path=found[day],
+            html=_render_markdown(_read(harness, found[day])),
+            daily=sorted(found),
+        )
+
+    def hits_of(request: Request) -> tuple[str, str, list[Any]]:
+        query = request.query_params.get("q", "")[:500]
+        source = "sessions" if request.query_params.get("source") == "sessions" else "memory"
+        hits = harness.search(query, limit=20, source=source) if query.strip() else []
+        return query, source, [(hit, _marked(hit.content, query)) for hit in hits]
+
+    async def search(request: Request) -> Response:
+        query, source, hits = hits_of(request)
+        return page("search.html", request, query=query, source=source, hits=hits)
+
+    async def search_results(request: Request) -> Response:
+        query, source, hits = hits_of(request)
+        return page("_hits.html", request, query=query, source=source, hits=hits)
+
+    async def why(request: Request) -> Response:
+        from harnessmem.memory.provenance import TraceError
+
+        query = request.query_params.get("q", "")[:500]
+        traces: list[Any] = []
+        error = ""
+        if query.strip():
+            try:
+                traces = harness.trace(query)
+            except TraceError as exc:
+                error = str(exc)
+        return page("why.html", request, query=query, traces=traces, error=error)
+
+    # Forget and edit change the workspace: a POST with this app's token (a page from
+    # elsewhere cannot read it, so cannot forge the form), after a preview (a dry run).
+    csrf = secrets.token_urlsafe(32)
+
+    def correction(request: Request, fields: Mapping[str, str], *, run: bool) -> Response:
+        from harnessmem.errors import ForgetError
+
+        query = fields.get("q", "")[:500]
+        new = fields.get("new", "")[:2_000]
+        sessions = fields.get("sessions") == "on"
+        editing = "new" in fields
+        if not run and not (query.strip() and (new.strip() or not editing)):
+            # Nothing to preview yet: the empty form.
+            return page(
+                "forget.html", request, query=query, new=new, editing=editing,
+                sessions=sessions, csrf=csrf,
+            )  # fmt: skip
+        try:
+            if editing:
+                result = harness.edit(query, new, dry_run=not run)
+            else:
+                result = harness.forget(query, dry_run=not run, sessions=sessions)
+        except ForgetError as exc:
+            return page(
+                "forget.html", request, query=query, new=new, editing=editing,
+                sessions=sessions, error=exc.message, hint=exc.hint, csrf=csrf, status=400,
+            )  # fmt: skip
+        return page(
+            "forget.html", request, query=query, new=new, editing=editing,
+            sessions=sessions, result=result, csrf=csrf,
+        )  # fmt: skip
+
+    async def forget_preview(request: Request) -> Response:
+        return correction(request, request.query_params, run=False)
+
+    async def forget_run(request: Request) -> Response:
+        from urllib.parse import parse_qsl
+
+        # A page elsewhere may post here: the type and size are checked before anything is
+        # read, and at most FORM_LIMIT bytes are ever held.
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind != "application/x-www-form-urlencoded":
+            return PlainTextResponse("415: a forget is posted as a form", status_code=415)
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > FORM_LIMIT):
+            return PlainTextResponse(_TOO_LARGE, status_code=413)
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > FORM_LIMIT:
+                return PlainTextResponse(_TOO_LARGE, status_code=413)
+        fields = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        if not hmac.compare_digest(fields.pop("csrf", ""), csrf):
+            return PlainTextResponse(
+                "403: the form's token is missing or stale; open the preview again",
+                status_code=403,
+            )
+        return correction(request, fields, run=True)
+
+    async def sessions(request: Request) -> Response:
+        return page("sessions.html", request, sessions=_sessions(harness))
+
+    async def session(request: Request) -> Response:
+        from harnessmem.memory.transcripts import SessionTranscript
+
+        sid = request.path_params["sid"]
+        known = {s: path for s, path, _ in _sessions(harness)}
+        if sid not in known:
+            return PlainTextResponse(f"no session log for {sid}", status_code=404)
+        records = SessionTranscript(harness.workspace, sid).records()
+        rows = _timeline(records)
+        evicted_dir = f"{harness.settings.eviction.path.strip('/')}/{sid}"
+        evicted = [(i.path, i.size) for i in harness.workspace.scan(evicted_dir)]
+        messages = [
+            {
+                "seq": r.seq,
+                "role": r.message.get("role", "?"),
+                "name": r.message.get("name"),
+                "said": _when(r.said or r.message.get("timestamp") or r.ts),
+                "text": _message_text(r.message)[:MESSAGE_CHARS],
+            }
+            for r in records
+        ]
+        return page(
+            "session.html",
+            request,
+            sid=sid,
+            path=known[sid],
+            timeline=rows,
+            chart=_chart(rows),
+            messages=messages,
+            evicted=evicted,
+        )
+
+    async def usage(request: Request) -> Response:
+        report = harness.usage()
+        return page("usage.html", request, report=report)
+
+    async def get_file(request: Request) -> Response:
+        path = request.query_params.get("path", "")
+        start = request.query_params.get("start", "1")
+        try:
+            text = harness.get(path, start_line=int(start) if start.isdigit() else 1, lines=300)
+        except FileNotFoundError:
+            return PlainTextResponse(f"{path} does not exist", status_code=404)
+        except Exception as exc:  # PathNotAllowed and kin: the message says why
+            return PlainTextResponse(str(exc).splitlines()[0], status_code=403)
+        return page("file.html", request, path=path, text=text)
+
+    routes = [
+        Route("/", overview),
+        Route("/memory", memory),
+        Route("/memory/diff", diff),
+        Route("/daily", daily_index),
+        Route("/daily/{day}", daily),
+        Route("/search", search),
+        Route("/search/results", search_results),
+        Route("/why", why),
+        Route("/forget", forget_preview, methods=["GET"]),
+        Route("/forget", forget_run, methods=["POST"]),
+        Route("/sessions", sessions),
+        Route("/sessions/{sid:path}", session),
+        Route("/usage", usage),
+        Route("/file", get_file),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [Middleware(_Guard, token=token)]
+    if loopback:
+        hosts = ["localhost", "127.0.0.1", "[::1]", "::1", "testserver"]
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
+    text = content if isinstance(content, str) else ""
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function", {}) if isinstance(call, Mapping) else {}
+            text += f"\n→ {function.get('name', '?')}({function.get('arguments', '')})"
+    return text.strip()
+
+
+#: The largest form the inspector reads (a forget form is a few hundred bytes).
+FORM_LIMIT = 64 * 1024
+_TOO_LARGE = f"413: a form of at most {FORM_LIMIT // 1024} kB is read"
+
+
+class _Guard:
+    """ASGI middleware: the token check and the security headers of every response."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse, RedirectResponse
+
+        request = Request(scope)
+        if self.token is not None:
+            given = request.query_params.get("token")
+            header = request.headers.get("authorization", "")
+            presented = (
+                given
+                or (header[7:] if header.lower().startswith("bearer ") else None)
+                or request.cookies.get(COOKIE)
+            )
+            if presented is None or not hmac.compare_digest(presented, self.token):
+                response = PlainTextResponse("401: a valid token is required", status_code=401)
+                await response(scope, receive, send)
+                return
+            if given is not None:  # once in the URL, then a cookie; take it out of the URL
+                redirect = RedirectResponse(request.url.remove_query_params("token"), 303)
+                redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+                await redirect(scope, receive, send)
+                return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", _CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"cache-control", b"no-store"),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def serve(
+    harness: MemoryHarness,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the inspector until interrupted (SIGINT, SIGTERM); a non-loopback ``host``
+    needs a ``token``. ``ready(url)`` is called once the socket listens."""
+    check_exposure(host, token)
+    loopback = is_loopback(host)
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise _missing_extra(exc) from None
+    app = create_app(harness, token=token, loopback=loopback)
+    # Bound before serving: ``ready`` gets the real port (port 0 picks one).
+    sock, bound = exposure.listen(host, port)
+    try:
+        if ready is not None:
+            ready(f"http://{exposure.url_host(host)}:{bound}/")
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

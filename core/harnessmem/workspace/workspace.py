@@ -1,0 +1,656 @@
+"""The workspace: a folder of memory files on any fsspec filesystem.
+
+``Workspace.open`` takes a local path, ``file://``, ``memory://``, ``s3://bucket/prefix``
+or any other fsspec URL. Paths are workspace-relative POSIX strings and never leave the
+workspace. Every write is all-or-nothing: locally a temp file, fsync and rename; on object
+stores one PUT. Appends are serialised across threads, processes and replicas:
+
+- local: an exclusive ``filelock`` on one of 256 files ``<root>/.locks/files/NNN.lock``
+  (picked by a hash of the path, so their number stays bounded), then ``O_APPEND`` +
+  fsync. Lock files live under ``.locks/`` (never listed) and stay in place.
+- S3: read-modify-write with a conditional PUT (``If-Match`` the ETag read, or
+  ``If-None-Match: *`` for a new object), retried with jittered backoff. Every S3 request
+  is one API call, retried on throttling, 5xx, dropped connections and timeouts (see
+  :mod:`harnessmem.workspace._s3store`).
+- ``memory://``: the same compare-and-swap, made atomic by an in-process lock (the store
+  is in-process too).
+- other fsspec stores: under a workspace lease (see below). Their compare-and-swap is a
+  check-then-write, so exclusion across processes is only as good as the store's
+  exclusive create (``pipe_file(mode="create")``): safe within one process only.
+
+Each of these is a :class:`WorkspaceStore` (:mod:`harnessmem.workspace.store`), found by the
+URL's protocol in the entry-point group ``harnessmem.storage``, where a plugin can add one
+(a GCS or Azure store with their generation or ETag preconditions).
+
+:meth:`Workspace.update_text` is the general form of an append: read, change, write back
+only if nobody wrote in between, else read again and change again.
+
+Leases (:meth:`Workspace.lock`) are JSON objects at ``.locks/<safe name>.lease``; see
+:mod:`harnessmem.workspace._leases`. fsspec and s3fs are imported only inside
+:meth:`Workspace.open`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import logging
+import os
+import random
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnessmem import _text
+from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
+from harnessmem.layout import (
+    HISTORY_DIR,
+    LOCKS_DIR,
+    lease_path,
+    original_path,
+    path_problem,
+    safe_id,
+)
+from harnessmem.workspace._faults import hint
+from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
+from harnessmem.workspace._s3store import S3Store
+from harnessmem.workspace._stores import LocalStore, inside
+from harnessmem.workspace.store import (
+    FsspecStore,
+    MemoryStore,
+    WorkspaceStore,
+    installed_stores,
+    store_class,
+    url_protocol,
+)
+
+__all__ = [
+    "ORIGINALS_DIR",
+    "FileInfo",
+    "FsspecStore",
+    "Lease",
+    "LocalStore",
+    "MemoryStore",
+    "S3Store",
+    "Snapshot",
+    "Workspace",
+    "WorkspaceStore",
+    "installed_stores",
+    "safe_id",
+]
+
+logger = logging.getLogger("harnessmem.workspace")
+
+#: Where the original bytes of a file that was not clean UTF-8 are kept before the first
+#: write that replaces them (beside consolidation's previous versions of MEMORY.md).
+ORIGINALS_DIR = HISTORY_DIR
+
+# A relative path that _rel would return as it is: parts of common file-name characters
+# that do not start with a dot (so no '.', '..', '.locks' or hidden file takes this path).
+_PLAIN = re.compile(r"(?:[\w@+=,-][\w.@+=,-]*/)*[\w@+=,-][\w.@+=,-]*", re.ASCII)
+_APPEND_ATTEMPTS = 60
+_sleep = time.sleep  # the append backoff; tests replace it
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What :meth:`Workspace.info` knows about one file.
+
+    ``etag_or_hash`` changes whenever the content does: the ETag on object stores; locally
+    ``"<mtime_ns>-<size>-<inode>"`` (a change token, not a content hash: cheap to get, and
+    atomic writes always make a new inode); elsewhere the store's checksum or a blake2b hash.
+    """
+
+    path: str
+    size: int
+    modified: float | None
+    etag_or_hash: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A file's text and the version it was read at (:meth:`Workspace.read_snapshot`).
+
+    ``version`` is None when the file does not exist (``text`` is then ""). ``token`` is
+    the file's change token as :meth:`Workspace.info` gives it (``etag_or_hash``) when it
+    is known without another request, else None. ``original`` holds the stored bytes
+    when they were not clean UTF-8 (``text`` is then their tolerant reading, see
+    :meth:`Workspace.read_text`), else None.
+    """
+
+    text: str
+    version: str | None
+    token: str | None = None
+    original: bytes | None = field(default=None, repr=False)
+
+
+class Workspace:
+    """A workspace folder on any fsspec filesystem; open one with :meth:`open`.
+
+    Attributes: ``url`` (normalised, no trailing slash), ``protocol``, ``is_local``,
+    ``fs`` (the fsspec filesystem), ``root`` (the root path inside ``fs``),
+    ``local_root`` (a Path for local workspaces, else None), ``storage_options``,
+    ``store`` (the :class:`WorkspaceStore` serving it).
+    """
+
+    def __init__(
+        self,
+        store: WorkspaceStore,
+        *,
+        protocol: str,
+        storage_options: dict[str, Any],
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self.store = store
+        self.fs = store.fs
+        self.root = store.root
+        self.url = store.url
+        self.protocol = protocol
+        self.is_local = store.is_local
+        self.local_root = Path(store.root) if self.is_local else None
+        self.storage_options = storage_options
+        self.clock = clock
+        # How lock() waits for a held lease (real time; tests inject a _leases.Waiter).
+        self.lease_waiter = REAL_TIME
+        # Reads asked for with max_age: path -> (read at, content or None when missing).
+        self._cache: dict[str, tuple[float, bytes | None]] = {}
+        self._cache_lock = threading.Lock()
+        # What update_text last wrote, by path, when its change token is known: an index
+        # following the write takes it instead of reading the file back.
+        self._written: dict[str, tuple[bytes, str]] = {}
+        # Files found not to be clean UTF-8, warned about once each.
+        self._damaged: set[str] = set()
+
+    @classmethod
+    def open(
+        cls,
+        url: str | os.PathLike[str],
+        storage_options: dict[str, Any] | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        create: bool = True,
+    ) -> Workspace:
+        """Open the workspace at ``url``; a local directory is created when missing.
+
+        ``storage_options`` go to the fsspec filesystem (for S3: ``endpoint_url``, ``key``,
+        ``secret``, ...). ``clock`` (default ``time.time``) judges lease expiry only.
+        ``create=False`` leaves a missing local directory missing (to look before writing).
+        The URL's protocol picks the store (:func:`harnessmem.workspace.store.store_class`);
+        one that neither a store nor fsspec knows raises a WorkspaceError listing the stores.
+        """
+        text = os.fspath(url)
+        options = dict(storage_options or {})
+        try:
+            store = store_class(text).open(text, options, create=create)
+        except HarnessMemError:
+            raise
+        except Exception as exc:
+            raise WorkspaceError(
+                f"open workspace {text!r} failed: {type(exc).__name__}: {exc}",
+                hint=hint(exc)
+                or "check the URL and storage_options; s3:// needs s3fs "
+                "(pip install 'harnessmem[s3]')",
+            ) from exc
+        return cls(
+            store,
+            protocol=url_protocol(store.url),
+            storage_options=store.storage_options,
+            clock=clock or time.time,
+        )
+
+    def __repr__(self) -> str:
+        return f"Workspace({self.url!r})"
+
+    # Paths.
+    def _rel(self, path: str | os.PathLike[str], *, allow_root: bool = False) -> str:
+        raw = os.fspath(path)
+
+        def deny(why: str) -> PathNotAllowed:
+            return PathNotAllowed(
+                f"path {raw!r} is not allowed in workspace {self.url}: {why}",
+                hint="use a relative POSIX path inside the workspace, like 'memory/2026-11-30.md'",
+            )
+
+        if type(raw) is str and _PLAIN.fullmatch(raw):
+            return raw  # already normal: no '.', '..' or empty part, scheme, NUL or backslash
+        if not isinstance(raw, str):
+            raise deny("paths are str, not bytes")
+        rel, why = path_problem(raw, allow_root=allow_root)
+        if why is not None:
+            raise deny(why)
+        return rel
+
+    def _full(self, rel: str) -> str:
+        full = self._store.join(rel)
+        if self.is_local and not self._confined(rel, full):
+            raise PathNotAllowed(
+                f"path {rel!r} is not allowed in workspace {self.url}: "
+                "a symlink on it leads outside the workspace",
+                hint="replace the symlink with the file itself",
+            )
+        return full
+
+    def _confined(self, rel: str, full: str) -> bool:
+        """Whether ``full`` (``rel`` under the root) resolves inside the workspace.
+
+        ``lstat`` of each part below the (already real) root; only a path through a
+        symlink pays for ``realpath`` (a third of the cost of reading a small file).
+        A missing part ends the walk: nothing below it can lead anywhere.
+        """
+        if not rel:
+            return True
+        # ``full`` is the root's prefix + ``rel`` with its separators in the same places.
+        base = len(full) - len(rel)
+        cut = rel.find("/")
+        while True:
+            part = full if cut < 0 else full[: base + cut]
+            try:
+                mode = os.lstat(part).st_mode
+            except OSError:
+                return True
+            if stat.S_ISLNK(mode):
+                return inside(os.path.realpath(full), self.root)
+            if cut < 0:
+                return True
+            cut = rel.find("/", cut + 1)
+
+    def resolve(self, path: str | os.PathLike[str]) -> str:
+        """The full path inside ``fs`` of workspace-relative ``path``; PathNotAllowed if outside."""
+        return self._full(self._rel(path))
+
+    def local_path(self, path: str | os.PathLike[str]) -> Path | None:
+        """``path`` as a local Path, or None when the workspace is not local."""
+        return Path(self.resolve(path)) if self.is_local else None
+
+    # Files.
+    def read_bytes(self, path: str | os.PathLike[str], *, max_age: float = 0.0) -> bytes:
+        """The content of ``path``; FileNotFoundError when it does not exist.
+
+        ``max_age`` > 0 accepts a copy this workspace object read at most that many seconds
+        ago (by its clock), saving a request on remote stores; writes through this object
+        drop the copy. Other processes' writes show after at most ``max_age``.
+        """
+        rel = self._rel(path)
+        if max_age > 0:
+            with self._cache_lock:
+                hit = self._cache.get(rel)
+            if hit is not None and 0 <= self.clock() - hit[0] < max_age:
+                if hit[1] is None:
+                    raise FileNotFoundError(errno.ENOENT, f"no such file in {self.url}", rel)
+                return hit[1]
+        at = self.clock()
+        try:
+            data = self._store.read(self._full(rel))
+        except FileNotFoundError:
+            if max_age > 0:
+                self._remember(rel, at, None)
+            raise
+        if max_age > 0:
+            self._remember(rel, at, data)
+        return data
+
+    def read_text(self, path: str | os.PathLike[str], *, max_age: float = 0.0) -> str:
+        """The content of ``path`` decoded as UTF-8 (``max_age``: see :meth:`read_bytes`).
+
+        Tolerant: a file with a byte-order mark is read in the encoding it names (UTF-16,
+        UTF-32), other bytes that are not UTF-8 each read as U+FFFD, and the path is
+        logged once as a warning. The bytes stay as they are; the first write through
+        :meth:`update_text` that replaces them keeps them in :data:`ORIGINALS_DIR`.
+        """
+        return self._decode(self._rel(path), self.read_bytes(path, max_age=max_age))[0]
+
+    def decode_text(self, path: str | os.PathLike[str], data: bytes) -> str:
+        """Bytes read from ``path`` (whole, or a :meth:`read_range` of it) as :meth:`read_text`
+        decodes them, with its one warning per path."""
+        return self._decode(self._rel(path), data)[0]
+
+    def _decode(self, rel: str, data: bytes) -> tuple[str, bool]:
+        """The text of ``data`` read from ``rel``, and whether the bytes were clean UTF-8."""
+        text, problem = _text.decode(data)
+        if problem is None:
+            return text, True
+        if rel not in self._damaged:
+            self._damaged.add(rel)
+            logger.warning(
+                "%s in %s is %s; it is read anyway (the file is left as it is)",
+                rel,
+                self.url,
+                problem,
+            )
+        return text, False
+
+    def read_range(self, path: str | os.PathLike[str], start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of ``path``; fewer at the end of the file.
+
+        One bounded read (a ranged GET on S3): for files too large to read whole.
+        """
+        if not 0 <= start <= end:
+            raise ValueError(f"read_range needs 0 <= start <= end, got {start}, {end}")
+        if start == end:
+            return b""
+        return self._store.read_range(self._full(self._rel(path)), start, end)
+
+    def _remember(self, rel: str, at: float, data: bytes | None) -> None:
+        with self._cache_lock:
+            self._cache[rel] = (at, data)
+
+    def _forget(self, rel: str) -> None:
+        if self._cache or self._written:
+            with self._cache_lock:
+                self._cache.pop(rel, None)
+                self._written.pop(rel, None)
+
+    def take_written(self, path: str | os.PathLike[str]) -> tuple[bytes, str] | None:
+        """What :meth:`update_text` just wrote to ``path``, with its change token, once.
+
+        For an index that follows this process's writes: it gets the bytes without reading
+        them back. None when unknown (another write since, or a store whose change token
+        needs its own request).
+        """
+        rel = self._rel(path)
+        with self._cache_lock:
+            return self._written.pop(rel, None)
+
+    def read_snapshot(self, path: str | os.PathLike[str]) -> Snapshot:
+        """The text of ``path`` and its version, from one read (``version`` None: missing).
+
+        Hand it to :meth:`update_text` to write back only if nobody changed it since.
+        """
+        rel = self._rel(path)
+        current = self._store.read_versioned(self._full(rel))
+        if current is None:
+            return Snapshot("", None)
+        text, clean = self._decode(rel, current[0])
+        original = None if clean else current[0]
+        return Snapshot(text, current[1], self._token(current[1]), original)
+
+    def _token(self, version: str) -> str | None:
+        # On S3 the version is the ETag, which is also the change token listings give.
+        return version if self._store.versions_are_tokens else None
+
+    def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
+        """Replace ``path`` with ``data`` atomically: readers see the old or the new content."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"write_bytes needs bytes, got {type(data).__name__}")
+        rel = self._rel(path)
+        self._forget(rel)
+        self._store.write(self._full(rel), bytes(data))
+
+    def write_text(self, path: str | os.PathLike[str], text: str) -> None:
+        """Replace ``path`` with ``text`` (UTF-8) atomically.
+
+        Every ``*_text`` write stores what UTF-8 can hold: a lone surrogate (a file name
+        read with ``surrogateescape``, a JSON ``\\ud800`` escape) becomes U+FFFD, a
+        surrogate pair the character it encodes; the rest is kept as it is.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"write_text needs str, got {type(text).__name__}")
+        self.write_bytes(path, _text.encode(text))
+
+    def append_text(self, path: str | os.PathLike[str], text: str) -> None:
+        """Append ``text`` (UTF-8) to ``path``, creating it; concurrent appends are all kept.
+
+        A ``write_*`` of the same file racing with an append may replace it; writers that
+        rewrite an appended file hold a lease for it.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"append_text needs str, got {type(text).__name__}")
+        rel = self._rel(path)
+        full, data = self._full(rel), _text.encode(text)
+        store = self._store
+        self._forget(rel)
+        if store.native_append:
+            store.append(full, data)
+            return
+        self._update(rel, lambda current: current + data, None, "append", append=True)
+
+    def create_text(self, path: str | os.PathLike[str], text: str) -> bool:
+        """Write ``path`` only if it does not exist yet; False when it exists.
+
+        One step against other writers (``If-None-Match: *`` on S3, a file lock locally):
+        of several processes creating one file at once, exactly one gets True. (False also
+        when an earlier attempt of this very call created it and its answer was lost.)
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"create_text needs str, got {type(text).__name__}")
+        rel = self._rel(path)
+        self._forget(rel)
+        store, full, data = self._store, self._full(rel), _text.encode(text)
+        with store.thread_lock(full):
+            if store.conditional:
+                return store.put_if(full, data, None) is not None
+            with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
+                return store.put_if(full, data, None) is not None
+
+    def update_text(
+        self,
+        path: str | os.PathLike[str],
+        change: Callable[[str], str | None],
+        *,
+        current: Snapshot | None = None,
+        append: bool = False,
+    ) -> Snapshot | None:
+        """Replace ``path`` with ``change(its text)`` as one step against other writers.
+
+        ``change`` gets the current text ("" for a missing file) and returns the new text,
+        or None to leave the file alone. When another writer changed the file between the
+        read and the write, it is read again and ``change`` called again, so ``change``
+        may run more than once and must depend only on the text it gets (it may record
+        what it decided). ``current`` is a :meth:`read_snapshot` taken earlier: the first
+        attempt starts from it instead of reading again. Returns the snapshot written, or
+        None when ``change`` returned None. The write is atomic (a conditional PUT on S3,
+        temp + rename under a file lock locally). ``append`` promises that ``change`` only
+        adds text at the end: a local file then grows in place (``O_APPEND``, as
+        :meth:`append_text` writes) instead of being replaced.
+
+        A file that is not clean UTF-8 reaches ``change`` as :meth:`read_text` reads it;
+        before the first write replaces its bytes they are copied to
+        :data:`ORIGINALS_DIR` (the file is UTF-8 from then on).
+        """
+        rel = self._rel(path)
+        self._forget(rel)
+        base = None
+        if current is not None:
+            stored = current.original
+            base = (_text.encode(current.text) if stored is None else stored, current.version)
+        kept: list[bytes] = []
+
+        def encoded(data: bytes) -> bytes | None:
+            text, clean = self._decode(rel, data)
+            new = change(text)
+            if new is None:
+                return None
+            if not clean and data not in kept:
+                self._keep_original(rel, data)
+                kept.append(data)
+            return _text.encode(new)
+
+        written = self._update(rel, encoded, base, "update", append=append)
+        if written is None:
+            return None
+        snapshot = Snapshot(written[0].decode("utf-8"), written[1], self._token(written[1]))
+        if snapshot.token is not None:
+            with self._cache_lock:
+                if len(self._written) >= 64:
+                    self._written.clear()
+                self._written[rel] = (written[0], snapshot.token)
+        return snapshot
+
+    def _keep_original(self, rel: str, data: bytes) -> str:
+        """Copy bytes of ``rel`` that are about to be replaced to :data:`ORIGINALS_DIR`."""
+        target = original_path(rel, self.clock(), data)
+        self._store.write(self._full(target), data)
+        logger.warning(
+            "%s in %s was not clean UTF-8; its original bytes are kept in %s before it is "
+            "rewritten as UTF-8",
+            rel,
+            self.url,
+            target,
+        )
+        return target
+
+    def _update(
+        self,
+        rel: str,
+        change: Callable[[bytes], bytes | None],
+        base: tuple[bytes, str | None] | None,
+        what: str,
+        *,
+        append: bool = False,
+    ) -> tuple[bytes, str] | None:
+        store, full = self._store, self._full(rel)
+        # Threads of this process take turns first, so that their conditional writes only
+        # compete with other processes instead of wasting requests on each other.
+        with store.thread_lock(full):
+            if store.conditional:
+                return self._compare_and_swap(full, change, base, what, append)
+            with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
+                return self._compare_and_swap(full, change, base, what, append)
+
+    def _compare_and_swap(
+        self,
+        full: str,
+        change: Callable[[bytes], bytes | None],
+        base: tuple[bytes, str | None] | None,
+        what: str,
+        append: bool,
+    ) -> tuple[bytes, str] | None:
+        delay = 0.005
+        if base is None:
+            base = self._store.read_versioned(full) or (b"", None)
+        for _ in range(_APPEND_ATTEMPTS):
+            body = change(base[0])
+            if body is None:
+                return None
+            version = self._store.put_if(full, body, base[1], append=append)
+            if version is not None:
+                return body, version
+            base = self._store.read_versioned(full) or (b"", None)
+            # Full jitter spreads competing writers so that one of them wins each round.
+            _sleep(random.uniform(0, delay))
+            delay = min(delay * 2, 0.25)
+        raise WorkspaceError(
+            f"{what} {self._store.rel(full)!r} in {self.url} failed: the file kept changing "
+            f"({_APPEND_ATTEMPTS} conditional writes lost to other writers)",
+            hint="too many writers append to this one file; spread them over more files",
+        )
+
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` is an existing file."""
+        return self._store.exists(self.resolve(path))
+
+    def info(self, path: str | os.PathLike[str]) -> FileInfo:
+        """Size, modification time and change token of ``path``; FileNotFoundError if missing."""
+        rel = self._rel(path)
+        size, modified, tag = self._store.info(self._full(rel))
+        return FileInfo(rel, size, modified, tag)
+
+    def delete(self, path: str | os.PathLike[str], missing_ok: bool = True) -> None:
+        """Delete ``path``; FileNotFoundError when it is missing and not ``missing_ok``."""
+        rel = self._rel(path)
+        self._forget(rel)
+        self._store.delete(self._full(rel), missing_ok=missing_ok)
+
+    def move(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        """Move ``src`` to ``dst``, replacing it: rename locally, copy + delete on object stores."""
+        source, target = self._rel(src), self._rel(dst)
+        self._forget(source)
+        self._forget(target)
+        self._store.move(self._full(source), self._full(target))
+
+    def make_folder(self, path: str | os.PathLike[str]) -> None:
+        """Create the empty folder ``path`` (an existing one is kept): a directory locally,
+        a zero-byte ``path/`` marker object on S3. ``harnessmem init`` makes ``memory/``
+        so that a workspace no command has written to yet is seen as one."""
+        self._store.make_folder(self._full(self._rel(path)))
+
+    def list(self, prefix: str = "", *, recursive: bool = True) -> list[str]:
+        """Sorted workspace-relative paths of the files under directory ``prefix``.
+
+        Files only (no directories, no directory marker objects, nothing in ``.locks/``);
+        a missing directory gives an empty list.
+        """
+        found = self._store.find(self._full(self._rel(prefix, allow_root=True)), recursive)
+        return sorted({p for p in found if p.split("/", 1)[0] != LOCKS_DIR})
+
+    def scan(self, prefix: str = "", *, recursive: bool = True) -> builtins.list[FileInfo]:
+        """:meth:`list` with each file's :meth:`info`, from one listing where the store allows.
+
+        On S3 a listing carries size, modification time and ETag (one request per 1,000
+        files instead of one per file); locally it is a stat per file.
+        """
+        found = self._store.scan(self._full(self._rel(prefix, allow_root=True)), recursive)
+        return sorted(
+            (
+                FileInfo(path, size, modified, tag)
+                for path, size, modified, tag in found
+                if path.split("/", 1)[0] != LOCKS_DIR
+            ),
+            key=lambda info: info.path,
+        )
+
+    # Leases.
+    def _lease_path(self, name: str) -> str:
+        return self._store.join(lease_path(name))
+
+    def lock(self, name: str, ttl: float = 60.0, *, timeout: float | None = 0) -> Lease:
+        """Take the named lease, excluding other holders across threads, processes, replicas.
+
+        Acquired on call; use as ``with ws.lock("maintenance"):`` to release on exit.
+        ``timeout`` 0 tries once, a positive value waits that many seconds, None waits
+        forever; LeaseError (naming the holder and its expiry) when still held. A lease
+        whose expiry has passed by the workspace clock is taken over, and so is one held
+        by a process of this machine that is no longer running (see ``_holders``).
+        """
+        lease = acquire_lease(
+            self._store,
+            name,
+            self._lease_path(name),
+            ttl=ttl,
+            clock=self.clock,
+            timeout=timeout,
+            required=True,
+            waiter=self.lease_waiter,
+        )
+        assert lease is not None
+        return lease
+
+    def check_reachable(self) -> None:
+        """Fail early, with a hint, when an object-store workspace's bucket cannot be reached.
+
+        fsspec opens a remote filesystem without a request, and a missing bucket reads like an
+        empty workspace; a command would then report "nothing found" instead of the problem.
+        """
+        bucket = self.root.split("/", 1)[0]
+        try:
+            self._store.check_reachable()
+        except FileNotFoundError as exc:
+            raise WorkspaceError(
+                f"workspace {self.url}: bucket {bucket!r} does not exist",
+                hint="create the bucket first, or fix the bucket name in the workspace URL",
+            ) from exc
+        except Exception as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise WorkspaceError(
+                f"workspace {self.url} is not reachable: {type(exc).__name__}: {detail}",
+                hint=hint(exc)
+                or "check workspace.url and workspace.storage_options (endpoint_url, credentials)",
+            ) from exc
+
+    def try_lock(self, name: str, ttl: float = 60.0) -> Lease | None:
+        """Take the named lease if it is free (or expired); None when someone holds it."""
+        return acquire_lease(
+            self._store,
+            name,
+            self._lease_path(name),
+            ttl=ttl,
+            clock=self.clock,
+            timeout=0,
+            required=False,
+        )
