@@ -305,4 +305,44 @@ def run(quick: bool) -> list[Row]:
             count_seconds / sessions_total,
         ),
     ]
+    if not quick:
+        rows.append(_scaling_row(conversations))
     return rows
+
+
+def _scaling_row(conversations: Sequence[Any]) -> Row:
+    """One flush of 4,000 messages against one of 1,000 (the conversations' turns one after
+    another, again from the start when they run out), each on a fresh harness: a flush's
+    time should follow the messages it reads (goal: at most 4x)."""
+    import tempfile
+
+    from harnessmem import MemoryHarness
+
+    said = [
+        {"role": "user", "content": message["content"]}
+        for conversation in conversations
+        for session in conversation.sessions
+        for message in session.messages
+        if isinstance(message.get("content"), str)
+    ]
+    seconds: dict[int, float] = {}
+    for count in (1_000, 4_000):
+        messages = (said * (count // max(len(said), 1) + 1))[:count]
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-extractive-") as tmp,
+            MemoryHarness.open(
+                Path(tmp) / "ws", maintenance={"enabled": False}, plugins={"autoload": False}
+            ) as harness,
+        ):
+            started = time.perf_counter()
+            harness.flush(messages, session_id="long")
+            seconds[count] = time.perf_counter() - started
+    return Row(
+        "extractive",
+        "offline flush of 4,000 messages, fresh harness",
+        round(seconds[4_000], 3),
+        "s",
+        "the same for 1,000 messages",
+        round(seconds[1_000], 3),
+        notes=f"{len(said)} LoCoMo dev turns, repeated past the end; goal: at most 4x (linear)",
+    )

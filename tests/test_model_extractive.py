@@ -291,6 +291,32 @@ def test_flush_honours_max_facts_and_max_tokens() -> None:
         flush_request(chat), purpose="flush", max_tokens=60
     )
     assert 0 < capped.completion_tokens <= 60
+    # The most facts that fit, in order: one more would not.
+    whole = bullets(
+        ExtractiveBackend.create({}).complete(flush_request(chat), purpose="flush").text
+    )
+    kept = bullets(capped.text)
+    assert kept == whole[: len(kept)]
+    assert TokenCounter().count_text("\n".join(whole[: len(kept) + 1])) > 60
+
+
+_TERMS = st.frozensets(st.sampled_from(["dog", "rex", "park", "7", "room", "101", "tea", "ana"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TERMS, max_size=12), _TERMS, st.sampled_from([0.0, 0.5, 0.6, 0.9]))
+def test_term_sets_find_exactly_the_near_duplicates(
+    added: list[frozenset[str]], query: frozenset[str], threshold: float
+) -> None:
+    """``TermSets.near`` looks up only sets sharing a term; it must agree with comparing
+    against every set (the flush's duplicate check, which it replaced)."""
+    from harnessmem.backends.extractive._text import TermSets, near_duplicate
+
+    sets = TermSets[int](threshold)
+    for number, terms in enumerate(added):
+        sets.add(terms, number)
+    expected = [n for n, terms in enumerate(added) if near_duplicate(query, terms, threshold)]
+    assert list(sets.near(query)) == expected
 
 
 @settings(max_examples=60, deadline=None)

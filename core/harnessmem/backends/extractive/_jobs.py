@@ -35,6 +35,7 @@ from harnessmem.backends.extractive._person import rewrite_person, third_person,
 from harnessmem.backends.extractive._replacement import replaces
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
+    TermSets,
     TermWeights,
     clip,
     find_artifacts,
@@ -671,20 +672,22 @@ def extract_facts(
                 )
             if fact is not None and fact.score >= min_score:
                 candidates.append(fact)
-    chosen: list[tuple[Fact, frozenset[str]]] = []
+    on_file = TermSets[str](threshold)
+    for terms_of_line, line in zip(known, known_lines, strict=True):
+        on_file.add(terms_of_line, line)
+    chosen: list[Fact] = []
+    taken = TermSets[Fact](threshold)
     for fact in sorted(candidates, key=lambda f: (-f.score, f.position)):
         if len(chosen) >= max_facts:
             break
         found = term_set(fact.text) - subjects
-        if any(
-            near_duplicate(found, other, threshold) and not replaces(fact.text, line)
-            for other, line in zip(known, known_lines, strict=True)
-        ):
+        if any(not replaces(fact.text, line) for line in on_file.near(found)):
             continue  # on file already (a fact that replaces one on file is news)
-        if any(near_duplicate(found, other, threshold) for _, other in chosen):
+        if next(taken.near(found), None) is not None:
             continue
-        chosen.append((fact, found))
-    return [fact.text for fact, _ in sorted(chosen, key=lambda pair: pair[0].position)]
+        chosen.append(fact)
+        taken.add(found, fact)
+    return [fact.text for fact in sorted(chosen, key=lambda fact: fact.position)]
 
 
 # -- consolidation ------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final, Generic, TypeVar
 
 
 # A compact English stop-word list: function words plus conversational filler, so that
@@ -141,12 +141,55 @@ def near_duplicate(a: frozenset[str], b: frozenset[str], threshold: float) -> bo
 
     Different numbers make different facts ("room 101" is not "room 102").
     """
+    if a and b and _digits(a) != _digits(b):
+        return False
+    return _similar(a, b, threshold)
+
+
+def _digits(terms: frozenset[str]) -> frozenset[str]:
+    return frozenset(t for t in terms if any(c.isdigit() for c in t))
+
+
+T = TypeVar("T")
+
+
+class TermSets(Generic[T]):
+    """Term sets, each with a value, that answer "which of you says the same as this?"
+    without comparing it with every one: only sets that share a term with it can be its
+    near duplicates (:func:`near_duplicate`), so each is looked up through its terms."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self._sets: list[tuple[frozenset[str], frozenset[str], T]] = []
+        self._by_term: dict[str, list[int]] = {}
+        self._empty: list[int] = []
+
+    def add(self, terms: frozenset[str], value: T) -> None:
+        number = len(self._sets)
+        self._sets.append((terms, _digits(terms), value))
+        for term in terms:
+            self._by_term.setdefault(term, []).append(number)
+        if not terms:
+            self._empty.append(number)
+
+    def near(self, terms: frozenset[str]) -> Iterator[T]:
+        """The values of the sets that are near duplicates of ``terms``, in the order added."""
+        if not terms:
+            numbers: Iterable[int] = self._empty
+        elif self.threshold <= 0:  # then sets that share no term are near too
+            numbers = range(len(self._sets))
+        else:
+            numbers = sorted({n for term in terms for n in self._by_term.get(term, ())})
+        digits = _digits(terms)
+        for number in numbers:
+            other, other_digits, value = self._sets[number]
+            if other_digits == digits and _similar(terms, other, self.threshold):
+                yield value
+
+
+def _similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
     if not a or not b:
         return a == b
-    if {t for t in a if any(c.isdigit() for c in t)} != {
-        t for t in b if any(c.isdigit() for c in t)
-    }:
-        return False
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     return jaccard(a, b) >= threshold or (len(small) >= 3 and containment(small, large) >= 0.9)
 

@@ -182,11 +182,19 @@ class ExtractiveBackend(ModelBackend):
             threshold=self.options.duplicate_threshold,
             min_score=self.options.min_fact_score,
         )
-        text = "\n".join(f"- {fact}" for fact in facts)
-        while facts and cap is not None and self._tokens().count_text(text) > cap:
-            facts = facts[:-1]
-            text = "\n".join(f"- {fact}" for fact in facts)
-        return text or NO_REPLY
+        bullets = [f"- {fact}" for fact in facts]
+        if cap is not None and self._tokens().count_text("\n".join(bullets)) > cap:
+            # The most facts, in order, whose text fits: found by halving, since counting
+            # the text again for each fact dropped would cost the square of their number.
+            def fits(kept: int, cap: int = cap) -> bool:
+                return self._tokens().count_text("\n".join(bullets[:kept])) <= cap
+
+            low, high = 0, len(bullets) - 1  # fits(low); not fits(high + 1)
+            while low < high:
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if fits(middle) else (low, middle - 1)
+            bullets = bullets[:low]
+        return "\n".join(bullets) or NO_REPLY
 
     def _consolidation(
         self, messages: Sequence[Mapping[str, Any]], blocks: dict[str, str], cap: int | None
