@@ -2,7 +2,7 @@
 
 Each part replays a transcript as ``harnessmem replay`` does (default settings: the offline
 extractive model, a local workspace, consolidation at each day change and at the end), then
-asks its probes with :func:`harnessmem.memory.probes.run_probes`: a probe is found when its
+asks its probes with :func:`harnessmem.probes.run_probes`: a probe is found when its
 expected text (case and whitespace aside) is in MEMORY.md or in one of the first
 ``LIMIT`` search hits for its question, as ``harnessmem replay --probes`` reports it.
 
@@ -34,7 +34,7 @@ from typing import Any
 from bench._util import Row
 from harnessmem import MemoryHarness
 from harnessmem.examples import example_path
-from harnessmem.memory.probes import LIMIT, Probe, ProbeReport, ProbeResult, read_probes, run_probes
+from harnessmem.probes import LIMIT, Probe, ProbeReport, ProbeResult, read_probes, run_probes
 from harnessmem.replay import ReplayClock, read_transcript, replay
 from harnessmem.settings import HarnessSettings
 

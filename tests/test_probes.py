@@ -14,7 +14,7 @@ from harnessmem import tools
 from harnessmem.cli import main
 from harnessmem.errors import ProbeFormatError
 from harnessmem.examples import example_path
-from harnessmem.memory.probes import (
+from harnessmem.probes import (
     LIMIT,
     Probe,
     find_line,

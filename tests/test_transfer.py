@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from harnessmem import MemoryHarness
+from harnessmem import MemoryHarness, transfer
 from harnessmem.cli import main
 from harnessmem.errors import ArchiveError
-from harnessmem.memory import transfer
 from harnessmem.messages import normalize_messages
 from harnessmem.settings import HarnessSettings
 from harnessmem.workspace import Workspace

@@ -29,11 +29,11 @@ from harnessmem.cli._common import (
     print_table,
     shown_url,
 )
-from harnessmem.memory.probes import LIMIT as PROBE_LIMIT
+from harnessmem.probes import LIMIT as PROBE_LIMIT
 
 if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
-    from harnessmem.memory.probes import Probe, ProbeReport, ProbeResult
+    from harnessmem.probes import Probe, ProbeReport, ProbeResult
     from harnessmem.replay import ReplayEvent, ReplayReport, Transcript
     from harnessmem.settings import HarnessSettings
 
@@ -248,7 +248,7 @@ def _transcript_path(transcript: str | None, example: bool) -> Path:
 def _probes(texts: tuple[str, ...], file: str | None) -> list[Probe]:
     """The probes of --probes FILE, then those of each --probe; a bad one is an error
     before anything runs."""
-    from harnessmem.memory.probes import parse_probe, read_probes
+    from harnessmem.probes import parse_probe, read_probes
 
     probes = read_probes(file) if file is not None else []
     probes += [parse_probe(text, f"--probe {text!r}") for text in texts]
@@ -256,7 +256,7 @@ def _probes(texts: tuple[str, ...], file: str | None) -> list[Probe]:
 
 
 def _ask(harness: MemoryHarness, probes: list[Probe], limit: int) -> ProbeReport:
-    from harnessmem.memory.probes import run_probes
+    from harnessmem.probes import run_probes
 
     return run_probes(probes, search=harness.search, workspace=harness.workspace, limit=limit)
 

@@ -27,7 +27,7 @@ def export_command(
     evicted tool results, the consolidation watermark, maintenance state and usage
     records; not the index, which an import rebuilds. FILE appears only when complete.
     """
-    from harnessmem.memory.transfer import export_workspace
+    from harnessmem.transfer import export_workspace
 
     with command_harness(config, workspace, existing=True) as harness:
         result = export_workspace(harness.workspace, file, clock=harness.clock, overwrite=force)
@@ -70,7 +70,7 @@ def import_command(
     pass the secret redactor; files that are not memory (AGENTS.md, knowledge/, ...) are
     listed and left out.
     """
-    from harnessmem.memory import transfer
+    from harnessmem import transfer
 
     if user is not None and origin != "java":
         raise click.UsageError("--user goes with --from java")
