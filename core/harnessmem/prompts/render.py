@@ -43,27 +43,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = [
-    "BLOCK_TAGS",
-    "FACTS_TOKENS",
-    "NO_REPLY",
-    "SUMMARY_NAME",
-    "TAG_ALIASES",
-    "compact_json",
-    "consolidation_request",
-    "escape_tag",
-    "flush_conversation",
-    "flush_reference",
-    "flush_request",
-    "load_template",
-    "parse_conversation",
-    "read_blocks",
-    "render_block",
-    "render_conversation",
-    "strip_markers",
-    "summary_request",
-]
-
 Message = dict[str, Any]
 
 #: The flush's answer when nothing is worth remembering.

@@ -43,27 +43,6 @@ from harnessmem.settings._sources import settings_error as settings_error
 from harnessmem.settings._sources import settings_leaves as settings_leaves
 from harnessmem.settings._sources import source_finder as source_finder
 
-__all__ = [
-    "CompactionSettings",
-    "ConsolidationSettings",
-    "ContextSettings",
-    "EvictionSettings",
-    "FlushSettings",
-    "HarnessSettings",
-    "IndexSettings",
-    "MaintenanceSettings",
-    "McpSettings",
-    "ModelBudgetSettings",
-    "ModelPurposeSettings",
-    "ModelSettings",
-    "PluginSettings",
-    "ToolsSettings",
-    "TruncateArgsSettings",
-    "WorkspaceSettings",
-    "config_file_path",
-    "parse_duration",
-]
-
 DEFAULT_EXCLUDED_TOOLS = (
     "read_file",
     "write_file",

@@ -54,35 +54,15 @@ from harnessmem.layout import (
     lease_path,
     original_path,
     path_problem,
-    safe_id,
 )
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
-from harnessmem.workspace._s3store import S3Store
-from harnessmem.workspace._stores import LocalStore, inside
+from harnessmem.workspace._stores import inside
 from harnessmem.workspace.store import (
-    FsspecStore,
-    MemoryStore,
     WorkspaceStore,
-    installed_stores,
     store_class,
     url_protocol,
 )
-
-__all__ = [
-    "ORIGINALS_DIR",
-    "FileInfo",
-    "FsspecStore",
-    "Lease",
-    "LocalStore",
-    "MemoryStore",
-    "S3Store",
-    "Snapshot",
-    "Workspace",
-    "WorkspaceStore",
-    "installed_stores",
-    "safe_id",
-]
 
 logger = logging.getLogger("harnessmem.workspace")
 
