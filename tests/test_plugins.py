@@ -43,7 +43,7 @@ INDEX_MODULE = """
         def files(self): return {}
         def sync_file(self, path, content_hash, entries): return True
         def remove(self, path): return False
-        def search(self, query, limit=10): return []
+        def _search(self, request): return []
         def stats(self): raise NotImplementedError
 """
 

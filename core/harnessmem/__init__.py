@@ -11,7 +11,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harnessmem.backends.base import Completion, IndexBackend, ModelBackend, SearchHit
+    from harnessmem.backends.base import (
+        Completion,
+        IndexBackend,
+        ModelBackend,
+        SearchHit,
+        SearchRequest,
+    )
     from harnessmem.compaction import CompactionResult
     from harnessmem.errors import (
         BackendNotFound,
@@ -44,6 +50,7 @@ _EXPORTS = {
     "IndexBackend": "harnessmem.backends.base",
     "ModelBackend": "harnessmem.backends.base",
     "SearchHit": "harnessmem.backends.base",
+    "SearchRequest": "harnessmem.backends.base",
     "BackendNotFound": "harnessmem.errors",
     "ConfigError": "harnessmem.errors",
     "ContextOverflowError": "harnessmem.errors",
@@ -97,6 +104,7 @@ __all__ = [
     "PluginError",
     "SaveResult",
     "SearchHit",
+    "SearchRequest",
     "Session",
     "TurnContext",
     "WorkspaceError",

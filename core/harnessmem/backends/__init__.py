@@ -14,6 +14,7 @@ from harnessmem.backends.base import (
     RankingOptions,
     SearchHit,
     SearchMode,
+    SearchRequest,
     SearchTimeout,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "RankingOptions",
     "SearchHit",
     "SearchMode",
+    "SearchRequest",
     "SearchTimeout",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "RankingOptions",
     "SearchHit",
     "SearchMode",
+    "SearchRequest",
     "SearchTimeout",
     "check_dates",
     "dated_within",
@@ -147,6 +148,26 @@ def dated_within(date: str | None, since: str | None, until: str | None) -> bool
 
 class SearchTimeout(HarnessMemError, TimeoutError):
     """A search ran longer than ``index.search_timeout`` and was stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """A search whose arguments :meth:`IndexBackend.search` checked, for ``_search``."""
+
+    #: The query as the caller wrote it.
+    text: str
+    #: Its terms (:func:`harnessmem.backends.fulltext.parse_query`; stop words kept in
+    #: ``phrase`` mode): never empty.
+    terms: list[QueryTerm]
+    limit: int
+    source: str
+    mode: SearchMode
+    path_prefix: str | None
+    #: Seconds before :class:`SearchTimeout` (None: no limit).
+    timeout: float | None
+    #: ISO days, checked; inclusive (None: unbounded on that side).
+    since: str | None
+    until: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,7 +453,6 @@ class IndexBackend(_Backend, ABC):
         """
         return False
 
-    @abstractmethod
     def search(
         self,
         query: str,
@@ -453,13 +473,30 @@ class IndexBackend(_Backend, ABC):
         ``dates`` capability also takes ``since`` and ``until`` (ISO days, checked with
         :func:`check_dates`; inclusive; undated entries are left out when either is set):
         the best ``limit`` hits among the entries dated within them (the harness never
-        passes them to a backend without it, which may leave them out of its signature).
-        Never raises on the query
-        text (an empty or unsearchable query gives ``[]``); raises ``SearchTimeout``
-        after ``timeout`` seconds (None: no limit). Implementations check their arguments
-        with :meth:`_search_terms`, which raises ``ValueError`` for an unknown ``source``
-        or ``mode``.
+        passes them to a backend without it). Never raises on the query text (an empty or
+        unsearchable query gives ``[]``); raises ``SearchTimeout`` after ``timeout``
+        seconds (None: no limit). An unknown ``source`` or ``mode`` raises ``ValueError``,
+        a query that is not a ``str`` ``TypeError``, a malformed day ``ConfigError``.
+
+        Backends do not override it: it checks the arguments the same way for every one,
+        parses the query, and hands :meth:`_search` a :class:`SearchRequest` with at
+        least one term.
         """
+        terms = self._search_terms(query, limit, source=source, mode=mode)
+        if not terms:
+            return []
+        first, last = check_dates(since, until)
+        return self._search(
+            SearchRequest(query, terms, limit, source, mode, path_prefix, timeout, first, last)
+        )
+
+    @abstractmethod
+    def _search(self, request: SearchRequest) -> list[SearchHit]:
+        """The best ``request.limit`` hits for ``request.terms`` (never empty), best first.
+
+        The arguments are checked already (:meth:`search`); what is left is the ranking,
+        ``path_prefix``, the days for a backend with the ``dates`` capability, and the
+        ``timeout`` (raise :class:`SearchTimeout`)."""
 
     @staticmethod
     def _check_source(source: str) -> None:
@@ -473,8 +510,8 @@ class IndexBackend(_Backend, ABC):
     ) -> list[QueryTerm]:
         """Check the arguments of :meth:`search`; the query's terms, ``[]`` when none can match.
 
-        For subclasses: ``search`` starts with it and returns ``[]`` when it gives ``[]``,
-        so that every backend rejects the same arguments with the same errors. An unknown
+        :meth:`search` starts with it and returns ``[]`` when it gives ``[]``, so that
+        every backend rejects the same arguments with the same errors. An unknown
         ``source`` or ``mode`` raises ``ValueError``; a ``limit`` under 1 gives ``[]`` (the
         query is then not read); a query that is not a ``str`` raises ``TypeError``; one
         without a searchable word gives ``[]``. The terms come from

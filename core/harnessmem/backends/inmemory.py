@@ -36,8 +36,7 @@ from harnessmem.backends.base import (
     IndexEntry,
     IndexStats,
     SearchHit,
-    SearchMode,
-    check_dates,
+    SearchRequest,
     dated_within,
 )
 from harnessmem.backends.fulltext import QueryTerm, segment_cjk
@@ -142,22 +141,14 @@ class InMemoryIndex(IndexBackend):
         with self._lock:
             self._files.clear()
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        *,
-        source: str = "memory",
-        mode: SearchMode = "any",
-        path_prefix: str | None = None,
-        timeout: float | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> list[SearchHit]:
-        terms = self._search_terms(query, limit, source=source, mode=mode)
-        if not terms:
-            return []
-        since, until = check_dates(since, until)
+    def _search(self, request: SearchRequest) -> list[SearchHit]:
+        terms, limit, mode, path_prefix = (
+            request.terms,
+            request.limit,
+            request.mode,
+            request.path_prefix,
+        )
+        source, since, until = request.source, request.since, request.until
         bounded = since is not None or until is not None
         if mode == "phrase":
             terms = [QueryTerm(tuple(t for term in terms for t in term.tokens))]

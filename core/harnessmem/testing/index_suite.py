@@ -469,8 +469,9 @@ class IndexBackendSuite(ConformanceSuite):
         """An unknown source or mode is a ValueError, a non-str query a TypeError, a limit
         under 1 no hits; an unknown source in sync_files is a ValueError too.
 
-        If this fails, ``search`` does not start with ``self._search_terms(...)`` or
-        ``sync_files`` does not call ``self._check_source``.
+        If this fails, the backend overrides ``search`` (implement ``_search`` instead: the
+        base class's ``search`` checks the arguments) or ``sync_files`` does not call
+        ``self._check_source``.
         """
         sync_text(index, "MEMORY.md", MEMORY)
         with pytest.raises(ValueError, match="source"):

@@ -69,7 +69,7 @@ from harnessmem.backends.base import (
     RankingOptions,
     SearchHit,
     SearchMode,
-    check_dates,
+    SearchRequest,
 )
 from harnessmem.backends.sqlite._engine import (
     IndexDamaged,
@@ -512,27 +512,21 @@ class SQLiteIndex(IndexBackend):
 
     # searching ------------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        *,
-        source: str = "memory",
-        mode: SearchMode = "any",
-        path_prefix: str | None = None,
-        timeout: float | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> list[SearchHit]:
-        terms = self._search_terms(query, limit, source=source, mode=mode)
-        if not terms:
-            return []
-        dates = check_dates(since, until)
+    def _search(self, request: SearchRequest) -> list[SearchHit]:
+        dates = (request.since, request.until)
         return self._guarded(
-            lambda: self._search(terms, limit, source, mode, path_prefix, timeout, dates)
+            lambda: self._query(
+                request.terms,
+                request.limit,
+                request.source,
+                request.mode,
+                request.path_prefix,
+                request.timeout,
+                dates,
+            )
         )
 
-    def _search(
+    def _query(
         self,
         terms: list[QueryTerm],
         limit: int,

@@ -46,7 +46,7 @@ from harnessmem.backends import (
     IndexEntry,
     IndexStats,
     SearchHit,
-    SearchMode,
+    SearchRequest,
 )
 from harnessmem.backends.inmemory import InMemoryIndex
 
@@ -179,32 +179,21 @@ class JsonFileIndex(IndexBackend):
 
     # -- reads ----------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        *,
-        source: str = "memory",
-        mode: SearchMode = "any",
-        path_prefix: str | None = None,
-        timeout: float | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> list[SearchHit]:
-        # Checks the arguments and parses the query as every backend must (_search_terms);
-        # the in-memory reference also keeps the hits dated within since..until.
+    def _search(self, request: SearchRequest) -> list[SearchHit]:
+        # search() checked the arguments and parsed the query, as for every backend; the
+        # in-memory reference ranks them (and keeps the hits dated within since..until).
         with self._lock:
             self._refresh()
             engine = self._engine
         return engine.search(
-            query,
-            limit,
-            source=source,
-            mode=mode,
-            path_prefix=path_prefix,
-            timeout=timeout,
-            since=since,
-            until=until,
+            request.text,
+            request.limit,
+            source=request.source,
+            mode=request.mode,
+            path_prefix=request.path_prefix,
+            timeout=request.timeout,
+            since=request.since,
+            until=request.until,
         )
 
     def files(self) -> dict[str, IndexedFile]:

@@ -50,9 +50,9 @@ from harnessmem.backends import (
     IndexStats,
     SearchHit,
     SearchMode,
+    SearchRequest,
     SearchTimeout,
 )
-from harnessmem.backends.base import check_dates
 from harnessmem.backends.fulltext import QueryTerm
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem_postgres import _schema
@@ -437,29 +437,25 @@ class PostgresIndex(IndexBackend):
 
     # searching ------------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        *,
-        source: str = "memory",
-        mode: SearchMode = "any",
-        path_prefix: str | None = None,
-        timeout: float | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> list[SearchHit]:
-        terms = self._search_terms(query, limit, source=source, mode=mode)
-        if not terms:
-            return []
-        dates = check_dates(since, until)
+    def _search(self, request: SearchRequest) -> list[SearchHit]:
+        timeout = request.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
+        dates = (request.since, request.until)
         return self._guarded(
-            lambda: self._search(terms, limit, source, mode, path_prefix, deadline, timeout, dates),
+            lambda: self._query(
+                request.terms,
+                request.limit,
+                request.source,
+                request.mode,
+                request.path_prefix,
+                deadline,
+                timeout,
+                dates,
+            ),
             "searching",
         )
 
-    def _search(
+    def _query(
         self,
         terms: list[QueryTerm],
         limit: int,

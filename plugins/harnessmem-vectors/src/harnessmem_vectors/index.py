@@ -41,8 +41,7 @@ from harnessmem.backends.base import (
     IndexEntry,
     IndexStats,
     SearchHit,
-    SearchMode,
-    check_dates,
+    SearchRequest,
     dated_within,
 )
 from harnessmem.backends.sqlite import SQLiteIndex, SQLiteIndexOptions
@@ -306,22 +305,14 @@ class VectorIndex(IndexBackend):
 
     # searching ------------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        *,
-        source: str = "memory",
-        mode: SearchMode = "any",
-        path_prefix: str | None = None,
-        timeout: float | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> list[SearchHit]:
-        terms = self._search_terms(query, limit, source=source, mode=mode)
-        if not terms:
-            return []
-        since, until = check_dates(since, until)
+    def _search(self, request: SearchRequest) -> list[SearchHit]:
+        query, limit, source, mode = request.text, request.limit, request.source, request.mode
+        path_prefix, timeout, since, until = (
+            request.path_prefix,
+            request.timeout,
+            request.since,
+            request.until,
+        )
         opts = self.opts
         dense = mode == "any" and source in opts.embed_sources and opts.ranking != "text"
         if dense:
