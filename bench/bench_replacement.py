@@ -109,9 +109,12 @@ def _detection(on: bool) -> Iterator[None]:
         return
     from unittest import mock
 
-    from harnessmem.backends.extractive import _jobs
+    from harnessmem.backends.extractive import _consolidate, _jobs
 
-    with mock.patch.object(_jobs, "replaces", return_value=False):
+    with (
+        mock.patch.object(_jobs, "replaces", return_value=False),
+        mock.patch.object(_consolidate, "replaces", return_value=False),
+    ):
         yield
 
 

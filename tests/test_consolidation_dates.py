@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harnessmem.backends.extractive import replaces
-from harnessmem.backends.extractive._jobs import consolidate
+from harnessmem.backends.extractive._consolidate import consolidate
 from harnessmem.testing import ScriptedModel
 
 if TYPE_CHECKING:

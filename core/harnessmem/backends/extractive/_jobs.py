@@ -14,9 +14,8 @@
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -35,11 +34,11 @@ from harnessmem.backends.extractive._person import rewrite_person, third_person,
 from harnessmem.backends.extractive._replacement import replaces
 from harnessmem.backends.extractive._text import (
     CHITCHAT,
+    MARKDOWN_HEADING,
     TermSets,
     TermWeights,
     clip,
     find_artifacts,
-    is_bullet,
     is_question,
     jaccard,
     near_duplicate,
@@ -150,7 +149,6 @@ _FUTURE = re.compile(
 _REQUEST = re.compile(
     r"\b(?:please|can you|could you|would you|make sure|I want|I need|I'd like|help me)\b", re.I
 )
-_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
 @dataclass
@@ -200,7 +198,7 @@ def parse_sections(summary: str) -> dict[str, list[str]]:
     sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
     current: str | None = None
     for line in summary.splitlines():
-        heading = _HEADING.match(line)
+        heading = MARKDOWN_HEADING.match(line)
         if heading:
             title = heading.group(2).strip().upper()
             current = title if title in sections else None
@@ -688,186 +686,3 @@ def extract_facts(
         chosen.append(fact)
         taken.add(found, fact)
     return [fact.text for fact in sorted(chosen, key=lambda fact: fact.position)]
-
-
-# -- consolidation ------------------------------------------------------------------------------
-
-_KEY_VALUE = re.compile(r"^(?P<key>[^:]{2,40}):\s+\S")
-_POSSESSIVE_VALUE = re.compile(
-    r"^(?P<key>(?:[\w .-]{1,30}?'s?|the user's|my)\s+[a-z][\w -]{0,30}?)\s+(?:is|are)\s+\S", re.I
-)
-
-
-def _fact_key(text: str) -> str | None:
-    """The attribute a fact sets (``"ana's email"``, ``"deadline"``), if it reads as one."""
-    for pattern in (_POSSESSIVE_VALUE, _KEY_VALUE):
-        match = pattern.match(text)
-        if match:
-            return " ".join(match.group("key").casefold().split())
-    return None
-
-
-def _category(text: str) -> str:
-    if _PREFERENCE.search(text) or re.search(r"\b(?:likes|loves|prefers|enjoys|hates)\b", text):
-        return "Preferences"
-    if _DECISION.search(text) or re.search(r"\b(?:decided|chose|agreed)\b", text, re.I):
-        return "Decisions"
-    return "Facts"
-
-
-@dataclass
-class _Cluster:
-    text: str
-    section: str
-    terms: frozenset[str]
-    key: str | None
-    count: int
-    first: int
-    last: int
-    date: str | None = None
-
-
-#: The date stamp a MEMORY.md fact ends with: the day it was learned.
-STAMP = re.compile(r"\s\((?P<date>\d{4}-\d{2}-\d{2})\)\s*$")
-_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
-#: A heading that is a day: the facts under it were learned that day.
-_DATE_HEADING = re.compile(r"\d{4}-\d{2}-\d{2}$")
-
-
-def split_stamp(fact: str) -> tuple[str, str | None]:
-    """``("Staging listens on 6432", "2026-11-20")`` from ``"Staging listens on 6432
-    (2026-11-20)"``; the fact as it is and None without a stamp."""
-    match = STAMP.search(fact)
-    if match is None:
-        return fact, None
-    return fact[: match.start()].rstrip(), match.group("date")
-
-
-def _memory_lines(text: str) -> tuple[str | None, list[tuple[str | None, str, str | None]]]:
-    """A MEMORY.md as its title and ``(section, fact, date)`` triples: a fact's date is
-    its own stamp, else the ``### YYYY-MM-DD`` heading it is under."""
-    title: str | None = None
-    section: str | None = None
-    heading_date: str | None = None
-    facts: list[tuple[str | None, str, str | None]] = []
-    for line in text.splitlines():
-        heading = _HEADING.match(line)
-        if heading:
-            words = heading.group(2).strip()
-            if len(heading.group(1)) == 1 and title is None and not facts:
-                title = line.strip()
-            elif _DATE_HEADING.match(words):
-                heading_date = words[:10]
-            else:
-                section, heading_date = words, None
-            continue
-        if line.strip():
-            fact, date = split_stamp(strip_bullet(line))
-            facts.append((section, fact, date or heading_date))
-    return title, facts
-
-
-def _entry_facts(text: str) -> list[tuple[str, str | None]]:
-    """The facts of daily-log entries with the day each was learned: bullets and plain
-    lines; headings and NO_REPLY skipped. The day is the log's, from the ``### <path>``
-    line the request puts before each log's text, else from the entry's heading."""
-    facts: list[tuple[str, str | None]] = []
-    date: str | None = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        heading = _HEADING.match(stripped)
-        if heading:
-            day = _DAY.search(heading.group(2))
-            if day is not None and (len(heading.group(1)) == 3 or date is None):
-                date = day.group(1)  # the log's path; else the entry's own time
-            continue
-        if not stripped or stripped.startswith("```"):
-            continue
-        if re.match(r"^no[\s_-]?reply\b", stripped.strip("'\"`*_"), re.I):
-            continue
-        if stripped.startswith(("<!--", "&lt;")):
-            continue
-        fact = strip_bullet(stripped) if is_bullet(stripped) else stripped
-        if fact:
-            fact, own = split_stamp(fact)
-            facts.append((fact, own or date))
-    return facts
-
-
-def consolidate(
-    memory: str,
-    entries: str,
-    *,
-    budget_tokens: int,
-    count_tokens: Callable[[str], int],
-    threshold: float,
-) -> str:
-    """The new MEMORY.md: ``memory`` merged with ``entries``, within ``budget_tokens``.
-
-    Every fact keeps the day it was learned: the facts of each section are grouped under
-    ``### 2026-11-20`` headings (a bullet's own stamp, ``- fact (2026-11-20)``, is read as
-    well); merging a restated fact keeps the newer wording and its day. A newer entry
-    that replaces an older fact (:func:`replaces`) retires it: it leaves MEMORY.md (the
-    daily logs and ``.history`` keep it)."""
-    title, old = _memory_lines(memory)
-    clusters: list[_Cluster] = []
-    items = [(section, fact, date, True) for section, fact, date in old]
-    items += [(None, fact, date, False) for fact, date in _entry_facts(entries)]
-    for order, (section, fact, date, from_memory) in enumerate(items):
-        found = term_set(fact)
-        key = _fact_key(fact)
-        match = next(
-            (c for c in clusters if near_duplicate(found, c.terms, threshold)), None
-        ) or next((c for c in clusters if key is not None and c.key == key), None)
-        if match is None:
-            if not from_memory:
-                # What this newer fact replaces leaves the current facts.
-                clusters = [c for c in clusters if not replaces(fact, c.text)]
-            clusters.append(
-                _Cluster(fact, section or _category(fact), found, key, 1, order, order, date)
-            )
-            continue
-        match.count += 1
-        match.last = order
-        if not from_memory:  # the newer wording (or value) wins, with its day
-            match.text, match.terms, match.key = fact, found, key
-            match.date = date or match.date
-
-    def render(kept: Sequence[_Cluster]) -> str:
-        # Each section's facts grouped under the day they were learned ("### 2026-11-20",
-        # oldest first; undated ones first): a stamp on every bullet would cost about 8
-        # tokens each in every system prompt, a heading costs that once per day.
-        sections: dict[str, dict[str, list[str]]] = {}
-        for cluster in sorted(kept, key=lambda c: c.first):
-            days = sections.setdefault(cluster.section, {})
-            days.setdefault(cluster.date or "", []).append(f"- {cluster.text}")
-        parts = [title] if title else []
-        for name, days in sections.items():
-            blocks = [f"## {name}"]
-            for day in sorted(days):
-                lines = "\n".join(days[day])
-                blocks.append(f"### {day}\n{lines}" if day else lines)
-            parts.append("\n\n".join(blocks))
-        return "\n\n".join(parts) + "\n" if parts else ""
-
-    total = max(1, len(items))
-    kept = list(clusters)
-
-    def keep_score(cluster: _Cluster) -> float:
-        return 1.5 * math.log2(1 + cluster.count) + 2.0 * cluster.last / total
-
-    text = render(kept)
-    if count_tokens(text) <= budget_tokens:
-        return text
-    cost = {id(c): count_tokens(c.text) + 2 for c in kept}
-    used = sum(cost.values())
-    for cluster in sorted(kept, key=lambda c: (keep_score(c), c.last)):
-        if used <= budget_tokens * 0.95:
-            break
-        kept.remove(cluster)
-        used -= cost[id(cluster)]
-    text = render(kept)
-    while kept and count_tokens(text) > budget_tokens:
-        kept.remove(min(kept, key=lambda c: (keep_score(c), c.last)))
-        text = render(kept)
-    return text

@@ -120,6 +120,10 @@ def terms(text: str) -> list[str]:
     return found
 
 
+#: A Markdown heading: its hashes, then its words.
+MARKDOWN_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
 def term_set(text: str) -> frozenset[str]:
     """The distinct content terms of ``text``."""
     return frozenset(terms(text))

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from harnessmem.backends.base import PURPOSES, BackendOptions, Completion, ModelBackend
+from harnessmem.backends.extractive._consolidate import consolidate
 from harnessmem.backends.extractive._jobs import (
     Turn,
-    consolidate,
     extract_facts,
     summarise,
     turns_of,

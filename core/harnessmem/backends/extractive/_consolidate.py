@@ -1,0 +1,267 @@
+"""The offline consolidation: a daily log's facts merged into MEMORY.md, each under the day
+it was learned, within a token budget; a fact a newer one replaces leaves it."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from harnessmem.backends.extractive._replacement import replaces
+from harnessmem.backends.extractive._text import (
+    MARKDOWN_HEADING,
+    is_bullet,
+    near_duplicate,
+    strip_bullet,
+    term_set,
+)
+
+Message = Mapping[str, Any]
+SECTIONS: Final = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
+
+_DECISION = re.compile(
+    r"\b(?:I|we)(?:'ve| have)?\s+(?:finally\s+)?(?:decided|chosen|chose|agreed|settled on|picked|"
+    r"opted|committed|switched)\b|\blet's\s+(?:go with|use|stick with|switch to|pick|keep)\b|"
+    r"\bwe(?:'ll| will| are going to|'re going to)\s+(?:use|go with|stick with|switch to|adopt)\b|"
+    r"\b(?:the )?decision (?:is|was)\b|\bgoing (?:forward|ahead) with\b",
+    re.I,
+)
+_PREFERENCE = re.compile(
+    r"\b(?:I|we)\s+(?:really\s+|also\s+|absolutely\s+|usually\s+|always\s+|generally\s+|"
+    r"do(?:n't| not)\s+|still\s+)?(?:like|love|prefer|enjoy|hate|dislike|adore|"
+    r"can(?:'t|not) stand|avoid|am (?:a (?:big |huge )?)?fan of|am into|am allergic to|"
+    r"am (?:a )?(?:vegetarian|vegan))\b|\b(?:my|our)\s+fav(?:ou?rite)\b|"
+    r"\bI(?:'d| would)\s+rather\b|\b(?:always|never)\s+(?:use|do|call|write|send|book|put)\b",
+    re.I,
+)
+# An explicit request, said as an imperative: "Please remember that ...", "Note: ...",
+# "Can you keep in mind ..."; not "I don't remember ..." nor "I remember when ...".
+_REMEMBER = re.compile(
+    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way|one more thing)[,\s]+)*"
+    r"(?:(?:can|could|will|would) you\s+)?(?:please\s+)?"
+    r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note(?=\s*:)|"
+    r"keep in mind|for future reference|for the record|save (?:this|that))\b[,:]?\s*"
+    r"(?:that\s+)?(?P<fact>.+)",
+    re.I,
+)
+_VALUE = re.compile(
+    r"\b(?:my|our|the)\s+(?P<key>[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,3}?)\s+(?:is|are|was|=)\s+"
+    r"(?P<value>\S.*)",
+    re.I,
+)
+_NAMING = re.compile(r"\b(?:call me|my name is|my name's|I'm called|I am called)\s+[A-Z]\w+")
+_FIRST_PERSON = re.compile(
+    r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|we've|our)\b", re.I
+)
+_SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours|u)\b", re.I)
+_HEDGE = re.compile(
+    r"^(?:and |but |so |well,? |oh,? |yeah,? |wow,? )*(?:I (?:think|guess|believe|feel like|"
+    r"mean|hope|bet|know|agree|see|understand|wonder)|I'm (?:sure|glad|happy|so happy))\b"
+    r",?\s*(?:that\s+)?",
+    re.I,
+)
+# Interjections and a name in the vocative at the start carry nothing: "Hey Caroline, ...",
+# "Of course, first I ...", "No, I don't want ..." (the clause says the no).
+_OPENER = re.compile(
+    r"^(?:(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
+    r"anyways|haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah|"
+    r"alright|of course|actually|honestly|for example|for instance|note(?: however)? that|"
+    r"woah|whoa|hmm+|sure thing|got it|gotcha|understood|noted|you're right|you are right|"
+    r"true|indeed|exactly)"
+    r"(?:\s+(?-i:(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day)[A-Z][a-z]+)\s*[,!.]+|\s*[,!.]*)"
+    r"|no\s*,)\s+)+",
+    re.I,
+)
+# A topic announced before the sentence: "Now the release: we ship v0.9.0 on Thursday".
+_TOPIC = re.compile(
+    r"^now,?\s+(?:(?:for|about|on)\s+)?(?:the|our|my)\s+[\w .-]{1,30}?:\s+(?=[a-z])", re.I
+)
+# Who is spoken to, at the start: "Companion, today I ...", "Jon, I ...".
+_VOCATIVE = re.compile(
+    r"^(?:(?:my|dear|ai|sweet)\s+)?(?:companion|friend|buddy|dear|pal|mate|bro|dude|guys|"
+    r"everyone|folks|assistant)\s*,\s+",
+    re.I,
+)
+
+
+_KEY_VALUE = re.compile(r"^(?P<key>[^:]{2,40}):\s+\S")
+_POSSESSIVE_VALUE = re.compile(
+    r"^(?P<key>(?:[\w .-]{1,30}?'s?|the user's|my)\s+[a-z][\w -]{0,30}?)\s+(?:is|are)\s+\S", re.I
+)
+
+
+def _fact_key(text: str) -> str | None:
+    """The attribute a fact sets (``"ana's email"``, ``"deadline"``), if it reads as one."""
+    for pattern in (_POSSESSIVE_VALUE, _KEY_VALUE):
+        match = pattern.match(text)
+        if match:
+            return " ".join(match.group("key").casefold().split())
+    return None
+
+
+def _category(text: str) -> str:
+    if _PREFERENCE.search(text) or re.search(r"\b(?:likes|loves|prefers|enjoys|hates)\b", text):
+        return "Preferences"
+    if _DECISION.search(text) or re.search(r"\b(?:decided|chose|agreed)\b", text, re.I):
+        return "Decisions"
+    return "Facts"
+
+
+@dataclass
+class _Cluster:
+    text: str
+    section: str
+    terms: frozenset[str]
+    key: str | None
+    count: int
+    first: int
+    last: int
+    date: str | None = None
+
+
+#: The date stamp a MEMORY.md fact ends with: the day it was learned.
+STAMP = re.compile(r"\s\((?P<date>\d{4}-\d{2}-\d{2})\)\s*$")
+_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+#: A heading that is a day: the facts under it were learned that day.
+_DATE_HEADING = re.compile(r"\d{4}-\d{2}-\d{2}$")
+
+
+def split_stamp(fact: str) -> tuple[str, str | None]:
+    """``("Staging listens on 6432", "2026-11-20")`` from ``"Staging listens on 6432
+    (2026-11-20)"``; the fact as it is and None without a stamp."""
+    match = STAMP.search(fact)
+    if match is None:
+        return fact, None
+    return fact[: match.start()].rstrip(), match.group("date")
+
+
+def _memory_lines(text: str) -> tuple[str | None, list[tuple[str | None, str, str | None]]]:
+    """A MEMORY.md as its title and ``(section, fact, date)`` triples: a fact's date is
+    its own stamp, else the ``### YYYY-MM-DD`` heading it is under."""
+    title: str | None = None
+    section: str | None = None
+    heading_date: str | None = None
+    facts: list[tuple[str | None, str, str | None]] = []
+    for line in text.splitlines():
+        heading = MARKDOWN_HEADING.match(line)
+        if heading:
+            words = heading.group(2).strip()
+            if len(heading.group(1)) == 1 and title is None and not facts:
+                title = line.strip()
+            elif _DATE_HEADING.match(words):
+                heading_date = words[:10]
+            else:
+                section, heading_date = words, None
+            continue
+        if line.strip():
+            fact, date = split_stamp(strip_bullet(line))
+            facts.append((section, fact, date or heading_date))
+    return title, facts
+
+
+def _entry_facts(text: str) -> list[tuple[str, str | None]]:
+    """The facts of daily-log entries with the day each was learned: bullets and plain
+    lines; headings and NO_REPLY skipped. The day is the log's, from the ``### <path>``
+    line the request puts before each log's text, else from the entry's heading."""
+    facts: list[tuple[str, str | None]] = []
+    date: str | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        heading = MARKDOWN_HEADING.match(stripped)
+        if heading:
+            day = _DAY.search(heading.group(2))
+            if day is not None and (len(heading.group(1)) == 3 or date is None):
+                date = day.group(1)  # the log's path; else the entry's own time
+            continue
+        if not stripped or stripped.startswith("```"):
+            continue
+        if re.match(r"^no[\s_-]?reply\b", stripped.strip("'\"`*_"), re.I):
+            continue
+        if stripped.startswith(("<!--", "&lt;")):
+            continue
+        fact = strip_bullet(stripped) if is_bullet(stripped) else stripped
+        if fact:
+            fact, own = split_stamp(fact)
+            facts.append((fact, own or date))
+    return facts
+
+
+def consolidate(
+    memory: str,
+    entries: str,
+    *,
+    budget_tokens: int,
+    count_tokens: Callable[[str], int],
+    threshold: float,
+) -> str:
+    """The new MEMORY.md: ``memory`` merged with ``entries``, within ``budget_tokens``.
+
+    Every fact keeps the day it was learned: the facts of each section are grouped under
+    ``### 2026-11-20`` headings (a bullet's own stamp, ``- fact (2026-11-20)``, is read as
+    well); merging a restated fact keeps the newer wording and its day. A newer entry
+    that replaces an older fact (:func:`replaces`) retires it: it leaves MEMORY.md (the
+    daily logs and ``.history`` keep it)."""
+    title, old = _memory_lines(memory)
+    clusters: list[_Cluster] = []
+    items = [(section, fact, date, True) for section, fact, date in old]
+    items += [(None, fact, date, False) for fact, date in _entry_facts(entries)]
+    for order, (section, fact, date, from_memory) in enumerate(items):
+        found = term_set(fact)
+        key = _fact_key(fact)
+        match = next(
+            (c for c in clusters if near_duplicate(found, c.terms, threshold)), None
+        ) or next((c for c in clusters if key is not None and c.key == key), None)
+        if match is None:
+            if not from_memory:
+                # What this newer fact replaces leaves the current facts.
+                clusters = [c for c in clusters if not replaces(fact, c.text)]
+            clusters.append(
+                _Cluster(fact, section or _category(fact), found, key, 1, order, order, date)
+            )
+            continue
+        match.count += 1
+        match.last = order
+        if not from_memory:  # the newer wording (or value) wins, with its day
+            match.text, match.terms, match.key = fact, found, key
+            match.date = date or match.date
+
+    def render(kept: Sequence[_Cluster]) -> str:
+        # Each section's facts grouped under the day they were learned ("### 2026-11-20",
+        # oldest first; undated ones first): a stamp on every bullet would cost about 8
+        # tokens each in every system prompt, a heading costs that once per day.
+        sections: dict[str, dict[str, list[str]]] = {}
+        for cluster in sorted(kept, key=lambda c: c.first):
+            days = sections.setdefault(cluster.section, {})
+            days.setdefault(cluster.date or "", []).append(f"- {cluster.text}")
+        parts = [title] if title else []
+        for name, days in sections.items():
+            blocks = [f"## {name}"]
+            for day in sorted(days):
+                lines = "\n".join(days[day])
+                blocks.append(f"### {day}\n{lines}" if day else lines)
+            parts.append("\n\n".join(blocks))
+        return "\n\n".join(parts) + "\n" if parts else ""
+
+    total = max(1, len(items))
+    kept = list(clusters)
+
+    def keep_score(cluster: _Cluster) -> float:
+        return 1.5 * math.log2(1 + cluster.count) + 2.0 * cluster.last / total
+
+    text = render(kept)
+    if count_tokens(text) <= budget_tokens:
+        return text
+    cost = {id(c): count_tokens(c.text) + 2 for c in kept}
+    used = sum(cost.values())
+    for cluster in sorted(kept, key=lambda c: (keep_score(c), c.last)):
+        if used <= budget_tokens * 0.95:
+            break
+        kept.remove(cluster)
+        used -= cost[id(cluster)]
+    text = render(kept)
+    while kept and count_tokens(text) > budget_tokens:
+        kept.remove(min(kept, key=lambda c: (keep_score(c), c.last)))
+        text = render(kept)
+    return text
