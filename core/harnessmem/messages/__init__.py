@@ -10,6 +10,7 @@ from harnessmem.messages._formats import (
     is_locomo_list,
     sample_name,
 )
+from harnessmem.messages.normalise import from_anthropic, from_swe_agent, normalize_messages
 from harnessmem.messages.structure import (
     MAX_DEPTH,
     TIME_KEYS,
@@ -20,12 +21,9 @@ from harnessmem.messages.structure import (
     check_tool_call,
     content_text,
     fingerprint,
-    from_anthropic,
     from_java_session_log,
     from_locomo,
-    from_swe_agent,
     message_time,
-    normalize_messages,
     pair_tool_calls,
     safe_cut_points,
     text_only,
