@@ -248,7 +248,9 @@ def _run_children(mode: str, url: str, options: dict[str, Any], workers: int, co
                 child.wait()
 
 
-def _check_appends(ws: Workspace, workers: int, count: int) -> None:
+def _check_appends(ws: Workspace, workers: int, count: int) -> int:
+    """Every entry once and intact; how often the writer changed from one line to the next
+    (``workers - 1`` when the processes ran one after another)."""
     lines = ws.read_text("memory/shared.md").splitlines()
     expected = [
         f"- worker {w} entry {i:03d} {'y' * 30}" for w in range(workers) for i in range(count)
@@ -256,18 +258,27 @@ def _check_appends(ws: Workspace, workers: int, count: int) -> None:
     assert len(lines) == len(expected)
     assert sorted(lines) == sorted(expected)  # each exactly once, none torn
     writers = [line.split()[2] for line in lines]
-    switches = sum(a != b for a, b in itertools.pairwise(writers))
-    assert switches > workers - 1, (
-        f"the processes ran one after another ({switches} switches); nothing was tested"
-    )
+    return sum(a != b for a, b in itertools.pairwise(writers))
+
+
+def _appends_race(url: str, options: dict[str, Any], workers: int = 4, count: int = 50) -> None:
+    """The children append at once; a run whose processes happened to go one after another
+    (a busy machine) tested nothing and runs again in a fresh workspace, at most three
+    times, before the test says so."""
+    switches = []
+    for attempt in range(3):
+        where = f"{url}/race-{attempt}"
+        _run_children("append", where, options, workers=workers, count=count)
+        switches.append(_check_appends(Workspace.open(where, options), workers, count))
+        if switches[-1] > workers - 1:
+            return
+    raise AssertionError(f"the processes ran one after another ({switches} switches)")
 
 
 @pytest.mark.slow
 def test_appends_from_processes_local(tmp_path: Path) -> None:
     """4 processes x 50 appends to one local file: all 200 entries, each once, intact."""
-    ws = Workspace.open(tmp_path / "ws")
-    _run_children("append", ws.url, {}, workers=4, count=50)
-    _check_appends(ws, 4, 50)
+    _appends_race(Workspace.open(tmp_path / "ws").url, {})
 
 
 @pytest.mark.s3
@@ -276,8 +287,7 @@ def test_appends_from_processes_s3(
     s3_workspace_url: str, s3_storage_options: dict[str, str]
 ) -> None:
     """4 processes x 50 appends to one S3 object: conditional PUTs lose nothing."""
-    _run_children("append", s3_workspace_url, s3_storage_options, workers=4, count=50)
-    _check_appends(Workspace.open(s3_workspace_url, s3_storage_options), 4, 50)
+    _appends_race(s3_workspace_url, s3_storage_options)
 
 
 @pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
