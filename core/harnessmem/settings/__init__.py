@@ -1,6 +1,7 @@
 """Settings: every section of harnessmem.toml, its defaults and its checks.
 
-See :mod:`harnessmem.settings.sections`.
+:mod:`~harnessmem.settings.harness` holds ``HarnessSettings``, :mod:`~harnessmem.settings.sections`
+its sections, :mod:`~harnessmem.settings._sources` the config file and the environment.
 """
 
 from harnessmem.settings._sources import (
@@ -13,13 +14,13 @@ from harnessmem.settings._sources import (
     settings_leaves,
     source_finder,
 )
+from harnessmem.settings.harness import HarnessSettings
 from harnessmem.settings.sections import (
     CompactionSettings,
     ConsolidationSettings,
     ContextSettings,
     EvictionSettings,
     FlushSettings,
-    HarnessSettings,
     IndexSettings,
     MaintenanceSettings,
     McpSettings,
