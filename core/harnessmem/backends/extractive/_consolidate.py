@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
 
+from harnessmem.backends.extractive._filters import DECISION, PREFERENCE
 from harnessmem.backends.extractive._replacement import replaces
 from harnessmem.backends.extractive._text import (
     MARKDOWN_HEADING,
@@ -17,74 +17,6 @@ from harnessmem.backends.extractive._text import (
     strip_bullet,
     term_set,
 )
-
-Message = Mapping[str, Any]
-SECTIONS: Final = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
-
-_DECISION = re.compile(
-    r"\b(?:I|we)(?:'ve| have)?\s+(?:finally\s+)?(?:decided|chosen|chose|agreed|settled on|picked|"
-    r"opted|committed|switched)\b|\blet's\s+(?:go with|use|stick with|switch to|pick|keep)\b|"
-    r"\bwe(?:'ll| will| are going to|'re going to)\s+(?:use|go with|stick with|switch to|adopt)\b|"
-    r"\b(?:the )?decision (?:is|was)\b|\bgoing (?:forward|ahead) with\b",
-    re.I,
-)
-_PREFERENCE = re.compile(
-    r"\b(?:I|we)\s+(?:really\s+|also\s+|absolutely\s+|usually\s+|always\s+|generally\s+|"
-    r"do(?:n't| not)\s+|still\s+)?(?:like|love|prefer|enjoy|hate|dislike|adore|"
-    r"can(?:'t|not) stand|avoid|am (?:a (?:big |huge )?)?fan of|am into|am allergic to|"
-    r"am (?:a )?(?:vegetarian|vegan))\b|\b(?:my|our)\s+fav(?:ou?rite)\b|"
-    r"\bI(?:'d| would)\s+rather\b|\b(?:always|never)\s+(?:use|do|call|write|send|book|put)\b",
-    re.I,
-)
-# An explicit request, said as an imperative: "Please remember that ...", "Note: ...",
-# "Can you keep in mind ..."; not "I don't remember ..." nor "I remember when ...".
-_REMEMBER = re.compile(
-    r"^(?:(?:please|also|and|oh|ok|okay|so|just|btw|by the way|one more thing)[,\s]+)*"
-    r"(?:(?:can|could|will|would) you\s+)?(?:please\s+)?"
-    r"(?:remember|don't forget|do not forget|note down|make a note(?: of)?|note(?=\s*:)|"
-    r"keep in mind|for future reference|for the record|save (?:this|that))\b[,:]?\s*"
-    r"(?:that\s+)?(?P<fact>.+)",
-    re.I,
-)
-_VALUE = re.compile(
-    r"\b(?:my|our|the)\s+(?P<key>[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,3}?)\s+(?:is|are|was|=)\s+"
-    r"(?P<value>\S.*)",
-    re.I,
-)
-_NAMING = re.compile(r"\b(?:call me|my name is|my name's|I'm called|I am called)\s+[A-Z]\w+")
-_FIRST_PERSON = re.compile(
-    r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|we've|our)\b", re.I
-)
-_SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours|u)\b", re.I)
-_HEDGE = re.compile(
-    r"^(?:and |but |so |well,? |oh,? |yeah,? |wow,? )*(?:I (?:think|guess|believe|feel like|"
-    r"mean|hope|bet|know|agree|see|understand|wonder)|I'm (?:sure|glad|happy|so happy))\b"
-    r",?\s*(?:that\s+)?",
-    re.I,
-)
-# Interjections and a name in the vocative at the start carry nothing: "Hey Caroline, ...",
-# "Of course, first I ...", "No, I don't want ..." (the clause says the no).
-_OPENER = re.compile(
-    r"^(?:(?:(?:hey|hi|hello|yeah|yes|yep|oh|wow|well|so|and|but|by the way|btw|also|anyway|"
-    r"anyways|haha|lol|ok|okay|thanks|thank you|absolutely|totally|sure|right|aww|ah|"
-    r"alright|of course|actually|honestly|for example|for instance|note(?: however)? that|"
-    r"woah|whoa|hmm+|sure thing|got it|gotcha|understood|noted|you're right|you are right|"
-    r"true|indeed|exactly)"
-    r"(?:\s+(?-i:(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day)[A-Z][a-z]+)\s*[,!.]+|\s*[,!.]*)"
-    r"|no\s*,)\s+)+",
-    re.I,
-)
-# A topic announced before the sentence: "Now the release: we ship v0.9.0 on Thursday".
-_TOPIC = re.compile(
-    r"^now,?\s+(?:(?:for|about|on)\s+)?(?:the|our|my)\s+[\w .-]{1,30}?:\s+(?=[a-z])", re.I
-)
-# Who is spoken to, at the start: "Companion, today I ...", "Jon, I ...".
-_VOCATIVE = re.compile(
-    r"^(?:(?:my|dear|ai|sweet)\s+)?(?:companion|friend|buddy|dear|pal|mate|bro|dude|guys|"
-    r"everyone|folks|assistant)\s*,\s+",
-    re.I,
-)
-
 
 _KEY_VALUE = re.compile(r"^(?P<key>[^:]{2,40}):\s+\S")
 _POSSESSIVE_VALUE = re.compile(
@@ -102,9 +34,9 @@ def _fact_key(text: str) -> str | None:
 
 
 def _category(text: str) -> str:
-    if _PREFERENCE.search(text) or re.search(r"\b(?:likes|loves|prefers|enjoys|hates)\b", text):
+    if PREFERENCE.search(text) or re.search(r"\b(?:likes|loves|prefers|enjoys|hates)\b", text):
         return "Preferences"
-    if _DECISION.search(text) or re.search(r"\b(?:decided|chose|agreed)\b", text, re.I):
+    if DECISION.search(text) or re.search(r"\b(?:decided|chose|agreed)\b", text, re.I):
         return "Decisions"
     return "Facts"
 

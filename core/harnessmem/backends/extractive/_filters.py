@@ -145,6 +145,25 @@ def is_lead_in(sentence: str) -> bool:
     return bool(_LEAD_IN.search(sentence.strip()))
 
 
+#: A decision said in the first person: "we decided", "let's go with".
+DECISION = re.compile(
+    r"\b(?:I|we)(?:'ve| have)?\s+(?:finally\s+)?(?:decided|chosen|chose|agreed|settled on|picked|"
+    r"opted|committed|switched)\b|\blet's\s+(?:go with|use|stick with|switch to|pick|keep)\b|"
+    r"\bwe(?:'ll| will| are going to|'re going to)\s+(?:use|go with|stick with|switch to|adopt)\b|"
+    r"\b(?:the )?decision (?:is|was)\b|\bgoing (?:forward|ahead) with\b",
+    re.I,
+)
+#: A preference said in the first person: "I prefer", "I'd rather", "my favourite".
+PREFERENCE = re.compile(
+    r"\b(?:I|we)\s+(?:really\s+|also\s+|absolutely\s+|usually\s+|always\s+|generally\s+|"
+    r"do(?:n't| not)\s+|still\s+)?(?:like|love|prefer|enjoy|hate|dislike|adore|"
+    r"can(?:'t|not) stand|avoid|am (?:a (?:big |huge )?)?fan of|am into|am allergic to|"
+    r"am (?:a )?(?:vegetarian|vegan))\b|\b(?:my|our)\s+fav(?:ou?rite)\b|"
+    r"\bI(?:'d| would)\s+rather\b|\b(?:always|never)\s+(?:use|do|call|write|send|book|put)\b",
+    re.I,
+)
+
+
 def is_outcome(sentence: str) -> bool:
     """What came of the work: something booked, changed, fixed, passed, refunded."""
     return bool(_OUTCOME.search(sentence))

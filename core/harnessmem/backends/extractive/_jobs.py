@@ -21,7 +21,9 @@ from typing import Any, Final
 
 from harnessmem.backends.extractive._advice import asks_for_advice, recommendations
 from harnessmem.backends.extractive._filters import (
+    DECISION,
     FENCE,
+    PREFERENCE,
     identifier_user,
     is_code,
     is_instruction,
@@ -55,21 +57,6 @@ from harnessmem.prompts import strip_markers
 Message = Mapping[str, Any]
 SECTIONS: Final = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
 
-_DECISION = re.compile(
-    r"\b(?:I|we)(?:'ve| have)?\s+(?:finally\s+)?(?:decided|chosen|chose|agreed|settled on|picked|"
-    r"opted|committed|switched)\b|\blet's\s+(?:go with|use|stick with|switch to|pick|keep)\b|"
-    r"\bwe(?:'ll| will| are going to|'re going to)\s+(?:use|go with|stick with|switch to|adopt)\b|"
-    r"\b(?:the )?decision (?:is|was)\b|\bgoing (?:forward|ahead) with\b",
-    re.I,
-)
-_PREFERENCE = re.compile(
-    r"\b(?:I|we)\s+(?:really\s+|also\s+|absolutely\s+|usually\s+|always\s+|generally\s+|"
-    r"do(?:n't| not)\s+|still\s+)?(?:like|love|prefer|enjoy|hate|dislike|adore|"
-    r"can(?:'t|not) stand|avoid|am (?:a (?:big |huge )?)?fan of|am into|am allergic to|"
-    r"am (?:a )?(?:vegetarian|vegan))\b|\b(?:my|our)\s+fav(?:ou?rite)\b|"
-    r"\bI(?:'d| would)\s+rather\b|\b(?:always|never)\s+(?:use|do|call|write|send|book|put)\b",
-    re.I,
-)
 # An explicit request, said as an imperative: "Please remember that ...", "Note: ...",
 # "Can you keep in mind ..."; not "I don't remember ..." nor "I remember when ...".
 _REMEMBER = re.compile(
@@ -242,7 +229,7 @@ def _salient(turns: Sequence[Turn], limit: int) -> list[str]:
             if turn.role == "assistant" and is_question(sentence):
                 continue
             score = weights.score(found) * (1.2 if turn.role == "user" else 1.0)
-            if _DECISION.search(sentence) or _PREFERENCE.search(sentence):
+            if DECISION.search(sentence) or PREFERENCE.search(sentence):
                 score *= 1.3
             if re.search(r"\d|\b[A-Z][a-z]+\b.*\b[A-Z][a-z]+\b", sentence[1:]):
                 score *= 1.1
@@ -419,7 +406,7 @@ def _assistant_candidate(sentence: str, subject: str, listener: str, position: i
     if not outcome and (is_instruction(sentence) or is_narration(sentence)):
         return None
     value = _VALUE.search(sentence)
-    done = _DECISION.search(sentence) or _ACTION_DONE.search(sentence) or _REFUSED.search(sentence)
+    done = DECISION.search(sentence) or _ACTION_DONE.search(sentence) or _REFUSED.search(sentence)
     if outcome or done:
         kind = "outcome" if outcome else "decision"
     elif value and re.search(r"\d", value.group("value")) and not is_narration(sentence):
@@ -491,11 +478,11 @@ def _candidate(
     if _IMPERATIVE.match(core):
         return None
     kind, score = "", 0.0
-    if _PREFERENCE.search(core) and found - CHITCHAT:
+    if PREFERENCE.search(core) and found - CHITCHAT:
         kind, score = "preference", 3.0
     elif len(found - CHITCHAT) < 2:
         return None
-    elif _DECISION.search(core):
+    elif DECISION.search(core):
         kind, score = "decision", 3.0
     elif _NAMING.search(core) or (_VALUE.search(core) and _FIRST_PERSON.search(core)):
         kind, score = "value", 3.0
