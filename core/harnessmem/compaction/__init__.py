@@ -3,11 +3,11 @@
 See :mod:`harnessmem.compaction.compactor`.
 """
 
+from harnessmem.backends.overflow import is_context_overflow
 from harnessmem.compaction.compactor import (
     CompactionPlugin,
     CompactionResult,
     ConversationCompactor,
-    is_context_overflow,
 )
 
 __all__ = [

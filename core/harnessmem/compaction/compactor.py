@@ -64,13 +64,6 @@ if TYPE_CHECKING:
     from harnessmem.services import Services
     from harnessmem.settings import CompactionSettings, HarnessSettings
 
-__all__ = [
-    "CompactionPlugin",
-    "CompactionResult",
-    "ConversationCompactor",
-    "is_context_overflow",
-]
-
 logger = logging.getLogger("harnessmem.compaction")
 
 Message = dict[str, Any]

@@ -3,17 +3,18 @@
 See :mod:`harnessmem.index.sync`.
 """
 
-from harnessmem.index.sync import (
+from harnessmem._text import content_hash
+from harnessmem.index.chunking import (
     MAX_ENTRY_CHARS,
     MAX_STORED_CHARS,
-    IndexSync,
-    ReindexResult,
     chunk_markdown,
     chunk_session_log,
-    content_hash,
-    session_log_path,
-    source_of,
 )
+from harnessmem.index.sync import (
+    IndexSync,
+    ReindexResult,
+)
+from harnessmem.layout import session_log_path, source_of
 
 __all__ = [
     "MAX_ENTRY_CHARS",

@@ -45,8 +45,6 @@ from harnessmem.backends.base import (
 )
 from harnessmem.errors import PathNotAllowed
 from harnessmem.index.chunking import (
-    MAX_ENTRY_CHARS,
-    MAX_STORED_CHARS,
     chunk_markdown,
     chunk_session_log,
 )
@@ -56,18 +54,6 @@ from harnessmem.layout import session_log_path, source_of
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend
     from harnessmem.workspace import Workspace
-
-__all__ = [
-    "MAX_ENTRY_CHARS",
-    "MAX_STORED_CHARS",
-    "IndexSync",
-    "ReindexResult",
-    "chunk_markdown",
-    "chunk_session_log",
-    "content_hash",
-    "session_log_path",
-    "source_of",
-]
 
 logger = logging.getLogger("harnessmem.index")
 

@@ -6,9 +6,9 @@ See :mod:`harnessmem.inspector.app`.
 from harnessmem.inspector.app import (
     check_exposure,
     create_app,
-    is_loopback,
     serve,
 )
+from harnessmem.settings.exposure import is_loopback
 
 __all__ = [
     "check_exposure",

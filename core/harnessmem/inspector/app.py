@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
     from harnessmem.harness import MemoryHarness
 
-__all__ = ["check_exposure", "create_app", "is_loopback", "serve"]
-
 HERE = Path(__file__).resolve().parent
 COOKIE = "harnessmem_inspect"
 _STAMP = re.compile(r"MEMORY-(\d{8}T\d{6}Z)")

@@ -3,18 +3,20 @@
 See :mod:`harnessmem.maintenance.scheduler`.
 """
 
-from harnessmem.maintenance.scheduler import (
+from harnessmem.maintenance._runner import MaintenanceRunner
+from harnessmem.maintenance._steps import (
     ARCHIVE_DIR,
     DEFAULT_STEPS,
+    MaintenanceStep,
+    StepDone,
+    StepSkipped,
+)
+from harnessmem.maintenance.scheduler import (
     OPPORTUNISTIC_STEPS,
     STATE_PATH,
     MaintenanceReport,
-    MaintenanceRunner,
     MaintenanceScheduler,
-    MaintenanceStep,
-    StepDone,
     StepOutcome,
-    StepSkipped,
 )
 
 __all__ = [

@@ -52,7 +52,6 @@ from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.events import MaintenanceEvent
 from harnessmem.maintenance._runner import MaintenanceRunner
 from harnessmem.maintenance._steps import (
-    ARCHIVE_DIR,
     DEFAULT_STEPS,
     MaintenanceStep,
     StepDone,
@@ -62,20 +61,6 @@ from harnessmem.maintenance._steps import (
 if TYPE_CHECKING:
     from harnessmem.services import Services
     from harnessmem.workspace import Lease, Workspace
-
-__all__ = [
-    "ARCHIVE_DIR",
-    "DEFAULT_STEPS",
-    "OPPORTUNISTIC_STEPS",
-    "STATE_PATH",
-    "MaintenanceReport",
-    "MaintenanceRunner",
-    "MaintenanceScheduler",
-    "MaintenanceStep",
-    "StepDone",
-    "StepOutcome",
-    "StepSkipped",
-]
 
 logger = logging.getLogger("harnessmem.maintenance")
 

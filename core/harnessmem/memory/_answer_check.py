@@ -6,13 +6,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from harnessmem.memory import files as mf
 from harnessmem.memory._watermark import Segment
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["KEPT_WORD_SHARE", "entry_loss", "restore_dates", "unreplaced", "unwrap"]
 

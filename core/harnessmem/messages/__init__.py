@@ -3,26 +3,24 @@
 See :mod:`harnessmem.messages.structure`.
 """
 
+from harnessmem.errors import MessageFormatError
+from harnessmem.messages._checks import MAX_DEPTH, check_messages, check_tool_call
 from harnessmem.messages._formats import (
     FORMATS,
     describe,
+    from_java_session_log,
+    from_locomo,
     is_locomo,
     is_locomo_list,
     sample_name,
 )
 from harnessmem.messages.normalise import from_anthropic, from_swe_agent, normalize_messages
 from harnessmem.messages.structure import (
-    MAX_DEPTH,
     TIME_KEYS,
-    MessageFormatError,
     ToolPairing,
     atomic_spans,
-    check_messages,
-    check_tool_call,
     content_text,
     fingerprint,
-    from_java_session_log,
-    from_locomo,
     message_time,
     pair_tool_calls,
     safe_cut_points,

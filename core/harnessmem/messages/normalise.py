@@ -9,12 +9,6 @@ from typing import Any, Final
 
 from harnessmem.errors import MessageFormatError
 from harnessmem.messages._formats import (
-    FORMATS as FORMATS,
-)
-from harnessmem.messages._formats import (
-    describe as describe,
-)
-from harnessmem.messages._formats import (
     from_java_session_log,
     from_locomo,
 )

@@ -18,52 +18,8 @@ from typing import Any, Final
 from harnessmem._text import content_hash
 from harnessmem.errors import MessageFormatError
 from harnessmem.messages._checks import (
-    MAX_DEPTH,
-    check_messages,
-    check_tool_call,
     value_nesting_problem,
 )
-from harnessmem.messages._formats import (
-    FORMATS as FORMATS,
-)
-from harnessmem.messages._formats import (
-    describe as describe,
-)
-from harnessmem.messages._formats import (
-    from_java_session_log,
-    from_locomo,
-)
-from harnessmem.messages._formats import (
-    is_java_session_log as is_java_session_log,
-)
-from harnessmem.messages._formats import (
-    is_locomo as is_locomo,
-)
-from harnessmem.messages._formats import (
-    is_locomo_list as is_locomo_list,
-)
-from harnessmem.messages._formats import (
-    sample_name as sample_name,
-)
-
-__all__ = [
-    "MAX_DEPTH",
-    "MessageFormatError",
-    "ToolPairing",
-    "atomic_spans",
-    "check_messages",
-    "check_tool_call",
-    "content_text",
-    "fingerprint",
-    "from_java_session_log",
-    "from_locomo",
-    "message_time",
-    "pair_tool_calls",
-    "safe_cut_points",
-    "text_only",
-    "tool_call_ids",
-    "validate_messages",
-]
 
 Message = dict[str, Any]
 

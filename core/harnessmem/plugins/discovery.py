@@ -18,17 +18,6 @@ import sys
 import time
 from importlib import metadata
 
-__all__ = [
-    "CORE_DISTRIBUTION",
-    "INDEX_GROUP",
-    "MODEL_GROUP",
-    "PLUGIN_GROUP",
-    "STORAGE_GROUP",
-    "distribution_of",
-    "entry_points",
-    "refresh_entry_points",
-]
-
 PLUGIN_GROUP = "harnessmem.plugins"
 INDEX_GROUP = "harnessmem.index"
 MODEL_GROUP = "harnessmem.model"

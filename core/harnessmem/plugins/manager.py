@@ -37,15 +37,6 @@ if TYPE_CHECKING:
 
     from harnessmem.settings import HarnessSettings, PluginSettings
 
-__all__ = [
-    "PluginInfo",
-    "check_plugin_names",
-    "hookimpl",
-    "installed_plugins",
-    "make_plugin_manager",
-    "plugin_options",
-]
-
 logger = logging.getLogger("harnessmem.plugins")
 
 hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)

@@ -14,8 +14,6 @@ from harnessmem.plugins.discovery import INDEX_GROUP, MODEL_GROUP, distribution_
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend, ModelBackend
 
-__all__ = ["BackendRegistry", "index_registry", "model_registry"]
-
 B = TypeVar("B")
 
 

@@ -8,18 +8,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harnessmem.errors import MessageFormatError
-from harnessmem.messages import MAX_DEPTH, TIME_KEYS, check_messages
-
-if TYPE_CHECKING:
-    pass
+from harnessmem.messages import MAX_DEPTH, check_messages
 
 Message = dict[str, Any]
-_TIME_KEYS = TIME_KEYS
-#: Roles that start a new agent call (a joined file of runs has system messages inside).
-_BOUNDARY_ROLES = ("user", "system", "developer")
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
-
-from harnessmem.messages import TIME_KEYS
-
-if TYPE_CHECKING:
-    pass
-
-Message = dict[str, Any]
-_TIME_KEYS = TIME_KEYS
-#: Roles that start a new agent call (a joined file of runs has system messages inside).
-_BOUNDARY_ROLES = ("user", "system", "developer")
+from typing import Any
 
 
 @dataclass(frozen=True)

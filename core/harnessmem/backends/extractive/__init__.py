@@ -3,11 +3,11 @@
 See :mod:`harnessmem.backends.extractive.backend`.
 """
 
+from harnessmem.backends.extractive._replacement import replaces
+from harnessmem.backends.extractive._text import term_set
 from harnessmem.backends.extractive.backend import (
     ExtractiveBackend,
     ExtractiveOptions,
-    replaces,
-    term_set,
 )
 
 __all__ = [

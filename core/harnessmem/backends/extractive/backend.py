@@ -39,15 +39,11 @@ from harnessmem.backends.extractive._jobs import (
     summarise,
     turns_of,
 )
-from harnessmem.backends.extractive._replacement import replaces
-from harnessmem.backends.extractive._text import term_set
 from harnessmem.errors import ModelResponseError
 from harnessmem.prompts import FACTS_TOKENS, NO_REPLY, parse_conversation, read_blocks
 
 if TYPE_CHECKING:
     from harnessmem.tokens import TokenCounter
-
-__all__ = ["ExtractiveBackend", "ExtractiveOptions", "replaces", "term_set"]
 
 _BUDGET = re.compile(
     r"(?:within|under|budget of|at most|max(?:imum)?)\s+(?:about\s+)?"

@@ -3,10 +3,8 @@
 See :mod:`harnessmem.backends.sqlite.backend`.
 """
 
+from harnessmem.backends.sqlite._store import FILE_SHIFT, SCHEMA_VERSION, TOKENIZER
 from harnessmem.backends.sqlite.backend import (
-    FILE_SHIFT,
-    SCHEMA_VERSION,
-    TOKENIZER,
     SQLiteIndex,
     SQLiteIndexOptions,
 )

@@ -81,7 +81,6 @@ from harnessmem.backends.sqlite._engine import (
 )
 from harnessmem.backends.sqlite._search import EntrySearcher, interrupt_after
 from harnessmem.backends.sqlite._store import (
-    FILE_SHIFT,
     SCHEMA_VERSION,
     TOKENIZER,
     WorkspaceFull,
@@ -97,8 +96,6 @@ from harnessmem.backends.sqlite._sync import (
     remove_file,
 )
 from harnessmem.errors import ConfigError, HarnessMemError
-
-__all__ = ["FILE_SHIFT", "SCHEMA_VERSION", "TOKENIZER", "SQLiteIndex", "SQLiteIndexOptions"]
 
 logger = logging.getLogger("harnessmem.index")
 
