@@ -245,6 +245,16 @@ class MemoryEraser:
         with self._leases():
             return self._rewrite_log(path, covered, None)
 
+    def scrub(self, warnings: list[str]) -> bool:
+        """Have the index overwrite the bytes of removed rows; whether it did. A failure is
+        logged and added to ``warnings``, not raised: the files are already rewritten."""
+        try:
+            return self.harness.scrub_index()
+        except Exception as exc:
+            logger.warning("scrubbing the index failed: %s: %s", type(exc).__name__, exc)
+            warnings.append(f"index scrub failed: {type(exc).__name__}: {exc}")
+            return False
+
     # the run ---------------------------------------------------------------------------------
 
     def _run(
@@ -320,11 +330,7 @@ class MemoryEraser:
                 warnings.append(problem)
         scrubbed = False
         if replacement is None:
-            try:
-                scrubbed = self.harness.scrub_index()
-            except Exception as exc:
-                logger.warning("scrubbing the index failed: %s: %s", type(exc).__name__, exc)
-                warnings.append(f"index scrub failed: {type(exc).__name__}: {exc}")
+            scrubbed = self.scrub(warnings)
             if not scrubbed and not warnings:
                 warnings.append(
                     "the index backend cannot scrub removed bytes: its rows are gone, "
@@ -383,9 +389,7 @@ class MemoryEraser:
         """The removals in each file that holds the fact (of ``kinds``, else of all)."""
         plans: list[_Plan] = []
         edit = replacement is not None
-        for path, kind in self._candidates(sessions and not edit, edit):
-            if kinds is not None and kind not in kinds:
-                continue
+        for path, kind in self._candidates(sessions and not edit, edit, kinds):
             try:
                 text = self.workspace.read_text(path)
             except FileNotFoundError:
@@ -395,24 +399,38 @@ class MemoryEraser:
                 plans.append(_Plan(path, kind, found))
         return plans
 
-    def _candidates(self, sessions: bool, edit: bool) -> Iterator[tuple[str, Kind]]:
+    def _candidates(
+        self, sessions: bool, edit: bool, kinds: frozenset[Kind] | None = None
+    ) -> Iterator[tuple[str, Kind]]:
+        """The files that may hold a fact, with their kind: of ``kinds`` only when given (a
+        kind not wanted costs no listing), else of every kind."""
+
+        def wanted(kind: Kind) -> bool:
+            return kinds is None or kind in kinds
+
         workspace = self.workspace
-        yield layout.MEMORY_FILE, "memory"
-        for path in workspace.list(layout.MEMORY_DIR, recursive=False):
-            if layout.daily_log_date(path) is not None:
-                yield path, "daily"
-        for path in workspace.list(layout.ARCHIVE_DIR, recursive=False):
-            if layout.daily_log_date(path, archived=True) is not None:
-                yield path, "archive"
+        if wanted("memory"):
+            yield layout.MEMORY_FILE, "memory"
+        if wanted("daily"):
+            for path in workspace.list(layout.MEMORY_DIR, recursive=False):
+                if layout.daily_log_date(path) is not None:
+                    yield path, "daily"
+        if wanted("archive"):
+            for path in workspace.list(layout.ARCHIVE_DIR, recursive=False):
+                if layout.daily_log_date(path, archived=True) is not None:
+                    yield path, "archive"
         if edit:
             return  # an edit corrects memory; the record of what was said stays
-        for path in workspace.list(layout.HISTORY_DIR):
-            yield path, "history"
-        for path in workspace.list(layout.FLUSH_STATE_DIR, recursive=False):
-            yield path, "state"
-        for path in workspace.list(self.harness.settings.eviction.path.strip("/")):
-            yield path, "evicted"
-        if sessions:
+        if wanted("history"):
+            for path in workspace.list(layout.HISTORY_DIR):
+                yield path, "history"
+        if wanted("state"):
+            for path in workspace.list(layout.FLUSH_STATE_DIR, recursive=False):
+                yield path, "state"
+        if wanted("evicted"):
+            for path in workspace.list(self.harness.settings.eviction.path.strip("/")):
+                yield path, "evicted"
+        if sessions and wanted("session"):
             for path in workspace.list(layout.SESSIONS_DIR, recursive=False):
                 if path.endswith(layout.SESSION_LOG_SUFFIX):
                     yield path, "session"

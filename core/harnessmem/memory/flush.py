@@ -471,8 +471,8 @@ class MemoryFlusher:
         problem = mf.reindex_paths(harness, [path])
         if problem:
             warnings.append(problem)
-        if retracted:
-            harness.scrub_index()  # a search meanwhile may have indexed them
+        if retracted:  # a search meanwhile may have indexed them
+            harness.component(MemoryEraser).scrub(warnings)
         if not fresh:
             return replace(
                 base, status="duplicates", duplicates=duplicates, warnings=tuple(warnings)
