@@ -436,3 +436,23 @@ def cli_server() -> Iterator[Callable[..., tuple[subprocess.Popen[str], str]]]:
         if server.poll() is None:
             server.kill()
             server.communicate()
+
+
+def flight_chat(turns: int, last: str) -> list[dict[str, Any]]:
+    """A travel agent's conversation: per turn a question, a ``search_flights`` call, its
+    long result and an answer; ``last`` is the user's closing request."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a travel agent."}]
+    for i in range(turns):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "search_flights", "arguments": json.dumps({"day": i})},
+        }
+        messages += [
+            {"role": "user", "content": f"What flies on day {i}?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"flight {i} costs 100 " * 40},
+            {"role": "assistant", "content": f"Flight {i}."},
+        ]
+    messages.append({"role": "user", "content": last})
+    return messages

@@ -9,12 +9,12 @@ and its async twins, and check that each ran, finished, in order, before the nex
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import flight_chat
 
 from harnessmem import ContextOverflowError, MemoryHarness, hookimpl
 from harnessmem.events import TurnContext
@@ -180,21 +180,7 @@ class DeclinesLater:
 
 
 def _conversation(turns: int = 12) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a travel agent."}]
-    for i in range(turns):
-        call = {
-            "id": f"c{i}",
-            "type": "function",
-            "function": {"name": "search_flights", "arguments": json.dumps({"day": i})},
-        }
-        messages += [
-            {"role": "user", "content": f"What flies on day {i}?"},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"flight {i} costs 100 " * 40},
-            {"role": "assistant", "content": f"Flight {i}."},
-        ]
-    messages.append({"role": "user", "content": "Book the cheaper one."})
-    return messages
+    return flight_chat(turns, "Book the cheaper one.")
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import flight_chat
 
 from harnessmem import ContextOverflowError, MemoryHarness
 from harnessmem.backends.overflow import OVERFLOW_PHRASES, is_context_overflow, overflow_limits
@@ -168,21 +168,7 @@ def test_limits_are_read_from_the_message(index: int, expected: tuple[int, int |
 
 
 def conversation(turns: int = 12) -> list[Message]:
-    messages: list[Message] = [{"role": "system", "content": "You are a travel agent."}]
-    for i in range(turns):
-        call = {
-            "id": f"c{i}",
-            "type": "function",
-            "function": {"name": "search_flights", "arguments": json.dumps({"day": i})},
-        }
-        messages += [
-            {"role": "user", "content": f"What flies on day {i}?"},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"flight {i} costs 100 " * 40},
-            {"role": "assistant", "content": f"Flight {i}."},
-        ]
-    messages.append({"role": "user", "content": LAST_USER})
-    return messages
+    return flight_chat(turns, LAST_USER)
 
 
 @pytest.fixture
