@@ -142,7 +142,9 @@ def misbehaving(messages: list[Message], reply: Any) -> dict[str, int]:
         ) as harness,
     ):
         session = harness.session("tau")
-        compactor = harness.pm.get_plugin("compaction").compactor(harness, "tau")
+        compactor = harness.kernel.hooks.pm.get_plugin("compaction").compactor(
+            harness.kernel, "tau"
+        )
         context: list[Message] = []
         for message in messages:
             if message["role"] == "user" and context and context[-1]["role"] == "assistant":

@@ -172,7 +172,7 @@ def _speed(url: str, schema: str, quick: bool) -> list[Row]:
                 for _ in range(rounds):
                     raw_build.append(_raw_build(conn, schema, bullets))
                     with MemoryHarness.open(root, index=options, **opened) as harness:
-                        harness.index.clear()
+                        harness.kernel.index.clear()
                         started = time.perf_counter()
                         result = harness.reindex()
                         ours_build.append(time.perf_counter() - started)
@@ -190,7 +190,7 @@ def _speed(url: str, schema: str, quick: bool) -> list[Row]:
                 )
                 with MemoryHarness.open(root, index=options, **opened) as harness:
                     harness.reindex()
-                    backend: Any = harness.index
+                    backend: Any = harness.kernel.index
                     number = backend._workspace_no
                     plain = (
                         f'SELECT e.id, e.content FROM "{schema}".entries e, '

@@ -180,7 +180,7 @@ def _measure(server: Any, rounds: int) -> list[Row]:
         rows.append(
             _row("search, between sweeps", mean(between), "nothing", 0, "index.refresh_interval")
         )
-        interval = h.refresh_interval
+        interval = h.kernel.refresh_interval
 
         def sweep() -> object:
             clock.advance(interval)

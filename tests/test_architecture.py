@@ -109,13 +109,16 @@ def test_at_most_twenty_modules_at_the_top() -> None:
 
 
 def test_only_the_faces_import_the_facade() -> None:
-    """Below the faces (cli, inspector, agent, pool, replay, mcp, the lazy exports) nothing
-    imports ``harnessmem.harness``, not even for type hints: components see ``Services``."""
+    """Below the faces (cli, inspector, agent, pool, replay, probes, transfer, mcp, the lazy
+    exports) nothing imports ``harnessmem.harness``, not even for type hints: components
+    see the ``Kernel``."""
     faces = (
         "harnessmem",
         "harnessmem.agent",
         "harnessmem.pool",
         "harnessmem.replay",
+        "harnessmem.probes",
+        "harnessmem.transfer",
         "harnessmem.cli",
         "harnessmem.inspector",
         "harnessmem.mcp",
@@ -144,3 +147,65 @@ def test_the_import_contracts_hold() -> None:
         [command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+#: The components: they take the kernel and reach each other through it.
+_COMPONENTS = (
+    "harnessmem.tools",
+    "harnessmem.maintenance",
+    "harnessmem.compaction",
+    "harnessmem.memory",
+    "harnessmem.eviction",
+)
+
+
+def _component_of(module: str) -> str | None:
+    return next((c for c in _COMPONENTS if module == c or module.startswith(c + ".")), None)
+
+
+def test_no_function_local_import_between_components() -> None:
+    """A component reaches a peer through the kernel (``kernel.flusher``) or imports it at
+    the top of the module, where import-linter sees it; never inside a function."""
+    problems = []
+    for module, tree in _modules().items():
+        home = _component_of(module)
+        if home is None:
+            continue
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                for source, _name in _imported(node):
+                    peer = _component_of(source)
+                    if peer is not None and peer != home:
+                        problems.append(f"{module}:{node.lineno} {function.name} -> {source}")
+    assert problems == []
+
+
+def test_the_harness_is_a_thin_face() -> None:
+    """``MemoryHarness`` keeps what users call (at most 14 members) and three attributes;
+    what components need lives on the kernel."""
+    from harnessmem import MemoryHarness
+
+    members = sorted(n for n in vars(MemoryHarness) if not n.startswith("_"))
+    assert len(members) <= 14, members
+    assert members == [
+        "close",
+        "consolidate",
+        "flush",
+        "forget",
+        "from_config",
+        "get",
+        "maintain",
+        "open",
+        "reindex",
+        "save",
+        "search",
+        "session",
+        "trace",
+        "usage",
+    ]
+    harness = MemoryHarness.open("memory://thin-face", maintenance={"enabled": False})
+    with harness:
+        attributes = sorted(n for n in vars(harness) if not n.startswith("_"))
+        assert attributes == ["kernel", "settings", "workspace"]

@@ -25,7 +25,6 @@ from harnessmem.compaction._cutoff import (
 )
 from harnessmem.compaction._summary import SUMMARY_NAME, parse_anchor
 from harnessmem.errors import MessageFormatError, ModelUnavailableError
-from harnessmem.memory.flush import MemoryFlusher
 from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.messages import fingerprint, pair_tool_calls, safe_cut_points, validate_messages
 from harnessmem.testing import ScriptedModel
@@ -94,13 +93,13 @@ def model_of(harness: MemoryHarness) -> ScriptedModel:
 
 
 def plugin_of(harness: MemoryHarness) -> CompactionPlugin:
-    plugin = harness.pm.get_plugin("compaction")
+    plugin = harness.kernel.hooks.pm.get_plugin("compaction")
     assert isinstance(plugin, CompactionPlugin)
     return plugin
 
 
 def result_of(harness: MemoryHarness, session_id: str) -> CompactionResult:
-    result = plugin_of(harness).compactor(harness, session_id).last_result
+    result = plugin_of(harness).compactor(harness.kernel, session_id).last_result
     assert result is not None
     return result
 
@@ -634,7 +633,7 @@ def test_a_failed_flush_postpones_until_twice_the_trigger(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise ModelUnavailableError("flush model down")
 
-    monkeypatch.setattr(harness.component(MemoryFlusher), "flush", broken)
+    monkeypatch.setattr(harness.kernel.flusher, "flush", broken)
     session = harness.session("f")
     messages = chat(6)
     sent = session.before_reasoning(messages)
@@ -939,7 +938,7 @@ def _replay_tau(
         flush={"enabled": False},
     ) as harness:
         session = harness.session("tau")
-        compactor = plugin_of(harness).compactor(harness, "tau")
+        compactor = plugin_of(harness).compactor(harness.kernel, "tau")
         context: list[Message] = []
         sends: list[list[Message]] = []
         results: list[CompactionResult] = []

@@ -85,7 +85,7 @@ def test_over_budget_keeps_head_and_tail_around_a_visible_marker(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     requests: list[str] = []
-    monkeypatch.setattr(harness, "request_maintenance", lambda: requests.append("x") or True)
+    monkeypatch.setattr(harness.kernel, "request_maintenance", lambda: requests.append("x") or True)
     lines = [f"- fact number {i} about the user and their many preferences" for i in range(60)]
     content = "\n".join(lines) + "\n"
     harness.workspace.write_text("MEMORY.md", content)

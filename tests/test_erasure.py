@@ -105,7 +105,7 @@ def test_a_forgotten_fact_is_gone_everywhere_and_stays_gone(
     assert _holding(stored) == []  # no file of the workspace, and not the index either
     if not workspace_target.is_s3:
         assert result.index_scrubbed
-        assert harness.index_path.exists()
+        assert harness.kernel.index_path.exists()
     assert b"Quimper" in b"".join(stored.values())
 
     # The old conversation, flushed again (as another session would), and consolidated.
@@ -162,7 +162,7 @@ def test_bad_queries_get_one_clear_error_and_change_nothing(
     with pytest.raises(ForgetError, match=r"3 facts match 'user', more than the limit of 2"):
         harness.forget("user", limit=2)
     with pytest.raises(ForgetError, match="holds every word"):
-        harness.edit("Quimper", "fact: the user lives in Quimper, Brittany")
+        harness.forget("Quimper", replace_with="fact: the user lives in Quimper, Brittany")
     assert _files(workspace_target, tmp_path) == before
     assert not harness.workspace.exists(layout.TOMBSTONES)
 
@@ -173,7 +173,7 @@ def test_edit_replaces_the_fact_and_the_old_text_does_not_return(
     harness = open_harness(model)
     harness.flush(_conversation(DOG, TOWN), session_id="chat-1")
     assert harness.consolidate().accepted
-    result = harness.edit("Quimper", "fact: the user lives in Brest")
+    result = harness.forget("Quimper", replace_with="fact: the user lives in Brest")
     assert result.replacement == "fact: the user lives in Brest"
     assert {r.kind for r in result.removals} == {"memory", "daily"}
     memory = harness.workspace.read_text(layout.MEMORY_FILE)
@@ -282,7 +282,7 @@ def test_the_sqlite_index_keeps_no_byte_of_the_fact(tmp_path: Path) -> None:
         harness.workspace.write_text(layout.daily_log_path("2027-01-14"), "\n".join(lines))
         harness.reindex()
         assert harness.search("Zorblax")
-        db = harness.index_path
+        db = harness.kernel.index_path
         assert TOKEN in (db.read_bytes() + _wal(db)).lower()
         harness.forget("Zorblax")
         assert not harness.search("Zorblax")

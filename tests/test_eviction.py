@@ -316,7 +316,7 @@ def test_disabled_eviction_and_blocked_plugin_keep_results(tmp_path: Path) -> No
     with MemoryHarness.open(tmp_path / "a", eviction={"enabled": False}) as harness:
         assert harness.session("s").after_tool(SHELL, text) == text
     with MemoryHarness.open(tmp_path / "b", plugins={"disable": ["eviction"]}) as harness:
-        assert "eviction" not in harness.hooks.plugin_names()
+        assert "eviction" not in harness.kernel.hooks.plugin_names()
         assert harness.session("s").after_tool(SHELL, text) == text
 
 
@@ -375,7 +375,7 @@ def test_old_file_is_renewed_so_pruning_does_not_take_it_from_a_live_placeholder
 
 def test_eviction_is_a_registered_entry_point_plugin(harness: MemoryHarness) -> None:
     """Built-ins are plugins: the eviction plugin comes from harnessmem's own entry point."""
-    assert "eviction" in harness.hooks.plugin_names()
+    assert "eviction" in harness.kernel.hooks.plugin_names()
     rows = {r.name: r for r in installed_plugins(PluginSettings()) if r.kind == "plugin"}
     assert rows["eviction"].distribution == "harnessmem"
     assert rows["eviction"].value == "harnessmem.eviction:ToolResultEvictor"
@@ -383,7 +383,7 @@ def test_eviction_is_a_registered_entry_point_plugin(harness: MemoryHarness) -> 
 
 def test_outcomes_record_evictions(harness: MemoryHarness) -> None:
     ctx = harness.session("s")._context(_transcript(_output(90_000), "x"))
-    harness.hooks.pre_reasoning(ctx)
+    harness.kernel.hooks.pre_reasoning(ctx)
     [record] = ctx.outcomes["eviction"]
     assert isinstance(record, EvictedResult)
     assert (record.tool_name, record.call_id, record.written) == ("shell", "call_1", True)

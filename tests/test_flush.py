@@ -19,7 +19,7 @@ from harnessmem import (
     ModelUnavailableError,
 )
 from harnessmem.memory.files import is_no_reply, normalise_fact, parse_facts
-from harnessmem.memory.flush import FlushResult, MemoryFlusher, render_transcript
+from harnessmem.memory.flush import FlushResult, render_transcript
 from harnessmem.testing import FakeClock, ScriptedModel
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ def test_a_backed_off_flush_skips_no_message(open_harness: HarnessFactory) -> No
     sent = model.calls[-1].messages[-1]["content"]
     for said in ("Ana likes tea", "Bo likes rain", "Noted."):
         assert said in sent
-    assert harness.component(MemoryFlusher).backoff_state("b").failures == 0
+    assert harness.kernel.flusher.backoff_state("b").failures == 0
 
 
 def test_any_model_crash_is_reported_not_raised(open_harness: HarnessFactory) -> None:
@@ -339,15 +339,17 @@ def test_reindex_and_consolidation_request_follow_a_write(
 ) -> None:
     harness = open_harness(ScriptedModel("- fact one"), consolidation={"min_new_tokens": 0})
     calls: list[Any] = []
-    monkeypatch.setattr(harness, "reindex", lambda paths: calls.append(paths))
-    monkeypatch.setattr(harness, "request_maintenance", lambda: calls.append("maintain") or True)
+    monkeypatch.setattr(harness.kernel, "reindex", lambda paths: calls.append(paths))
+    monkeypatch.setattr(
+        harness.kernel, "request_maintenance", lambda: calls.append("maintain") or True
+    )
     harness.flush(conversation("a"), session_id="s")
     assert calls == [[TODAY], "maintain"]
 
     def broken(paths: list[str]) -> None:
         raise RuntimeError("index is read-only")
 
-    monkeypatch.setattr(harness, "reindex", broken)
+    monkeypatch.setattr(harness.kernel, "reindex", broken)
     result = harness.flush(conversation("a", "b"), session_id="s2")
     assert result.status == "duplicates"  # nothing new to write: no reindex needed
     harness.workspace.delete(TODAY)
@@ -418,7 +420,7 @@ def test_background_mode_queues_and_close_drains(open_harness: HarnessFactory) -
 
 def test_background_flush_after_draining_began_runs_inline(open_harness: HarnessFactory) -> None:
     harness = open_harness(ScriptedModel("- Ana has a cat"), flush={"mode": "background"})
-    flusher = harness.component(MemoryFlusher)
+    flusher = harness.kernel.flusher
     assert flusher.submit(conversation("first"), session_id="s").status == "queued"
     flusher.drain(timeout=30)  # what close() does first
     late = flusher.submit(conversation("first", "I have a cat"), session_id="s")

@@ -244,9 +244,9 @@ def test_separate_models_for_summary_and_flush_keep_two_calls(tmp_path: Path) ->
         compaction={"trigger_messages": 10, "keep_messages": 4, "trigger_tokens": 0},
         maintenance={"enabled": False},
     ) as harness:
-        compactor = harness.pm.get_plugin("compaction").compactor(harness, "s")
+        compactor = harness.kernel.hooks.pm.get_plugin("compaction").compactor(harness.kernel, "s")
         assert compactor._one_call() is (
-            harness.model_for("summary").backend is harness.model_for("flush").backend
+            harness.kernel.model_for("summary").backend is harness.kernel.model_for("flush").backend
         )
 
 
@@ -260,7 +260,7 @@ def test_consolidation_is_asked_for_once_enough_new_facts_wait(
         ScriptedModel(echo_users), consolidation={"min_new_tokens": 40}, flush={"batch_tokens": 0}
     )
     asked: list[bool] = []
-    monkeypatch.setattr(harness, "request_maintenance", lambda: asked.append(True) or True)
+    monkeypatch.setattr(harness.kernel, "request_maintenance", lambda: asked.append(True) or True)
     session = harness.session("c")
     messages: list[dict[str, Any]] = []
     for i in range(8):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import asyncio
 import subprocess
 import sys
@@ -82,7 +83,7 @@ def test_open_applies_section_overrides_and_configures_plugins(
     assert harness.settings.compaction.keep_messages == 20
     assert recorder.seen[0] == ("configure", 30)
     assert (tmp_path / "ws").is_dir()
-    assert harness.index_path == tmp_path / "memory_index.db"
+    assert harness.kernel.index_path == tmp_path / "memory_index.db"
 
 
 def test_lifecycle_points_call_their_hooks(harness: MemoryHarness, recorder: Recorder) -> None:
@@ -250,13 +251,13 @@ def test_default_backends_are_resolved_by_name(tmp_path: Path) -> None:
         MemoryHarness.open(tmp_path / "ws") as harness,
         pytest.raises(ValueError, match="unknown model purpose"),
     ):
-        harness.model_for("poetry")
+        harness.kernel.model_for("poetry")
 
 
 def test_model_instance_serves_every_purpose(tmp_path: Path) -> None:
     model = ScriptedModel(["ok"])
     with MemoryHarness.open(tmp_path / "ws", model=model) as harness:
-        served = [harness.model_for(p) for p in ("summary", "flush", "consolidation")]
+        served = [harness.kernel.model_for(p) for p in ("summary", "flush", "consolidation")]
         assert {m.backend for m in served} == {model}
 
 
@@ -287,9 +288,9 @@ def test_model_routes_per_purpose(fake_distributions: Any, tmp_path: Path) -> No
             "flush": {"name": "small", "options": {"temperature": 0.0}},
         },
     ) as harness:
-        summary = harness.model_for("summary")
-        flush = harness.model_for("flush")
-        assert summary.backend is harness.model_for("consolidation").backend
+        summary = harness.kernel.model_for("summary")
+        flush = harness.kernel.model_for("flush")
+        assert summary.backend is harness.kernel.model_for("consolidation").backend
         assert summary.context["model_name"] == "big"
         assert flush.context["model_name"] == "small"
         assert summary.options.temperature == 0.5
@@ -301,7 +302,7 @@ def test_closed_harness_refuses_work(tmp_path: Path) -> None:
     session = harness.session("s")
     harness.close()
     harness.close()  # idempotent
-    assert harness.closed
+    assert harness.kernel.closed
     with pytest.raises(HarnessMemError, match="is closed"):
         session.before_reasoning([USER])
     with pytest.raises(HarnessMemError, match="is closed"):
@@ -346,10 +347,18 @@ def test_import_stays_light() -> None:
     assert out == ""
 
 
-def test_every_public_name_resolves() -> None:
+def test_every_public_name_resolves_and_is_declared_once() -> None:
+    """The stub ``__init__.pyi`` is the one table of public names: ``__all__`` and the lazy
+    exports come from it, and ``__init__.py`` names none of them."""
     import harnessmem
 
-    assert set(harnessmem.__all__) == {*harnessmem._EXPORTS, "__version__"}
+    package = Path(harnessmem.__file__).parent
+    stub = ast.parse((package / "__init__.pyi").read_text(encoding="utf-8"))
+    declared = [a.name for n in stub.body if isinstance(n, ast.ImportFrom) for a in n.names]
+    assert len(declared) == len(set(declared))
+    assert sorted(harnessmem.__all__) == sorted([*declared, "__version__"])
+    source = (package / "__init__.py").read_text(encoding="utf-8")
+    assert [name for name in declared if name in source] == []
     for name in harnessmem.__all__:
         assert getattr(harnessmem, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):

@@ -312,7 +312,7 @@ def test_corrupt_database_rebuilds_and_search_still_works(
     with MemoryHarness.open(tmp_path / "ws", **options) as harness:
         _write(harness, "MEMORY.md", "- the lighthouse keeper\n")
         assert _found(harness, "lighthouse") == [("MEMORY.md", 1)]
-        db = harness.index_path
+        db = harness.kernel.index_path
     for suffix in ("-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     db.write_bytes(b"\x00garbage" * 512)
@@ -325,7 +325,7 @@ def test_corrupt_database_rebuilds_and_search_still_works(
 def test_corruption_while_running_is_repaired_on_the_next_search(harness: MemoryHarness) -> None:
     _write(harness, "MEMORY.md", "- the lighthouse keeper\n")
     assert _found(harness, "lighthouse") == [("MEMORY.md", 1)]
-    db = harness.index_path
+    db = harness.kernel.index_path
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     assert _found(harness, "lighthouse") == [("MEMORY.md", 1)], "rebuilt and re-synced"
@@ -339,7 +339,7 @@ def test_schema_version_mismatch_rebuilds(tmp_path: Path, caplog: pytest.LogCapt
     with MemoryHarness.open(tmp_path / "ws", **options) as harness:
         _write(harness, "MEMORY.md", "- the lighthouse keeper\n")
         harness.reindex()
-        db = harness.index_path
+        db = harness.kernel.index_path
     with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     caplog.set_level(logging.WARNING, logger="harnessmem.index")
@@ -360,7 +360,7 @@ def test_memory_workspace_is_searchable() -> None:
         assert _found(harness, "otter") == [("memory/2026-11-30.md", 1)]
         harness.workspace.append_text("memory/2026-11-30.md", "- and a remote beaver\n")
         assert _found(harness, "beaver") == [("memory/2026-11-30.md", 2)]
-        harness.index.close()
+        harness.kernel.index.close()
 
 
 def test_another_replica_s_writes_show_at_the_next_sweep(

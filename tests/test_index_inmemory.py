@@ -27,7 +27,7 @@ def test_a_harness_searches_memory_through_it(tmp_path: Path) -> None:
         harness.workspace.write_text("MEMORY.md", "# Memory\n\n- Staging listens on port 5433.\n")
         hits = harness.search("staging port")
         assert [(hit.path, hit.start_line) for hit in hits] == [("MEMORY.md", 3)]
-        assert type(harness.index).__name__ == "InMemoryIndex"
+        assert type(harness.kernel.index).__name__ == "InMemoryIndex"
 
 
 def test_it_knows_no_options() -> None:

@@ -91,7 +91,7 @@ def _build(root: Path) -> Path:
     with MemoryHarness.open(root, **OPTIONS) as harness:
         harness.workspace.write_text("MEMORY.md", _memory())
         assert len(harness.search("lighthouse keeper", limit=FACTS)) == FACTS
-        return harness.index_path
+        return harness.kernel.index_path
 
 
 def _damage_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -170,7 +170,7 @@ def test_damage_while_open_is_found_by_the_next_write(
     with MemoryHarness.open(tmp_path / "ws", **OPTIONS) as harness:
         harness.workspace.write_text("MEMORY.md", _memory())
         assert len(harness.search("lighthouse keeper", limit=FACTS)) == FACTS
-        with closing(sqlite3.connect(harness.index_path)) as db, db:
+        with closing(sqlite3.connect(harness.kernel.index_path)) as db, db:
             _zeroed(_STRUCTURE)(db)
         harness.save("- the lighthouse has a red door")
         assert [h.path for h in harness.search("red door")] == ["MEMORY.md"]

@@ -231,7 +231,6 @@ def test_status_the_inspector_and_consolidation_count_memory_alike(
     import json
     import re
 
-    from harnessmem.memory.consolidation import MemoryConsolidator
     from harnessmem.tokens import estimate_tokens
 
     status = CliRunner().invoke(main, ["status", "-w", str(example_root), "--json"])
@@ -241,7 +240,7 @@ def test_status_the_inspector_and_consolidation_count_memory_alike(
     assert int(found.group(1).replace(",", "")) == shown
     text = (example_root / "MEMORY.md").read_text()
     with harness_on(example_root) as harness:
-        assert harness.component(MemoryConsolidator).tokens(text) == shown
+        assert harness.kernel.consolidator.tokens(text) == shown
     assert estimate_tokens(text) != shown, "the estimate differs: the test can tell them apart"
 
 

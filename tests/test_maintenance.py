@@ -70,8 +70,8 @@ def calls(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def reindex(full: bool = False) -> None:
         seen.append("reindex")
 
-    monkeypatch.setattr(harness.component(MemoryConsolidator), "consolidate", consolidate)
-    monkeypatch.setattr(harness, "reindex", reindex)
+    monkeypatch.setattr(harness.kernel.consolidator, "consolidate", consolidate)
+    monkeypatch.setattr(harness.kernel, "reindex", reindex)
     return seen
 
 
@@ -80,7 +80,7 @@ def _age(harness: MemoryHarness, path: str, seconds: float, text: str = "x\n") -
     harness.workspace.write_text(path, text)
     local = harness.workspace.local_path(path)
     assert local is not None
-    when = harness.clock() - seconds
+    when = harness.kernel.clock() - seconds
     os.utime(local, (when, when))
 
 
@@ -195,8 +195,8 @@ def test_a_step_that_raises_does_not_stop_the_rest(
     def broken(backoff: bool = False) -> None:
         raise RuntimeError("the model is down")
 
-    monkeypatch.setattr(harness.component(MemoryConsolidator), "consolidate", broken)
-    monkeypatch.setattr(harness, "reindex", lambda full=False: ran.append("reindex"))
+    monkeypatch.setattr(harness.kernel.consolidator, "consolidate", broken)
+    monkeypatch.setattr(harness.kernel, "reindex", lambda full=False: ran.append("reindex"))
     harness.workspace.write_text("memory/2020-01-01.md", "- old\n")
     _age(harness, "sessions/old.log.jsonl", 200 * DAY)
     with caplog.at_level(logging.WARNING, logger="harnessmem.maintenance"):
@@ -229,7 +229,7 @@ def test_a_step_that_cannot_run_here_says_so_and_a_not_implemented_one_fails(
         raise NotImplementedError("embed the new entries")
 
     steps = [MaintenanceStep("vectors", not_here), MaintenanceStep("embed", not_built)]
-    report = MaintenanceScheduler(harness, steps=steps).tick()
+    report = MaintenanceScheduler(harness.kernel, steps=steps).tick()
     assert report.step("vectors").outcome == "skipped: no vector store configured"
     assert report.step("embed").outcome == "failed: NotImplementedError: embed the new entries"
     assert report.failed == ("embed",)
@@ -325,7 +325,7 @@ def test_a_lost_lease_stops_the_remaining_steps(
         return StepDone("took too long")
 
     steps = [MaintenanceStep("slow", slow_step), MaintenanceStep("after", slow_step)]
-    report = MaintenanceScheduler(harness, steps=steps).tick()
+    report = MaintenanceScheduler(harness.kernel, steps=steps).tick()
     assert report.step("slow").status == "done"
     assert report.step("after").status == "skipped"
     assert report.step("after").detail.startswith("lost the maintenance lease")
@@ -350,11 +350,11 @@ def test_every_tick_fires_on_maintenance(
 
 
 def test_unknown_step_names_are_refused(harness: MemoryHarness) -> None:
-    scheduler = MaintenanceScheduler(harness)
+    scheduler = MaintenanceScheduler(harness.kernel)
     with pytest.raises(ValueError, match=r"unknown maintenance steps \['nope'\]"):
         scheduler.tick(steps=["nope"])
     with pytest.raises(ValueError, match="unique"):
-        MaintenanceScheduler(harness, steps=[MaintenanceStep("a", print)] * 2)  # type: ignore[list-item]
+        MaintenanceScheduler(harness.kernel, steps=[MaintenanceStep("a", print)] * 2)  # type: ignore[list-item]
 
 
 # -- several processes -----------------------------------------------------------------------
@@ -373,12 +373,13 @@ def consolidate(self, *, backoff=False):
 
 MemoryConsolidator.consolidate = consolidate
 
-class Counting(MemoryHarness):
-    def reindex(self, full=False):
-        self.workspace.append_text("calls.log", "reindex\\n")
+harness = MemoryHarness.open(url, workspace={"storage_options": options}, clock=lambda: now,
+                             maintenance={"enabled": False})
 
-harness = Counting.open(url, workspace={"storage_options": options}, clock=lambda: now,
-                        maintenance={"enabled": False})
+def reindex(full=False):
+    harness.workspace.append_text("calls.log", "reindex\\n")
+
+harness.kernel.reindex = reindex
 print("ready", flush=True)
 sys.stdin.readline()  # start together, so the ticks really compete
 report = harness.maintain()
@@ -437,17 +438,17 @@ def _scheduled(tmp_path: Path, clock: FakeClock, **maintenance: Any) -> MemoryHa
 def _stub_components(harness: MemoryHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     monkeypatch.setattr(
-        harness.component(MemoryConsolidator),
+        harness.kernel.consolidator,
         "consolidate",
         lambda backoff=False: seen.append("consolidate"),
     )
-    monkeypatch.setattr(harness, "reindex", lambda full=False: seen.append("reindex"))
+    monkeypatch.setattr(harness.kernel, "reindex", lambda full=False: seen.append("reindex"))
     return seen
 
 
 def test_close_stops_the_thread_and_leaves_none_behind(tmp_path: Path, clock: FakeClock) -> None:
     harness = _scheduled(tmp_path, clock)
-    scheduler = harness._scheduler
+    scheduler = harness.kernel.maintenance
     assert scheduler is not None
     assert scheduler.running
     thread = scheduler.thread
@@ -457,7 +458,7 @@ def test_close_stops_the_thread_and_leaves_none_behind(tmp_path: Path, clock: Fa
     harness.close()
     assert thread not in threading.enumerate()
     assert not thread.is_alive()
-    assert harness.request_maintenance() is False
+    assert harness.kernel.request_maintenance() is False
 
 
 def test_no_thread_when_maintenance_is_disabled(tmp_path: Path, clock: FakeClock) -> None:
@@ -467,7 +468,7 @@ def test_no_thread_when_maintenance_is_disabled(tmp_path: Path, clock: FakeClock
     with _scheduled(tmp_path, clock, enabled=False) as harness:
         started = {t for t in threading.enumerate() if t.is_alive()} - before
         assert started == set()
-        assert harness.request_maintenance() is False
+        assert harness.kernel.request_maintenance() is False
 
 
 def test_interval_tick_comes_when_the_clock_says(
@@ -476,10 +477,10 @@ def test_interval_tick_comes_when_the_clock_says(
     """No tick at start (not even when woken); one after the clock moves by the interval."""
     with _scheduled(tmp_path, clock) as harness:
         seen = _stub_components(harness, monkeypatch)
-        scheduler = harness._scheduler
+        scheduler = harness.kernel.maintenance
         assert scheduler is not None
         scheduler.wake()
-        assert harness.request_maintenance() is True  # proves the loop is idle, not ticking
+        assert harness.kernel.request_maintenance() is True  # proves the loop is idle, not ticking
         assert scheduler.wait_for_ticks(1, timeout=30)
         assert scheduler.last_report is not None
         assert scheduler.last_report.trigger == "request", "an interval tick came too early"
@@ -497,17 +498,17 @@ def test_requests_are_throttled_and_run_consolidate_and_reindex(
 ) -> None:
     with _scheduled(tmp_path, clock) as harness:
         seen = _stub_components(harness, monkeypatch)
-        scheduler = harness._scheduler
+        scheduler = harness.kernel.maintenance
         assert scheduler is not None
-        assert harness.request_maintenance() is True
-        assert harness.request_maintenance() is False  # within min_gap
+        assert harness.kernel.request_maintenance() is True
+        assert harness.kernel.request_maintenance() is False  # within min_gap
         assert scheduler.wait_for_ticks(1, timeout=30)
         report = scheduler.last_report
         assert report is not None
         assert [s.name for s in report.steps] == ["consolidate", "reindex"]
         assert seen == ["consolidate", "reindex"]
         clock.advance(harness.settings.maintenance.min_gap)
-        assert harness.request_maintenance() is True
+        assert harness.kernel.request_maintenance() is True
         assert scheduler.wait_for_ticks(2, timeout=30)
         assert seen == ["consolidate", "reindex"] * 2
 
@@ -518,7 +519,7 @@ def test_first_tick_follows_the_workspace_schedule(tmp_path: Path, clock: FakeCl
         first.maintain()
     clock.advance(7 * 3600)
     with _scheduled(tmp_path, clock) as harness:
-        scheduler = harness._scheduler
+        scheduler = harness.kernel.maintenance
         assert scheduler is not None
         clock.advance(harness.settings.maintenance.min_gap)
         scheduler.wake()
@@ -541,17 +542,17 @@ def test_close_waits_for_a_running_tick_up_to_its_timeout(
         entered.set()
         release.wait(30)
 
-    monkeypatch.setattr(harness.component(MemoryConsolidator), "consolidate", stuck)
-    monkeypatch.setattr(harness, "reindex", lambda full=False: None)
-    scheduler = harness._scheduler
+    monkeypatch.setattr(harness.kernel.consolidator, "consolidate", stuck)
+    monkeypatch.setattr(harness.kernel, "reindex", lambda full=False: None)
+    scheduler = harness.kernel.maintenance
     assert scheduler is not None
     thread = scheduler.thread
     assert thread is not None
-    assert harness.request_maintenance()
+    assert harness.kernel.request_maintenance()
     assert entered.wait(30)
     with caplog.at_level(logging.WARNING, logger="harnessmem.harness"):
         harness.close(timeout=0)
-    assert harness.closed
+    assert harness.kernel.closed
     assert "still running after 0s" in caplog.text
     release.set()
     thread.join(30)
@@ -564,7 +565,7 @@ def test_close_drains_queued_work_before_releasing_backends(
     """The seam for queued flushes: drainers run first, with the time left."""
     harness = _scheduled(tmp_path, clock)
     budget: list[float] = []
-    harness._drainers.append(lambda left: budget.append(left) or None)  # type: ignore[func-returns-value]
+    harness.kernel._drainers.append(lambda left: budget.append(left) or None)  # type: ignore[func-returns-value]
     harness.close(timeout=5)
     assert len(budget) == 1
     assert 0 < budget[0] <= 5
@@ -573,8 +574,8 @@ def test_close_drains_queued_work_before_releasing_backends(
 def test_a_dropped_harness_lets_its_thread_end(tmp_path: Path, clock: FakeClock) -> None:
     """The scheduler holds the harness weakly: forgetting close() does not leak the thread."""
     harness = _scheduled(tmp_path, clock)
-    assert harness._scheduler is not None
-    thread = harness._scheduler.thread
+    assert harness.kernel.maintenance is not None
+    thread = harness.kernel.maintenance.thread
     assert thread is not None
     del harness
     gc.collect()
@@ -588,8 +589,8 @@ def test_open_harnesses_close_at_interpreter_exit(tmp_path: Path) -> None:
         "import sys\n"
         "from harnessmem import MemoryHarness\n"
         "h = MemoryHarness.open(sys.argv[1])\n"
-        "h._drainers.append(lambda left: print('drained', flush=True))\n"
-        "print('scheduler', h._scheduler.running, flush=True)\n"
+        "h.kernel._drainers.append(lambda left: print('drained', flush=True))\n"
+        "print('scheduler', h.kernel.maintenance.running, flush=True)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "ws")],

@@ -48,13 +48,13 @@ def harness(workspace_target: WorkspaceTarget, clock: FakeClock) -> Iterator[Mem
 
 def _offload(harness: MemoryHarness, session_id: str = "chat-42") -> None:
     """Write a session log and its offload mark the way compaction does."""
-    transcript = SessionTranscript(harness.workspace, session_id, clock=harness.clock)
+    transcript = SessionTranscript(harness.workspace, session_id, clock=harness.kernel.clock)
     transcript.offload([(1, {"role": "user", "content": "hi"})])
 
 
 def _prune(harness: MemoryHarness) -> StepOutcome:
     """One forced tick of just this step (each test runs it several times in a row)."""
-    report = MaintenanceScheduler(harness).tick(steps=["prune_sessions"], force=True)
+    report = MaintenanceScheduler(harness.kernel).tick(steps=["prune_sessions"], force=True)
     return report.step("prune_sessions")
 
 

@@ -557,7 +557,7 @@ def test_importing_harnessmem_and_opening_a_default_harness_do_not_import_litell
         "import sys, harnessmem\n"
         "from harnessmem import MemoryHarness\n"
         f"h = MemoryHarness.open({str(tmp_path / 'ws')!r}, maintenance={{'enabled': False}})\n"
-        "h.model_for('flush').complete([{'role': 'user', 'content': 'I like tea.'}],"
+        "h.kernel.model_for('flush').complete([{'role': 'user', 'content': 'I like tea.'}],"
         " purpose='flush')\n"
         "h.close()\n"
         "print('litellm' in sys.modules)\n"

@@ -38,7 +38,7 @@ def test_a_default_harness_does_all_three_jobs_offline(
         maintenance={"enabled": False},
     ) as harness:
         assert all(
-            isinstance(harness.model_for(p).backend, ExtractiveBackend)
+            isinstance(harness.kernel.model_for(p).backend, ExtractiveBackend)
             for p in ("summary", "flush", "consolidation")
         )
         session = harness.session("offline")

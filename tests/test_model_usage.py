@@ -61,7 +61,7 @@ def harness(tmp_path: Path, clock: FakeClock) -> Iterator[MemoryHarness]:
 
 def test_with_no_configuration_every_purpose_is_served_offline(harness: MemoryHarness) -> None:
     for purpose in ("summary", "flush", "consolidation"):
-        model = harness.model_for(purpose)
+        model = harness.kernel.model_for(purpose)
         assert isinstance(model.backend, ExtractiveBackend)
         answer = model.complete(job_request(purpose), purpose=purpose)
         assert answer.model == "extractive"
@@ -81,7 +81,9 @@ def test_each_purpose_reaches_its_own_model(tmp_path: Path, clock: FakeClock) ->
             },
         ) as harness:
             answers = {
-                purpose: harness.model_for(purpose).complete(job_request(purpose), purpose=purpose)
+                purpose: harness.kernel.model_for(purpose).complete(
+                    job_request(purpose), purpose=purpose
+                )
                 for purpose in ("summary", "flush", "consolidation")
             }
             report = harness.usage()
@@ -112,9 +114,11 @@ def test_a_purpose_may_use_another_backend(tmp_path: Path, clock: FakeClock) -> 
             },
         ) as harness,
     ):
-        flush = harness.model_for("flush")
+        flush = harness.kernel.model_for("flush")
         flushed = flush.complete(job_request("flush"), purpose="flush")
-        summary = harness.model_for("summary").complete(job_request("summary"), purpose="summary")
+        summary = harness.kernel.model_for("summary").complete(
+            job_request("summary"), purpose="summary"
+        )
 
     assert isinstance(flush.backend, ExtractiveBackend)
     assert flush.backend.options.max_facts == 5, "model.options are litellm's, not merged"
@@ -140,9 +144,9 @@ def test_usage_counts_calls_tokens_and_cost_per_purpose_and_model(
 ) -> None:
     model = ScriptedModel("- The user likes tea.", model="scripted-1")
     with open_harness(tmp_path / "ws", clock, model) as harness:
-        flush = harness.model_for("flush")
+        flush = harness.kernel.model_for("flush")
         answers = [flush.complete(job_request("flush"), purpose="flush") for _ in range(3)]
-        harness.model_for("summary").complete(job_request("summary"), purpose="summary")
+        harness.kernel.model_for("summary").complete(job_request("summary"), purpose="summary")
         model.fail_with = ModelUnavailableError("down")
         with pytest.raises(ModelUnavailableError):
             flush.complete(job_request("flush"), purpose="flush")
@@ -164,10 +168,10 @@ def test_usage_is_kept_in_the_workspace_for_other_processes(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with open_harness(tmp_path / "ws", clock, ScriptedModel("ok")) as first:
-        first.model_for("flush").complete(job_request("flush"), purpose="flush")
+        first.kernel.model_for("flush").complete(job_request("flush"), purpose="flush")
     clock.advance(86_400)
     with open_harness(tmp_path / "ws", clock, ScriptedModel("ok")) as second:
-        second.model_for("summary").complete(job_request("summary"), purpose="summary")
+        second.kernel.model_for("summary").complete(job_request("summary"), purpose="summary")
         everything = second.usage()
         today = second.usage(days=1)
 
@@ -183,14 +187,14 @@ def test_usage_can_stay_in_memory(tmp_path: Path, clock: FakeClock) -> None:
     with open_harness(
         tmp_path / "ws", clock, ScriptedModel("ok"), model={"record_usage": False}
     ) as harness:
-        harness.model_for("flush").complete(job_request("flush"), purpose="flush")
+        harness.kernel.model_for("flush").complete(job_request("flush"), purpose="flush")
         assert harness.usage().total.calls == 1
     assert not (tmp_path / "ws" / "usage").exists()
 
 
 def test_torn_ledger_lines_are_skipped(tmp_path: Path, clock: FakeClock) -> None:
     with open_harness(tmp_path / "ws", clock, ScriptedModel("ok")) as harness:
-        harness.model_for("flush").complete(job_request("flush"), purpose="flush")
+        harness.kernel.model_for("flush").complete(job_request("flush"), purpose="flush")
         assert harness.usage().total.calls == 1  # a report writes what is pending first
         path = tmp_path / "ws" / "usage" / "2027-01-15.jsonl"
         path.write_text(path.read_text() + '{"at": 1, "purp\n')
@@ -200,7 +204,7 @@ def test_torn_ledger_lines_are_skipped(tmp_path: Path, clock: FakeClock) -> None
 def test_records_are_written_in_batches_and_on_close(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "ws" / "usage" / "2027-01-15.jsonl"
     with open_harness(tmp_path / "ws", clock, ScriptedModel("ok")) as harness:
-        flush = harness.model_for("flush")
+        flush = harness.kernel.model_for("flush")
         for _ in range(3):
             flush.complete(job_request("flush"), purpose="flush")
         assert not path.exists(), "one write per batch, not per call"
@@ -225,7 +229,7 @@ def test_a_failed_write_keeps_the_usage_in_memory(
         monkeypatch.setattr(harness.workspace, "append_text", broken)
         with caplog.at_level(logging.WARNING, logger="harnessmem.models"):
             for _ in range(2):
-                harness.model_for("flush").complete(job_request("flush"), purpose="flush")
+                harness.kernel.model_for("flush").complete(job_request("flush"), purpose="flush")
                 report = harness.usage()
 
     assert report.total.calls == 2
@@ -236,7 +240,7 @@ def test_a_failed_write_keeps_the_usage_in_memory(
 
 
 def test_async_calls_are_recorded_too(harness: MemoryHarness) -> None:
-    model = harness.model_for("flush")
+    model = harness.kernel.model_for("flush")
     asyncio.run(model.acomplete(job_request("flush"), purpose="flush"))
 
     assert harness.usage().purposes["flush"]["extractive"].calls == 1
@@ -263,17 +267,17 @@ def test_past_the_daily_budget_upkeep_runs_offline_and_says_so(
     with open_harness(
         tmp_path / "ws", clock, model, [watcher], model={"budget": {"daily_tokens": 1_000}}
     ) as harness:
-        flush = harness.model_for("flush")
+        flush = harness.kernel.model_for("flush")
         spent = 0
         while spent < 1_000:
             spent += flush.complete(job_request("flush"), purpose="flush").total_tokens
         paid_calls = len(model.calls)
         with caplog.at_level(logging.WARNING, logger="harnessmem.models"):
             offline = flush.complete(job_request("flush"), purpose="flush")
-            consolidated = harness.model_for("consolidation").complete(
+            consolidated = harness.kernel.model_for("consolidation").complete(
                 job_request("consolidation"), purpose="consolidation"
             )
-            summary = harness.model_for("summary").complete(
+            summary = harness.kernel.model_for("summary").complete(
                 job_request("summary"), purpose="summary"
             )
         report = harness.usage()
@@ -310,9 +314,11 @@ def test_the_cost_budget_counts_every_process(tmp_path: Path, clock: FakeClock) 
             "budget": {"daily_cost": 1e-9},
         }
         with open_harness(tmp_path / "ws", clock, model=settings) as first:
-            first.model_for("flush").complete(job_request("flush"), purpose="flush")
+            first.kernel.model_for("flush").complete(job_request("flush"), purpose="flush")
         with open_harness(tmp_path / "ws", clock, model=settings) as second:
-            answer = second.model_for("flush").complete(job_request("flush"), purpose="flush")
+            answer = second.kernel.model_for("flush").complete(
+                job_request("flush"), purpose="flush"
+            )
             status = second.usage().budget
 
     assert len(server.requests) == 1, "the second process saw the first one's spending"
@@ -362,7 +368,7 @@ def test_the_usage_command_shows_the_ledger(tmp_path: Path, clock: FakeClock) ->
     runner = CliRunner()
     empty = runner.invoke(main, ["usage", "-w", str(workspace)])
     with open_harness(workspace, clock, ScriptedModel("- fact", model="small-model")) as harness:
-        harness.model_for("flush").complete(job_request("flush"), purpose="flush")
+        harness.kernel.model_for("flush").complete(job_request("flush"), purpose="flush")
     shown = runner.invoke(main, ["usage", "-w", str(workspace)])
     as_json = runner.invoke(main, ["usage", "-w", str(workspace), "--json"])
 

@@ -111,7 +111,9 @@ def test_200_tenants_with_20_open_on_local_folders(tmp_path: Path) -> None:
         serve_and_check(pool, 200)
         shared = pool.index
         assert shared is not None
-        assert pool.harness("tenant-000").index.path == tmp_path / "agents" / "memory_index.db"  # type: ignore[attr-defined]
+        assert (
+            pool.harness("tenant-000").kernel.index.path == tmp_path / "agents" / "memory_index.db"
+        )  # type: ignore[attr-defined]
         assert shared.workspace_id == "", "the shared instance serves no tenant itself"
     assert sorted(p.name for p in (tmp_path / "agents").iterdir())[-1] == "tenant-199"
     # A harness opened alone on one tenant uses the same file and sees only that tenant.
@@ -195,13 +197,13 @@ def test_a_pinned_harness_is_not_evicted(tmp_path: Path) -> None:
         with pool.use("alice") as alice:
             for name in ("b", "c", "d"):
                 pool.harness(name)
-            assert not alice.closed
+            assert not alice.kernel.closed
             assert pool.open_tenants == ["alice", "d"], "the unpinned ones went"
             with pool.use("d"), pool.use("e"):
                 assert len(pool) == 3, "over max_open while all are pinned"
             assert len(pool) == 2
         pool.harness("f")
-        assert alice.closed, "evicted once unpinned"
+        assert alice.kernel.closed, "evicted once unpinned"
 
 
 # -- closing ------------------------------------------------------------------------------------
@@ -220,7 +222,7 @@ def test_eviction_drains_queued_flushes(tmp_path: Path) -> None:
         ctx = ana.session("s").after_call(messages)
         assert ctx.outcomes["flush"].status == "queued"
         pool.harness("bea")  # evicts ana: her queued flush is written first
-        assert ana.closed
+        assert ana.kernel.closed
         assert "- Ana lives in Lisbon" in "".join(
             ana.workspace.read_text(p) for p in ana.workspace.list("memory")
         )
@@ -235,7 +237,7 @@ def test_close_closes_every_harness_and_refuses_more(tmp_path: Path) -> None:
     shared = pool.index
     pool.close()
     pool.close()
-    assert all(h.closed for h in opened)
+    assert all(h.kernel.closed for h in opened)
     with pytest.raises(HarnessMemError, match="closed"):
         pool.harness("a")
     with pytest.raises(HarnessMemError, match="closed"):
@@ -297,7 +299,7 @@ def test_one_maintenance_thread_works_through_the_tenants(
     runner.wake()
     assert runner.wait_for_ticks(5, timeout=60)
     assert log.threads == ["harnessmem-pool-maintenance"] * 5, "one thread, one tick each"
-    assert all(h.request_maintenance() for h in harnesses[:2]), "requests reach the runner"
+    assert all(h.kernel.request_maintenance() for h in harnesses[:2]), "requests reach the runner"
     runner.wake()
     assert runner.wait_for_ticks(7, timeout=60)
     assert len(log.threads) == 7
@@ -310,7 +312,7 @@ def test_an_evicted_tenant_leaves_the_runner(
     first = pool.harness("t0")
     for n in range(1, 11):
         pool.harness(f"t{n}")
-    assert first.closed
+    assert first.kernel.closed
     runner = pool.maintenance_runner
     assert runner is not None
     clock.advance(3_601)
@@ -325,15 +327,15 @@ def test_a_harness_handed_out_is_open_even_when_every_other_is_pinned(tmp_path: 
     with HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS) as pool:
         with pool.use("t1") as first:
             second = pool.harness("t2")
-            assert not second.closed
-            assert not first.closed
+            assert not second.kernel.closed
+            assert not first.kernel.closed
             assert second.search("anything") == []  # usable, not merely not-closed
             assert pool.over_max == 1
             assert sorted(pool.open_tenants) == ["t1", "t2"]
         # The pin gone, the pool is back to max_open, the least recently used closed.
         assert len(pool) == 1
-        assert first.closed
-        assert not pool.harness("t2").closed
+        assert first.kernel.closed
+        assert not pool.harness("t2").kernel.closed
         assert pool.over_max == 1
 
 
@@ -392,12 +394,12 @@ def test_a_forget_racing_its_harness_eviction_finishes_or_can_be_run_again(
         first = pool.harness("t1")
         first.save("- the dog is called Zorblax\n- the user lives in Quimper")
         assert first.search("Zorblax")
-        eraser = first.component(erasure.MemoryEraser)
+        eraser = first.kernel.eraser
         targets: dict[str, tuple[Any, str]] = {
             "tombstone": (erasure, "add_tombstone"),
             "apply": (eraser, "_apply"),
             "reindex": (mf, "reindex_paths"),
-            "scrub": (first, "scrub_index"),
+            "scrub": (first.kernel, "scrub_index"),
         }
         owner, name = targets[stage]
         pause = _Pause(getattr(owner, name))

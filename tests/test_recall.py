@@ -111,7 +111,7 @@ def test_block_is_bounded_in_tokens(tmp_path: Path) -> None:
     ) as harness:
         session = harness.session("s")
         ctx = TurnContext(session=session, messages=_ask("Kyoto temple visit?"))
-        harness.hooks.pre_reasoning(ctx)
+        harness.kernel.hooks.pre_reasoning(ctx)
     outcome = ctx.outcomes["recall"]
     block = ctx.messages[0]["content"].split("\n\n", 1)[1]
     assert block.startswith(PREAMBLE)
@@ -125,13 +125,14 @@ def test_block_is_bounded_in_tokens(tmp_path: Path) -> None:
 def test_not_repeated_for_the_same_user_message(harness: Any) -> None:
     session = harness.session("s")
     calls: list[str] = []
-    search = harness.search
+    searcher = harness.kernel.searcher
+    search = searcher.search
 
     def counting(query: str, *args: Any, **kwargs: Any) -> Any:
         calls.append(query)
         return search(query, *args, **kwargs)
 
-    harness.search = counting
+    searcher.search = counting
     first = session.before_reasoning(_ask("When is the hotel booked?"))
     assert "Ryokan Sakura" in _block(first[0]["content"])
     assert "Kyoto-migration" not in first[0]["content"]
@@ -198,7 +199,7 @@ def test_hits_already_in_the_context_are_skipped(tmp_path: Path) -> None:
                 {"role": "user", "content": "Kyoto hotel and Clara's cello?"},
             ],
         )
-        harness.hooks.pre_reasoning(ctx)
+        harness.kernel.hooks.pre_reasoning(ctx)
     outcome = ctx.outcomes["recall"]
     # In MEMORY.md's block and in the daily log: both copies are in the context already.
     # (The two copies are one hit, the other named in its ``also``.) A line split over two
@@ -256,7 +257,7 @@ def test_a_failing_index_never_fails_the_turn(
         messages = _ask("Kyoto hotel?")
         ctx = TurnContext(session=session, messages=list(messages))
         with caplog.at_level(logging.WARNING, "harnessmem.memory.recall"):
-            harness.hooks.pre_reasoning(ctx)
+            harness.kernel.hooks.pre_reasoning(ctx)
         assert ctx.messages == messages
         assert str(error) in (ctx.outcomes["recall"].error or "")
         assert "without recalled memory" in caplog.text

@@ -124,7 +124,7 @@ def test_runs_after_other_transforms(tmp_path: Path) -> None:
     with MemoryHarness.open(
         tmp_path / "ws", plugins=[AddsASecret()], maintenance={"enabled": False}
     ) as harness:
-        assert harness.hooks.transform_memory_text("fact", "save") == (
+        assert harness.kernel.hooks.transform_memory_text("fact", "save") == (
             "fact (copied with key [REDACTED])"
         )
 
@@ -133,7 +133,7 @@ def test_can_be_disabled(tmp_path: Path) -> None:
     with MemoryHarness.open(
         tmp_path / "ws", plugins={"disable": ["redaction"]}, maintenance={"enabled": False}
     ) as harness:
-        assert harness.hooks.transform_memory_text(OPENAI, "save") == OPENAI
+        assert harness.kernel.hooks.transform_memory_text(OPENAI, "save") == OPENAI
 
 
 def test_plugin_class_default_options() -> None:

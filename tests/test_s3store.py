@@ -290,7 +290,7 @@ def test_lease_renewal_retries_through_a_fault(
             method="PUT", key="maintenance.lease", when=lambda r: r.condition == "If-Match"
         )
     )
-    report = MaintenanceScheduler(harness, steps=_slow_steps(clock, ttl)).tick()
+    report = MaintenanceScheduler(harness.kernel, steps=_slow_steps(clock, ttl)).tick()
     assert renewals.fired == 1
     assert [s.status for s in report.steps] == ["done", "done", "done"]
 
@@ -307,7 +307,7 @@ def test_a_lease_that_cannot_be_renewed_stops_the_tick_without_raising(
             when=lambda r: r.method != "PUT" or bool(r.condition == "If-Match"),
         )
     )
-    report = MaintenanceScheduler(harness, steps=_slow_steps(clock, ttl)).tick()
+    report = MaintenanceScheduler(harness.kernel, steps=_slow_steps(clock, ttl)).tick()
     assert [s.status for s in report.steps] == ["done", "skipped", "skipped"]
     assert report.step("two").detail.startswith("could not renew the maintenance lease")
 

@@ -197,8 +197,8 @@ def test_plugins_passed_in_code_are_known_names(tmp_path: Path) -> None:
         plugins={"disable": ["redaction"], "settings": {"audit": {"level": 2}}},
     )
     with MemoryHarness(settings, plugins=[Audit()]) as harness:
-        assert harness.pm.get_plugin("audit") is not None
-        assert harness.pm.get_plugin("redaction") is None
+        assert harness.kernel.hooks.pm.get_plugin("audit") is not None
+        assert harness.kernel.hooks.pm.get_plugin("redaction") is None
     with pytest.raises(ConfigError, match=r"plugins\.settings\.audit: options for no installed"):
         MemoryHarness(settings)
 
@@ -210,7 +210,7 @@ def test_backends_given_as_instances_are_not_looked_up(tmp_path: Path) -> None:
     )
     model = ScriptedModel(["ok"])
     with MemoryHarness(settings, model=model) as harness:
-        assert harness.model_for("flush").backend is model
+        assert harness.kernel.model_for("flush").backend is model
     with pytest.raises(BackendNotFound, match=r"model\.backend: no model backend 'nothing-here'"):
         MemoryHarness(settings)
 

@@ -85,9 +85,9 @@ def _assert_only(tenant: str, results: dict[str, list[tuple[str, int, str]]]) ->
 
 
 def test_the_siblings_share_one_index_file(agents: dict[str, MemoryHarness]) -> None:
-    assert agents["alice"].index_path == agents["bob"].index_path
-    assert agents["alice"].index.workspace_id == agents["alice"].workspace.url
-    assert agents["alice"].index.workspace_id != agents["bob"].index.workspace_id
+    assert agents["alice"].kernel.index_path == agents["bob"].kernel.index_path
+    assert agents["alice"].kernel.index.workspace_id == agents["alice"].workspace.url
+    assert agents["alice"].kernel.index.workspace_id != agents["bob"].kernel.index.workspace_id
 
 
 def test_every_read_path_returns_only_its_own_memory(agents: dict[str, MemoryHarness]) -> None:
@@ -105,7 +105,7 @@ def test_every_read_path_returns_only_its_own_memory(agents: dict[str, MemoryHar
             assert other not in text, (tool, text)
         text = session.call_tool("memory_get", {"path": "memory/2026-03-01.md"})
         assert f"{tenant} only" in text
-        stats = harness.index.stats()
+        stats = harness.kernel.index.stats()
         assert (stats.files, stats.entries) == (3, 6), "MEMORY.md, one daily log, one session"
 
 
@@ -163,15 +163,15 @@ def test_a_prune_of_one_leaves_the_other(tmp_path: Path) -> None:
 
 def test_a_self_rebuild_of_one_leaves_the_other(agents: dict[str, MemoryHarness]) -> None:
     before = _results(agents["bob"])
-    path = agents["alice"].index_path
+    path = agents["alice"].kernel.index_path
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
         for block_id, block in db.execute("SELECT id, block FROM memory_fts_data").fetchall():
             if block_id > 10:
                 flipped = bytes(b ^ 0x5A for b in block)
                 db.execute("UPDATE memory_fts_data SET block = ? WHERE id = ?", (flipped, block_id))
-    resets = agents["alice"].index.resets
+    resets = agents["alice"].kernel.index.resets
     _assert_only("alice", _results(agents["alice"]))
-    assert agents["alice"].index.resets > resets, "alice's search found the damage"
+    assert agents["alice"].kernel.index.resets > resets, "alice's search found the damage"
     assert _results(agents["bob"]) == before
 
 
@@ -179,7 +179,7 @@ def test_an_index_instance_of_another_workspace_is_refused(tmp_path: Path) -> No
     from harnessmem.errors import ConfigError
 
     with MemoryHarness.open(tmp_path / "agents" / "alice", **OPTIONS) as alice:
-        bob = MemoryHarness.open(tmp_path / "agents" / "bob", index=alice.index, **OPTIONS)
+        bob = MemoryHarness.open(tmp_path / "agents" / "bob", index=alice.kernel.index, **OPTIONS)
         with bob, pytest.raises(ConfigError, match="serves workspace"):
             bob.search("anything")
 

@@ -321,9 +321,9 @@ def test_run_tool_flags_the_errors(harness: MemoryHarness) -> None:
         ("memory_save", {"text": "- Prefers aisle seats."}),
     ]
     for name, arguments in calls:
-        result = run_tool(harness, name, arguments)
+        result = run_tool(harness.kernel, name, arguments)
         assert result.is_error == result.text.startswith("Error: "), (name, result)
-    assert [run_tool(harness, n, a).is_error for n, a in calls] == [
+    assert [run_tool(harness.kernel, n, a).is_error for n, a in calls] == [
         False, False, True, True, True, False, False,
     ]  # fmt: skip
 
@@ -340,10 +340,10 @@ def test_memory_flush_is_a_lifecycle_tool_only(harness: MemoryHarness, session: 
         {"role": "user", "content": "Please remember that my badge number is 88-341."},
         {"role": "assistant", "content": "Noted: your badge number is 88-341."},
     ]
-    result = run_tool(harness, "memory_flush", {"messages": messages}, lifecycle=True)
+    result = run_tool(harness.kernel, "memory_flush", {"messages": messages}, lifecycle=True)
     assert not result.is_error, result.text
     assert "2 new message(s) read" in result.text
-    again = run_tool(harness, "memory_flush", {"messages": messages}, lifecycle=True)
+    again = run_tool(harness.kernel, "memory_flush", {"messages": messages}, lifecycle=True)
     assert "0 new message(s) read" in again.text
     for bad, expected in [
         ({}, "'messages' is required"),
@@ -351,7 +351,7 @@ def test_memory_flush_is_a_lifecycle_tool_only(harness: MemoryHarness, session: 
         ({"messages": [{"content": "no role"}]}, "role"),
         ({"messages": messages, "session_id": 7}, "'session_id' must be a string"),
     ]:
-        answer = run_tool(harness, "memory_flush", bad, lifecycle=True)
+        answer = run_tool(harness.kernel, "memory_flush", bad, lifecycle=True)
         assert answer.is_error, bad
         assert expected in answer.text, answer.text
 

@@ -53,7 +53,7 @@ def test_an_export_imported_elsewhere_holds_the_same_files_and_finds_the_same_me
 ) -> None:
     archive = tmp_path / "agent.tar.gz"
     with harness_on(str(example_workspace)) as source:
-        exported = transfer.export_workspace(source.workspace, archive, clock=source.clock)
+        exported = transfer.export_workspace(source.workspace, archive, clock=source.kernel.clock)
         before = files_of(source.workspace)
         hits = [(h.path, h.content) for h in source.search("staging database")]
     assert exported.files == len(before) > 10
@@ -75,13 +75,13 @@ def test_round_trip_between_a_local_folder_and_s3(
 ) -> None:
     to_s3, back = tmp_path / "to-s3.tar.gz", tmp_path / "back.tar.gz"
     with harness_on(str(example_workspace)) as local:
-        transfer.export_workspace(local.workspace, to_s3, clock=local.clock)
+        transfer.export_workspace(local.workspace, to_s3, clock=local.kernel.clock)
         original = files_of(local.workspace)
     with harness_on(s3_workspace_url, s3_storage_options) as remote:
         transfer.import_archive(remote, to_s3)
         assert files_of(remote.workspace) == original
         assert remote.search("Brest timeout")
-        transfer.export_workspace(remote.workspace, back, clock=remote.clock)
+        transfer.export_workspace(remote.workspace, back, clock=remote.kernel.clock)
     with harness_on(str(tmp_path / "home")) as home:
         transfer.import_archive(home, back)
         assert files_of(home.workspace) == original
@@ -168,7 +168,7 @@ def test_an_import_never_overwrites_different_memory(
 ) -> None:
     archive = tmp_path / "agent.tar.gz"
     with harness_on(str(example_workspace)) as source:
-        transfer.export_workspace(source.workspace, archive, clock=source.clock)
+        transfer.export_workspace(source.workspace, archive, clock=source.kernel.clock)
     with harness_on(str(tmp_path / "busy")) as busy:
         busy.workspace.write_text("MEMORY.md", "- Somebody else's memory.\n")
         with pytest.raises(ArchiveError, match="already holds 1 of these files") as caught:
@@ -183,7 +183,7 @@ def test_an_interrupted_import_is_finished_by_running_it_again(
 ) -> None:
     archive = tmp_path / "agent.tar.gz"
     with harness_on(str(example_workspace)) as source:
-        transfer.export_workspace(source.workspace, archive, clock=source.clock)
+        transfer.export_workspace(source.workspace, archive, clock=source.kernel.clock)
         original = files_of(source.workspace)
     with harness_on(str(tmp_path / "copy")) as copy:
         real = Workspace.write_bytes
@@ -224,7 +224,7 @@ def test_a_failed_export_leaves_no_archive_and_no_temporary_file(
 
         monkeypatch.setattr(Workspace, "read_bytes", failing)
         with pytest.raises(OSError, match="connection reset"):
-            transfer.export_workspace(source.workspace, out / "a.tar.gz", clock=source.clock)
+            transfer.export_workspace(source.workspace, out / "a.tar.gz", clock=source.kernel.clock)
     assert list(out.iterdir()) == []
 
 

@@ -285,7 +285,11 @@ def _open_harness(target: WorkspaceTarget, waits: RecordingWaiter) -> Any:
 
 
 def _last_compaction(harness: Any, session: str) -> Any:
-    result = harness.pm.get_plugin("compaction").compactor(harness, session).last_result
+    result = (
+        harness.kernel.hooks.pm.get_plugin("compaction")
+        .compactor(harness.kernel, session)
+        .last_result
+    )
     assert result is not None
     return result
 

@@ -209,7 +209,7 @@ class Agent:
         """
         from harnessmem.memory.context import place_memory_block
 
-        manual = self.session.harness.settings.context.inject == "manual"
+        manual = self.session.kernel.settings.context.inject == "manual"
         memory = self.session.system_context() if manual else ""
         system = {"role": "system", "content": place_memory_block(self.instructions, memory)}
         if self.messages and self.messages[0].get("role") == "system":

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from harnessmem.kernel import Kernel
     from harnessmem.maintenance import MaintenanceReport
-    from harnessmem.services import Services
     from harnessmem.session import Session
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
@@ -62,20 +62,20 @@ class TurnContext:
         return self.session.id
 
     @property
-    def harness(self) -> Services:
-        return self.session.harness
+    def kernel(self) -> Kernel:
+        return self.session.kernel
 
     @property
     def settings(self) -> HarnessSettings:
-        return self.session.harness.settings
+        return self.session.kernel.settings
 
     @property
     def workspace(self) -> Workspace:
-        return self.session.harness.workspace
+        return self.session.kernel.workspace
 
     @property
     def clock(self) -> Callable[[], float]:
-        return self.session.harness.clock
+        return self.session.kernel.clock
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from harnessmem.plugins import hookimpl
 
 if TYPE_CHECKING:
     from harnessmem.events import TurnContext
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.settings import EvictionSettings, HarnessSettings
 
 __all__ = ["EvictedResult", "ToolResultEvictor", "eviction_path", "placeholder"]
@@ -218,8 +218,8 @@ class ToolResultEvictor:
         stage: str,
     ) -> tuple[str, EvictedResult] | None:
         """Store ``text`` and return (placeholder, record); None leaves the result as it was."""
-        harness = ctx.harness
-        now = harness.clock()
+        kernel = ctx.kernel
+        now = kernel.clock()
         key = (
             ctx.session_id,
             call_id,
@@ -233,9 +233,9 @@ class ToolResultEvictor:
                 self._replaced.move_to_end(key)
                 (path, short), written = cached, False
             else:
-                stored = harness.hooks.transform_memory_text(text, "eviction")
+                stored = kernel.hooks.transform_memory_text(text, "eviction")
                 path = eviction_path(settings.path, ctx.session_id, call_id, stored)
-                written = self._store(harness, path, stored, settings)
+                written = self._store(kernel, path, stored, settings)
                 short = placeholder(stored, path, settings.preview_chars)
                 self._replaced[key] = (path, short)
                 while len(self._replaced) > _PLACEHOLDERS:
@@ -256,10 +256,10 @@ class ToolResultEvictor:
             ctx.session_id, tool_name, call_id, path, len(text), len(short), written, stage
         )
         ctx.outcomes.setdefault("eviction", []).append(record)
-        harness.hooks.tool_result_evicted(record)
+        kernel.hooks.tool_result_evicted(record)
         return short, record
 
-    def _store(self, harness: Services, path: str, text: str, settings: EvictionSettings) -> bool:
+    def _store(self, kernel: Kernel, path: str, text: str, settings: EvictionSettings) -> bool:
         """Write ``text`` to ``path`` unless it is already there; True when this call wrote it.
 
         The name holds a hash of the content, so an existing file already has these bytes.
@@ -269,11 +269,11 @@ class ToolResultEvictor:
         bytes) to renew its age: a live conversation points at it, and maintenance must
         not prune it from under it.
         """
-        workspace = harness.workspace
-        now = harness.clock()
+        workspace = kernel.workspace
+        now = kernel.clock()
         if self._seen_recently(path, now, settings):
             return False
-        modified = self._modified(harness, path)
+        modified = self._modified(kernel, path)
         if modified is not False and (modified is None or now - modified < _renew_after(settings)):
             self._remember(path, now)
             return False
@@ -294,10 +294,10 @@ class ToolResultEvictor:
         return True
 
     @staticmethod
-    def _modified(harness: Services, path: str) -> float | Literal[False] | None:
+    def _modified(kernel: Kernel, path: str) -> float | Literal[False] | None:
         """When ``path`` was last written (None: the store does not say); False: missing."""
         try:
-            return harness.workspace.info(path).modified
+            return kernel.workspace.info(path).modified
         except FileNotFoundError:
             return False
 

@@ -1,11 +1,10 @@
-"""``MemoryHarness`` (one per workspace) and ``Session`` (one per conversation).
+"""``MemoryHarness``: the face users hold, one per workspace.
 
-The harness wires settings, the plugin manager, the workspace and the
-backends together; a session calls the lifecycle hooks through the harness's
-:class:`~harnessmem.plugins.HookFacade`. The behaviours themselves (eviction,
-compaction, flush, ...) are plugins. ``Session`` is defined in
-:mod:`harnessmem.session` and the routing of models to purposes in
-:mod:`harnessmem.models.routes`; both are imported here.
+Its methods are what an agent builder calls: sessions, search, the memory operations,
+maintenance and close. Everything they do happens in the components behind it, reached
+through :attr:`MemoryHarness.kernel` (see :mod:`harnessmem.kernel`); this module builds the
+kernel and its components. ``Session`` (one per conversation) is defined in
+:mod:`harnessmem.session` and importable from here.
 """
 
 from __future__ import annotations
@@ -13,27 +12,21 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import posixpath
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from datetime import date, datetime
-from pathlib import Path
+from datetime import date
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self
 
-from harnessmem import layout
-from harnessmem.errors import ConfigError, HarnessMemError, PathNotAllowed, WorkspaceFileNotFound
-from harnessmem.models.routes import PURPOSES as PURPOSES
-from harnessmem.models.routes import ModelRoutes
-from harnessmem.plugins import HookFacade, index_registry, make_plugin_manager
+from harnessmem.kernel import Kernel
+from harnessmem.plugins import HookFacade, check_settings, make_plugin_manager
 from harnessmem.session import Session
 from harnessmem.settings import HarnessSettings
+from harnessmem.workspace import Workspace
 
 if TYPE_CHECKING:
-    import pluggy
-
     from harnessmem.backends.base import (
         Completion,
         IndexBackend,
@@ -41,23 +34,23 @@ if TYPE_CHECKING:
         SearchHit,
         SearchMode,
     )
-    from harnessmem.index import IndexSync, ReindexResult
+    from harnessmem.index import ReindexResult
     from harnessmem.maintenance import MaintenanceReport, MaintenanceRunner, MaintenanceScheduler
-    from harnessmem.memory.consolidation import ConsolidationResult, SaveResult
-    from harnessmem.memory.erasure import ForgetResult
-    from harnessmem.memory.flush import FlushResult
-    from harnessmem.memory.provenance import FactTrace
-    from harnessmem.memory.timequery import QueryTime
-    from harnessmem.models.usage import MeteredModel, UsageReport
-    from harnessmem.services import Services
-    from harnessmem.workspace import Workspace
+    from harnessmem.memory.consolidation import (
+        ConsolidationResult,
+        MemoryConsolidator,
+        SaveResult,
+    )
+    from harnessmem.memory.context import MemoryContext
+    from harnessmem.memory.erasure import ForgetResult, MemoryEraser
+    from harnessmem.memory.flush import FlushResult, MemoryFlusher
+    from harnessmem.memory.provenance import FactTrace, FactTracer
+    from harnessmem.memory.search import MemorySearcher
+    from harnessmem.models.usage import UsageReport
 
 __all__ = ["MemoryHarness", "Session"]
 
 Message = dict[str, Any]
-C = TypeVar("C")
-#: Workspace files the agent may read through ``get`` / ``memory_get``.
-
 
 logger = logging.getLogger("harnessmem.harness")
 
@@ -81,7 +74,9 @@ class MemoryHarness:
     """Memory for one workspace: sessions, search, flush, consolidation and maintenance.
 
     Build one with :meth:`open`, :meth:`from_config` or ``MemoryHarness(settings=...)``;
-    use it as a context manager (or call :meth:`close`) so queued work drains.
+    use it as a context manager (or call :meth:`close`) so queued work drains. What the
+    components share (the hooks, the models, the index, the components themselves) is
+    :attr:`kernel`.
     """
 
     def __init__(
@@ -94,42 +89,36 @@ class MemoryHarness:
         clock: Callable[[], float] | None = None,
         maintenance_runner: MaintenanceRunner | None = None,
     ) -> None:
+        #: The validated settings of this harness.
         self.settings = settings if settings is not None else HarnessSettings.load()
-        self.clock: Callable[[], float] = clock or time.time
-        self._index: IndexBackend | None = None
-        self._given_index = index
-        self._maintenance_runner = maintenance_runner
-        self._lock = threading.RLock()
-        self._closed = False
-        self._sessions: dict[str, Session] = {}
-
-        from harnessmem.plugins import check_settings
-        from harnessmem.workspace import Workspace
-
         # What the settings name (backends, their options, plugins) is checked before the
         # workspace is opened, so that a misspelt one fails without creating anything.
         check_settings(self.settings, plugins, index=index is None, model=model is None)
-        self.pm: pluggy.PluginManager = make_plugin_manager(self.settings.plugins, plugins)
-        self.hooks = HookFacade(self.pm)
-        self.hooks.configure(self.settings)
+        hooks = HookFacade(make_plugin_manager(self.settings.plugins, plugins))
+        hooks.configure(self.settings)
+        clock = clock or time.time
+        #: The workspace (local folder, S3 prefix, any fsspec URL).
         self.workspace: Workspace = Workspace.open(
-            self.settings.workspace.url,
-            self.settings.workspace.storage_options,
-            clock=self.clock,
+            self.settings.workspace.url, self.settings.workspace.storage_options, clock=clock
         )
-        self._closing = False
-        self._scheduler: MaintenanceScheduler | None = None
-        # The seam where queued work drains on close(): each callback gets the seconds left
-        # of maintenance.close_timeout (the background flush queue registers one here).
-        self._drainers: list[Callable[[float], object]] = []
-        self._components: dict[Callable[[Services], Any], Any] = {}
-        self._routes = ModelRoutes(self, model)
-        self._routes.start()
+        #: What the components share, the components included (see :mod:`harnessmem.kernel`).
+        self.kernel: Kernel = _HarnessKernel(
+            self.settings,
+            workspace=self.workspace,
+            hooks=hooks,
+            clock=clock,
+            model=model,
+            index=index,
+            maintenance_runner=maintenance_runner,
+        )
+        self._lock = threading.RLock()
+        self._sessions: dict[str, Session] = {}
+        self.kernel.models.start()
         _OPEN_HARNESSES.add(self)
         if self.settings.maintenance.enabled:
             # Cheap: a daemon thread that waits on a condition; its first tick is an
             # interval away (sooner only when the workspace's last tick is overdue).
-            self._maintenance_scheduler().start()
+            self.kernel.maintenance.start()
 
     # construction ---------------------------------------------------------------------------
 
@@ -204,64 +193,7 @@ class MemoryHarness:
             maintenance_runner=maintenance_runner,
         )
 
-    # backends -------------------------------------------------------------------------------
-
-    @property
-    def index_path(self) -> Path:
-        """Local file of a file-based index (the SQLite default)."""
-        configured = self.settings.workspace.index_path
-        if configured:
-            return Path(configured).expanduser()
-        return layout.default_index_path(self.workspace.local_root, self.workspace.url)
-
-    @property
-    def index(self) -> IndexBackend:
-        """The index backend, created on first use from ``index.backend``.
-
-        It serves this workspace only (``index.workspace_id`` is the workspace URL, unless
-        the backend's options name another id). An ``index=`` instance built without a
-        workspace is used through ``index.scoped(...)``, which the harness closes (the
-        instance given stays open for its owner); one built for another workspace is
-        refused.
-        """
-        with self._lock:
-            self.check_open()
-            given = self._given_index
-            if self._index is None and given is not None:
-                self._index = self._scope(given)
-            if self._index is None:
-                cls = index_registry().load(self.settings.index.backend)
-                self._index = cls.create(
-                    self.settings.index.options,
-                    workspace=self.workspace,
-                    index_path=self.index_path,
-                    settings=self.settings,
-                )
-            return self._index
-
-    def _scope(self, given: IndexBackend) -> IndexBackend:
-        key = self.workspace.url
-        if not given.workspace_id:
-            return given.scoped(key, workspace=self.workspace)
-        built_for = getattr(given.context.get("workspace"), "url", None)
-        if built_for is not None and built_for != key:
-            raise ConfigError(
-                f"the index instance given to the harness of {key} serves workspace "
-                f"{given.workspace_id!r}",
-                hint="give each harness its own instance: index.scoped(workspace_id), or "
-                "share one store through HarnessPool",
-            )
-        return given
-
-    def model_for(self, purpose: str) -> MeteredModel:
-        """The model serving ``purpose`` (``summary``, ``flush`` or ``consolidation``).
-
-        A :class:`~harnessmem.models.usage.MeteredModel` around the backend the settings route
-        the purpose to (or around the ``model=`` instance): every call is recorded for
-        :meth:`usage`, and past ``model.budget`` flush and consolidation calls go to the
-        offline extractive backend. The same route gives the same object.
-        """
-        return self._routes.model_for(purpose)
+    # models and maintenance ---
 
     def usage(self, *, days: int | None = None) -> UsageReport:
         """Model calls, tokens and cost per purpose and model, and the daily budget's state.
@@ -269,18 +201,18 @@ class MemoryHarness:
         Over the last ``days`` days (today included) or every recorded day; includes other
         processes' calls when ``model.record_usage`` is on (the default).
         """
-        return self._routes.ledger().report(days=days)
+        return self.kernel.usage(days=days)
 
-    # sessions and memory operations ---------------------------------------------------------
+    # sessions and memory operations ---
 
     def session(self, session_id: str) -> Session:
         """The session for one conversation (the same object for the same id)."""
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session id must be a non-empty string, got {session_id!r}")
         with self._lock:
-            self.check_open()
+            self.kernel.check_open()
             if session_id not in self._sessions:
-                self._sessions[session_id] = Session(self, session_id)
+                self._sessions[session_id] = Session(self.kernel, session_id)
             return self._sessions[session_id]
 
     def search(
@@ -307,127 +239,13 @@ class MemoryHarness:
         ``index.refresh_interval``). Any query text is safe; a search running past
         ``index.search_timeout`` raises ``SearchTimeout``.
         """
-        if limit <= 0:
-            raise ValueError(f"search limit must be positive, got {limit}")
-        limit = min(limit, self.settings.index.max_results)
-        index = self._index_sync()
-
-        def run(text: str, start: date | str | None, end: date | str | None) -> list[SearchHit]:
-            return index.search(
-                text,
-                limit,
-                mode=mode,
-                source="sessions" if session_id is not None else source,
-                session_id=session_id,
-                timeout=self.settings.index.search_timeout or None,
-                since=start,
-                until=end,
-            )
-
-        named = None
-        if since is None and until is None and self.settings.index.time_in_query:
-            named = self._query_time(query)
-        if named is None:
-            return run(query, since, until)
-        # The days the query names first, then the rest of the ranking: an answer whose
-        # entry has no date (or another one) is still found.
-        hits = run(named.query, named.since, named.until)
-        # The rest keep the time words: a fact that names those days in its text ("in
-        # September 2023", written before then) still ranks by them.
-        if named.since is None or named.until is None or (named.until - named.since).days > 6:
-            # A month or an open range is a loose hint ("during September 2023" of a plan
-            # told in May): its hits take turns with the whole ranking's.
-            return _interleave(hits, run(query, None, None), limit)
-        if len(hits) < limit and source == "memory" and session_id is None:
-            # A query about those days whose other words match little ("what did we talk
-            # about on May 2nd?"): the days' own facts come next, in the order written.
-            hits += self._days_facts(named.since, named.until, limit - len(hits), hits)
-        if len(hits) >= limit:
-            return hits[:limit]
-        return _interleave(hits, run(query, None, None), limit, turns=False)
-
-    def _days_facts(
-        self, since: date | None, until: date | None, limit: int, shown: list[SearchHit]
-    ) -> list[SearchHit]:
-        """The entries of the daily logs of ``since``..``until`` (at most a week of them),
-        in file order, as hits, leaving out those in ``shown``."""
-        from datetime import timedelta
-
-        from harnessmem.backends.base import SearchHit
-        from harnessmem.index.chunking import chunk_markdown
-
-        if since is None or until is None or (until - since).days > 6:
-            return []
-        seen = {(h.path, h.start_line) for h in shown}
-        found: list[SearchHit] = []
-        day = since
-        while day <= until and len(found) < limit:
-            path = f"{layout.MEMORY_DIR}/{day.isoformat()}.md"
-            day += timedelta(days=1)
-            try:
-                text = self.workspace.read_text(path)
-            except FileNotFoundError:
-                continue
-            for entry in chunk_markdown(path, text):
-                if (path, entry.start_line) not in seen and len(found) < limit:
-                    found.append(
-                        SearchHit(
-                            path,
-                            entry.start_line,
-                            entry.end_line,
-                            entry.content,
-                            0.0,
-                            entry.context,
-                            entry.date,
-                        )
-                    )
-        return found
-
-    def _query_time(self, query: str) -> QueryTime | None:
-        """The days ``query`` names, relative to the harness clock (see ``time_in_query``);
-        a query without a month's name or a time word costs two regular expressions."""
-        from zoneinfo import ZoneInfo
-
-        from harnessmem.memory.timequery import query_time
-
-        zone = ZoneInfo(self.settings.workspace.timezone)
-        return query_time(query, datetime.fromtimestamp(self.clock(), zone))
+        return self.kernel.searcher.search(
+            query, limit, mode=mode, source=source, session_id=session_id, since=since, until=until
+        )
 
     def get(self, path: str, start_line: int = 1, lines: int | None = None) -> str:
         """Lines of a memory file, session log or evicted result (1-based ``start_line``)."""
-        if start_line < 1:
-            raise ValueError(f"start_line must be >= 1, got {start_line}")
-        if lines is not None and lines < 1:
-            raise ValueError(f"lines must be >= 1, got {lines}")
-        full = self.workspace.resolve(path)  # confinement first: the error names the problem
-        normal = posixpath.normpath(path)
-        readable = (*layout.READABLE_PREFIXES, self.settings.eviction.path.strip("/") + "/")
-        hint = f"readable: {', '.join(layout.READABLE_FILES)}, {', '.join(readable)}"
-        if normal not in layout.READABLE_FILES and not normal.startswith(readable):
-            raise PathNotAllowed(
-                f"{path!r} is not a memory file, session log or evicted tool result", hint=hint
-            )
-        root = self.workspace.local_root
-        if root is not None:
-            # A symlink inside the workspace must not lead to a file the agent may not read.
-            real = Path(os.path.realpath(full)).relative_to(root).as_posix()
-            if real not in layout.READABLE_FILES and not real.startswith(readable):
-                raise PathNotAllowed(
-                    f"{path!r} is a symlink to {real!r}, which is not a memory file, "
-                    "session log or evicted tool result",
-                    hint=hint,
-                )
-        try:
-            text = self.workspace.read_text(normal)
-        except FileNotFoundError as exc:
-            raise WorkspaceFileNotFound(
-                f"harness.get: {path!r} does not exist in {self.workspace.url}",
-                hint="pass a path exactly as search printed it (memory_search, session_search)",
-                path=normal,
-            ) from exc
-        all_lines = text.splitlines(keepends=True)
-        end = None if lines is None else start_line - 1 + lines
-        return "".join(all_lines[start_line - 1 : end])
+        return self.kernel.searcher.get(path, start_line, lines)
 
     def save(self, text: str) -> SaveResult:
         """Append facts to MEMORY.md as a dated entry (the agent's ``memory_save``).
@@ -437,9 +255,7 @@ class MemoryHarness:
         are skipped. The append is a compare-and-swap, as consolidation's rewrite is, so
         neither loses the other's write.
         """
-        from harnessmem.memory.consolidation import MemoryConsolidator
-
-        return self.component(MemoryConsolidator).save(text)
+        return self.kernel.consolidator.save(text)
 
     def flush(
         self,
@@ -459,11 +275,7 @@ class MemoryHarness:
         ``ask(reference)`` lets a caller that asks a model anyway supply the answer with
         the facts (compaction's one call); see :meth:`harnessmem.memory.flush.MemoryFlusher.flush`.
         """
-        from harnessmem.memory.flush import MemoryFlusher
-
-        return self.component(MemoryFlusher).flush(
-            messages, session_id=session_id, backoff=backoff, ask=ask
-        )
+        return self.kernel.flusher.flush(messages, session_id=session_id, backoff=backoff, ask=ask)
 
     def consolidate(self, *, backoff: bool = False) -> ConsolidationResult:
         """Rewrite MEMORY.md from the daily-log text past the watermark, within budget.
@@ -472,14 +284,13 @@ class MemoryHarness:
         :mod:`harnessmem.memory.consolidation`); a model failure raises. With ``backoff``
         (maintenance passes it), a model that failed lately is not asked: ``deferred``.
         """
-        from harnessmem.memory.consolidation import MemoryConsolidator
-
-        return self.component(MemoryConsolidator).consolidate(backoff=backoff)
+        return self.kernel.consolidator.consolidate(backoff=backoff)
 
     def forget(
         self,
         query: str,
         *,
+        replace_with: str | None = None,
         dry_run: bool = False,
         sessions: bool = False,
         limit: int = 20,
@@ -492,14 +303,17 @@ class MemoryHarness:
         results and, with ``sessions``, the session logs (a marker stands in for the
         message); the index drops it and scrubs its bytes; a tombstone keeps flush and
         consolidation from writing it again. ``dry_run`` only lists what would go.
+        With ``replace_with``, the matching facts of MEMORY.md and the daily logs are
+        replaced by that text where they stand (a correction); it must drop at least one
+        of the words of ``query``, which are tombstoned as for a removal.
         Raises ``ForgetError`` when nothing matches or more than ``limit`` facts do
         (nothing is changed then). See :mod:`harnessmem.memory.erasure`.
         """
-        from harnessmem.memory.erasure import MemoryEraser
-
-        return self.component(MemoryEraser).forget(
-            query, dry_run=dry_run, sessions=sessions, limit=limit
-        )
+        if replace_with is not None:
+            if sessions:
+                raise ValueError("forget: replace_with edits memory files, not session logs")
+            return self.kernel.eraser.edit(query, replace_with, dry_run=dry_run, limit=limit)
+        return self.kernel.eraser.forget(query, dry_run=dry_run, sessions=sessions, limit=limit)
 
     def trace(self, fact: str, *, limit: int = 3) -> list[FactTrace]:
         """Where a fact of memory came from: ``fact`` is a MEMORY.md line (``"MEMORY.md:12"``)
@@ -511,34 +325,7 @@ class MemoryHarness:
         Raises ``TraceError`` (a ``ValueError``) when ``fact`` has no word to look for or
         names a MEMORY.md line that is not a fact. See :mod:`harnessmem.memory.provenance`.
         """
-        from harnessmem.memory.provenance import FactTracer
-
-        return self.component(FactTracer).trace(fact, limit=limit)
-
-    def edit(self, old: str, new: str, *, dry_run: bool = False, limit: int = 20) -> ForgetResult:
-        """Replace the facts matching ``old`` in MEMORY.md and the daily logs with ``new``.
-
-        Same matching and safety as :meth:`forget`; the old words are tombstoned, so
-        ``new`` must drop at least one of them (``ForgetError`` otherwise).
-        """
-        from harnessmem.memory.erasure import MemoryEraser
-
-        return self.component(MemoryEraser).edit(old, new, dry_run=dry_run, limit=limit)
-
-    def component(self, kind: Callable[[Services], C]) -> C:
-        """This harness's one instance of the component ``kind`` (a class taking the
-        services, e.g. ``MemoryFlusher``), built on first use; see :mod:`harnessmem.services`."""
-        with self._lock:
-            self.check_open()
-            if kind not in self._components:
-                self._components[kind] = kind(self)
-            return cast("C", self._components[kind])
-
-    def on_close(self, drain: Callable[[float], object]) -> None:
-        """Call ``drain(seconds_left)`` at :meth:`close`, before the backends close (a
-        queue of background flushes drains here)."""
-        with self._lock:
-            self._drainers.append(drain)
+        return self.kernel.tracer.trace(fact, limit=limit)
 
     def maintain(self, *, force: bool = False) -> MaintenanceReport:
         """Run one maintenance tick now and return its report; fires ``on_maintenance``.
@@ -549,26 +336,8 @@ class MemoryHarness:
         tick is skipped while another process holds the maintenance lease. Made for cron
         or a Kubernetes CronJob (``harnessmem maintain``) with ``maintenance.enabled`` off.
         """
-        self.check_open()
-        return self._maintenance_scheduler().tick("manual", force=force)
-
-    def request_maintenance(self) -> bool:
-        """Ask for an opportunistic tick (consolidate, then reindex) soon; never blocks.
-
-        For flushes: at most one per ``maintenance.min_gap``. False when throttled, when
-        the scheduler thread is not running (``maintenance.enabled`` off: run
-        :meth:`maintain` from cron instead) or when the harness is closing.
-        """
-        scheduler = self._scheduler
-        return scheduler.request() if scheduler is not None else False
-
-    def _maintenance_scheduler(self) -> MaintenanceScheduler:
-        with self._lock:
-            if self._scheduler is None:
-                from harnessmem.maintenance import MaintenanceScheduler
-
-                self._scheduler = MaintenanceScheduler(self, runner=self._maintenance_runner)
-            return self._scheduler
+        self.kernel.check_open()
+        return self.kernel.maintenance.tick("manual", force=force)
 
     def reindex(self, full: bool = False, *, paths: Sequence[str] | None = None) -> ReindexResult:
         """Bring the index up to date with the workspace files and say what changed.
@@ -579,63 +348,9 @@ class MemoryHarness:
         limits the work to those workspace paths (a writer's follow-up: missing paths
         are dropped from the index, paths that are not indexed are ignored).
         """
-        self.check_open()
-        return self._index_sync().sync(full=full, paths=paths)
+        return self.kernel.reindex(full, paths=paths)
 
-    def scrub_index(self) -> bool:
-        """Have the index backend overwrite the bytes of the entries it removed (``forget``
-        calls it); False when the backend cannot (see ``IndexBackend.scrub``)."""
-        self.check_open()
-        with self._lock:
-            index = self.index
-        return index.scrub()
-
-    _index_syncer: IndexSync | None = None
-
-    def _index_sync(self) -> IndexSync:
-        """The one ``IndexSync`` of this harness, built with the index on first use."""
-        with self._lock:
-            self.check_open()
-            if self._index_syncer is None:
-                from harnessmem.index import IndexSync
-
-                self._index_syncer = IndexSync(
-                    self.workspace,
-                    self.index,
-                    include_archive=self.settings.index.include_archive,
-                    interval=self.refresh_interval,
-                    clock=self.clock,
-                    timezone=self.settings.workspace.timezone,
-                )
-            return self._index_syncer
-
-    @property
-    def refresh_interval(self) -> float:
-        """Seconds between looks at files other processes may have changed (by the clock).
-
-        ``index.refresh_interval``; by default 0 on ``memory://`` and 30 elsewhere (a local
-        workspace also stats its hot files before each search; on S3 each look costs
-        requests).
-        """
-        interval = self.settings.index.refresh_interval
-        if interval is None:
-            # memory:// lists in-process, so it can afford a sweep per search.
-            interval = 0.0 if self.workspace.protocol == "memory" else 30.0
-        return interval
-
-    # lifetime -------------------------------------------------------------------------------
-
-    def check_open(self) -> None:
-        """Raise ``HarnessMemError`` once the harness is closed."""
-        if self._closed:
-            raise HarnessMemError(
-                f"the harness for {self.workspace.url} is closed",
-                hint="open a new one with MemoryHarness.open(...)",
-            )
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    # lifetime ---
 
     def close(self, timeout: float | None = None) -> None:
         """Drain queued work, stop maintenance, release backends; later calls are no-ops.
@@ -644,42 +359,11 @@ class MemoryHarness:
         flushes and a running maintenance tick together. A tick still running then is
         logged and abandoned: its thread is a daemon and its lease expires.
         """
-        with self._lock:
-            if self._closed or self._closing:
-                return
-            self._closing = True
-        budget = self.settings.maintenance.close_timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-        errors: list[Exception] = []
-        scheduler = self._scheduler
-        if scheduler is not None:
-            scheduler.signal_stop()  # no new tick; one already running goes on meanwhile
-        for drain in list(self._drainers):
-            try:
-                drain(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:  # drain the others, close, then report
-                errors.append(exc)
-        if scheduler is not None and not scheduler.join(max(0.0, deadline - time.monotonic())):
-            logger.warning(
-                "a maintenance tick of %s was still running after %gs; abandoning it",
-                self.workspace.url,
-                budget,
-            )
-        with self._lock:
-            self._closed = True
-            backends: list[Any] = self._routes.backends()
-            if self._index is not None:
-                backends.append(self._index)
-            if self._routes.override is not None:
-                backends.append(self._routes.override)
-        _OPEN_HARNESSES.discard(self)
-        for backend in backends:
-            try:
-                backend.close()
-            except Exception as exc:  # close the others, then report
-                errors.append(exc)
-        if errors:
-            raise HarnessMemError(f"closing the harness failed: {errors[0]}") from errors[0]
+        try:
+            self.kernel.close(timeout)
+        finally:
+            if self.kernel.closed:
+                _OPEN_HARNESSES.discard(self)
 
     def __enter__(self) -> Self:
         return self
@@ -693,25 +377,64 @@ class MemoryHarness:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self.kernel.closed else "open"
         return f"<MemoryHarness {self.workspace.url} ({state})>"
 
 
-def _interleave(
-    first: list[SearchHit], second: list[SearchHit], limit: int, *, turns: bool = True
-) -> list[SearchHit]:
-    """``first`` and ``second`` as one list without repeats: taking turns, or (``turns``
-    false) all of ``first`` then the rest of ``second``."""
-    merged: list[SearchHit] = []
-    seen: set[tuple[str, int]] = set()
-    if turns:
-        order = [h for pair in zip(first, second, strict=False) for h in pair]
-        longer = first if len(first) > len(second) else second
-        order += longer[min(len(first), len(second)) :]
-    else:
-        order = [*first, *second]
-    for hit in order:
-        if (hit.path, hit.start_line) not in seen and len(merged) < limit:
-            seen.add((hit.path, hit.start_line))
-            merged.append(hit)
-    return merged
+class _HarnessKernel(Kernel):
+    """The kernel with the built-in components, each loaded and built on first use (so
+    that importing harnessmem loads none of their modules)."""
+
+    def __init__(
+        self,
+        settings: HarnessSettings,
+        *,
+        maintenance_runner: MaintenanceRunner | None,
+        **parts: Any,
+    ) -> None:
+        super().__init__(settings, **parts)
+        self._maintenance_runner = maintenance_runner
+
+    @property
+    def searcher(self) -> MemorySearcher:
+        from harnessmem.memory.search import MemorySearcher
+
+        return self._component("searcher", lambda: MemorySearcher(self))
+
+    @property
+    def flusher(self) -> MemoryFlusher:
+        from harnessmem.memory.flush import MemoryFlusher
+
+        return self._component("flusher", lambda: MemoryFlusher(self))
+
+    @property
+    def consolidator(self) -> MemoryConsolidator:
+        from harnessmem.memory.consolidation import MemoryConsolidator
+
+        return self._component("consolidator", lambda: MemoryConsolidator(self))
+
+    @property
+    def eraser(self) -> MemoryEraser:
+        from harnessmem.memory.erasure import MemoryEraser
+
+        return self._component("eraser", lambda: MemoryEraser(self))
+
+    @property
+    def tracer(self) -> FactTracer:
+        from harnessmem.memory.provenance import FactTracer
+
+        return self._component("tracer", lambda: FactTracer(self))
+
+    @property
+    def context(self) -> MemoryContext:
+        from harnessmem.memory.context import MemoryContext
+
+        return self._component("context", lambda: MemoryContext(self))
+
+    @property
+    def maintenance(self) -> MaintenanceScheduler:
+        from harnessmem.maintenance import MaintenanceScheduler
+
+        return self._component(
+            "maintenance", lambda: MaintenanceScheduler(self, runner=self._maintenance_runner)
+        )

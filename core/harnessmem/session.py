@@ -17,7 +17,7 @@ from harnessmem.events import TurnContext
 from harnessmem.messages import check_messages, check_tool_call
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
 
 __all__ = ["Session"]
 
@@ -27,8 +27,8 @@ Message = dict[str, Any]
 class Session:
     """One conversation's lifecycle points; built by :meth:`MemoryHarness.session`."""
 
-    def __init__(self, harness: Services, session_id: str) -> None:
-        self.harness = harness
+    def __init__(self, kernel: Kernel, session_id: str) -> None:
+        self.kernel = kernel
         self.id = session_id
         # Whether close() ran since the last lifecycle call: leaving a ``with`` block after
         # an explicit close() does not end the conversation a second time.
@@ -37,7 +37,7 @@ class Session:
     def _context(
         self, messages: Sequence[Message], where: str = "session", **fields: Any
     ) -> TurnContext:
-        self.harness.check_open()
+        self.kernel.check_open()
         self._ended = where in ("close", "aclose")
         # Checked here, once per call, so no plugin meets a str, a None or a bottomless
         # structure where it expects messages (and fails with a plain Python error).
@@ -57,7 +57,7 @@ class Session:
     def before_reasoning(self, messages: Sequence[Message]) -> list[Message]:
         """The list to send to the model (plugins may evict and compact)."""
         ctx = self._context(messages, "before_reasoning")
-        self.harness.hooks.pre_reasoning(ctx)
+        self.kernel.hooks.pre_reasoning(ctx)
         return ctx.messages
 
     def compact(self, messages: Sequence[Message], *, focus: str | None = None) -> list[Message]:
@@ -70,7 +70,7 @@ class Session:
         conversation while ``compaction.enabled`` is off.
         """
         ctx = self._compaction_context(messages, focus, "compact")
-        self.harness.hooks.pre_reasoning(ctx)
+        self.kernel.hooks.pre_reasoning(ctx)
         return ctx.messages
 
     def _compaction_context(
@@ -85,13 +85,13 @@ class Session:
     def after_tool(self, call: Mapping[str, Any], result: str) -> str:
         """The text to put in the tool message for ``call`` (plugins may evict it)."""
         ctx = self._tool_context(call, result, "after_tool")
-        self.harness.hooks.post_acting(ctx, copy.deepcopy(dict(call)), result)
+        self.kernel.hooks.post_acting(ctx, copy.deepcopy(dict(call)), result)
         return ctx.tool_result if ctx.tool_result is not None else result
 
     def after_call(self, messages: Sequence[Message]) -> TurnContext:
         """End of an agent call: plugins flush new facts; returns the turn's context."""
         ctx = self._context(messages, "after_call")
-        self.harness.hooks.post_call(ctx)
+        self.kernel.hooks.post_call(ctx)
         return ctx
 
     def close(self, messages: Sequence[Message] | None = None) -> TurnContext:
@@ -100,20 +100,20 @@ class Session:
         them the flush uses the last list ``after_call`` saw. The session may go on
         being used afterwards (a new conversation under the same id continues it)."""
         ctx = self._context(list(messages or ()), "close")
-        self.harness.hooks.session_end(ctx)
+        self.kernel.hooks.session_end(ctx)
         return ctx
 
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self.harness.closed and not self._ended:
+        if not self.kernel.closed and not self._ended:
             self.close()
 
     def recover_overflow(self, messages: Sequence[Message], error: BaseException) -> list[Message]:
         """A shorter list to retry with after a context-length error, or re-raise ``error``."""
         ctx = self._context(messages, "recover_overflow")
-        shorter = self.harness.hooks.overflow(ctx, error)
+        shorter = self.kernel.hooks.overflow(ctx, error)
         if shorter is None:
             raise error
         return shorter
@@ -122,36 +122,36 @@ class Session:
 
     async def abefore_reasoning(self, messages: Sequence[Message]) -> list[Message]:
         ctx = self._context(messages, "abefore_reasoning")
-        await self.harness.hooks.apre_reasoning(ctx)
+        await self.kernel.hooks.apre_reasoning(ctx)
         return ctx.messages
 
     async def acompact(
         self, messages: Sequence[Message], *, focus: str | None = None
     ) -> list[Message]:
         ctx = self._compaction_context(messages, focus, "acompact")
-        await self.harness.hooks.apre_reasoning(ctx)
+        await self.kernel.hooks.apre_reasoning(ctx)
         return ctx.messages
 
     async def aafter_tool(self, call: Mapping[str, Any], result: str) -> str:
         ctx = self._tool_context(call, result, "aafter_tool")
-        await self.harness.hooks.apost_acting(ctx, copy.deepcopy(dict(call)), result)
+        await self.kernel.hooks.apost_acting(ctx, copy.deepcopy(dict(call)), result)
         return ctx.tool_result if ctx.tool_result is not None else result
 
     async def aafter_call(self, messages: Sequence[Message]) -> TurnContext:
         ctx = self._context(messages, "aafter_call")
-        await self.harness.hooks.apost_call(ctx)
+        await self.kernel.hooks.apost_call(ctx)
         return ctx
 
     async def aclose(self, messages: Sequence[Message] | None = None) -> TurnContext:
         ctx = self._context(list(messages or ()), "aclose")
-        await self.harness.hooks.asession_end(ctx)
+        await self.kernel.hooks.asession_end(ctx)
         return ctx
 
     async def arecover_overflow(
         self, messages: Sequence[Message], error: BaseException
     ) -> list[Message]:
         ctx = self._context(messages, "arecover_overflow")
-        shorter = await self.harness.hooks.aoverflow(ctx, error)
+        shorter = await self.kernel.hooks.aoverflow(ctx, error)
         if shorter is None:
             raise error
         return shorter
@@ -165,10 +165,8 @@ class Session:
         left out, and the harness fires ``on_context_over_budget`` and requests a
         consolidation (see :mod:`harnessmem.memory.context`). "" when ``context.enabled`` is off.
         """
-        self.harness.check_open()
-        from harnessmem.memory.context import MemoryContext
-
-        return self.harness.component(MemoryContext).render(self.id)
+        self.kernel.check_open()
+        return self.kernel.context.render(self.id)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -180,7 +178,7 @@ class Session:
         """
         from harnessmem.tools import tool_schemas
 
-        return tool_schemas(self.harness.settings)
+        return tool_schemas(self.kernel.settings)
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
         """Run memory tool ``name`` with the model's ``arguments`` (dict or JSON text).
@@ -191,8 +189,8 @@ class Session:
         """
         from harnessmem.tools import call_tool
 
-        self.harness.check_open()
-        return call_tool(self.harness, name, arguments)
+        self.kernel.check_open()
+        return call_tool(self.kernel, name, arguments)
 
     def __repr__(self) -> str:
-        return f"<Session {self.id!r} of {self.harness.workspace.url}>"
+        return f"<Session {self.id!r} of {self.kernel.workspace.url}>"

@@ -37,10 +37,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout, check_dates
-from harnessmem.errors import MessageFormatError, ModelError, PathNotAllowed
+from harnessmem.errors import ForgetError, MessageFormatError, ModelError, PathNotAllowed
+from harnessmem.messages import check_messages
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.settings import HarnessSettings
 
 __all__ = [
@@ -378,11 +379,11 @@ def format_hits(hits: list[SearchHit], query: str, *, what: str, hint: str) -> s
     return "\n".join(parts)
 
 
-def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
+def _memory_search(kernel: Kernel, args: Mapping[str, Any]) -> str:
     query = _text(args, "query", max_chars=QUERY_MAX_CHARS)
     assert query is not None
     limit = _integer(
-        args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results, most=LIMIT_MAX
+        args, "limit", DEFAULT_LIMIT, 1, kernel.settings.index.max_results, most=LIMIT_MAX
     )
     mode = args.get("mode") or "any"
     if mode not in _MODES:
@@ -393,7 +394,7 @@ def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
         check_dates(since, until)
     except ValueError as exc:
         raise _ArgumentError(str(exc)) from None
-    hits = harness.search(query, limit, mode=_MODES[mode], since=since, until=until)
+    hits = kernel.searcher.search(query, limit, mode=_MODES[mode], since=since, until=until)
     if not hits and (since or until):
         span = f"{since or '...'} to {until or '...'}"
         return (
@@ -407,14 +408,14 @@ def _memory_search(harness: Services, args: Mapping[str, Any]) -> str:
     )
 
 
-def _session_search(harness: Services, args: Mapping[str, Any]) -> str:
+def _session_search(kernel: Kernel, args: Mapping[str, Any]) -> str:
     query = _text(args, "query", max_chars=QUERY_MAX_CHARS)
     assert query is not None
     session_id = _text(args, "session_id", required=False)
     limit = _integer(
-        args, "limit", DEFAULT_LIMIT, 1, harness.settings.index.max_results, most=LIMIT_MAX
+        args, "limit", DEFAULT_LIMIT, 1, kernel.settings.index.max_results, most=LIMIT_MAX
     )
-    hits = harness.search(query, limit, source="sessions", session_id=session_id)
+    hits = kernel.searcher.search(query, limit, source="sessions", session_id=session_id)
     where = f" in session {session_id}" if session_id else ""
     return format_hits(
         hits,
@@ -424,7 +425,7 @@ def _session_search(harness: Services, args: Mapping[str, Any]) -> str:
     )
 
 
-def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
+def _memory_get(kernel: Kernel, args: Mapping[str, Any]) -> str:
     raw_path = _text(args, "path")
     assert raw_path is not None
     path = posixpath.normpath(raw_path) if "\x00" not in raw_path else raw_path
@@ -432,13 +433,13 @@ def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
     count = _integer(args, "lines", GET_DEFAULT_LINES, 1, GET_MAX_LINES, most=GET_MAX_LINES)
     try:
         # One line more than asked says whether the file goes on.
-        rows = harness.get(path, start_line=start, lines=count + 1).splitlines()
+        rows = kernel.searcher.get(path, start_line=start, lines=count + 1).splitlines()
     except FileNotFoundError:
         raise _Refusal(
             f"Error: {path} does not exist. Use a path exactly as memory_search printed it."
         ) from None
     if not rows:
-        total = len(harness.get(path).splitlines())
+        total = len(kernel.searcher.get(path).splitlines())
         return f"{path} has {total} lines; start_line {start} is past its end."
     more = len(rows) > count
     out: list[str] = []
@@ -459,12 +460,10 @@ def _memory_get(harness: Services, args: Mapping[str, Any]) -> str:
     return header + ":\n" + "\n".join(out)
 
 
-def _memory_save(harness: Services, args: Mapping[str, Any]) -> str:
+def _memory_save(kernel: Kernel, args: Mapping[str, Any]) -> str:
     text = _text(args, "text", max_chars=SAVE_MAX_CHARS)
     assert text is not None
-    from harnessmem.memory.consolidation import MemoryConsolidator
-
-    result = harness.component(MemoryConsolidator).save(text)
+    result = kernel.consolidator.save(text)
     message = getattr(result, "message", None)
     if getattr(result, "saved", True) is False and isinstance(message, str):
         return message  # e.g. "Already in MEMORY.md: nothing new to save"
@@ -473,10 +472,7 @@ def _memory_save(harness: Services, args: Mapping[str, Any]) -> str:
     return f"Saved to MEMORY.md{described}." + (f" {note}" if note else "")
 
 
-def _memory_flush(harness: Services, args: Mapping[str, Any]) -> str:
-    from harnessmem.memory.flush import MemoryFlusher
-    from harnessmem.messages import check_messages
-
+def _memory_flush(kernel: Kernel, args: Mapping[str, Any]) -> str:
     messages = args.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _ArgumentError(
@@ -489,7 +485,7 @@ def _memory_flush(harness: Services, args: Mapping[str, Any]) -> str:
     except MessageFormatError as exc:
         raise _ArgumentError(exc.message) from None
     try:
-        result = harness.component(MemoryFlusher).flush(checked, session_id=session_id)
+        result = kernel.flusher.flush(checked, session_id=session_id)
     except ModelError as exc:
         raise _Refusal(
             f"Error: memory_flush: the model that extracts facts failed ({exc.message}); "
@@ -505,8 +501,8 @@ def _memory_flush(harness: Services, args: Mapping[str, Any]) -> str:
     return f"Flushed session {session_id!r} ({result.status}){where}: {counts}."
 
 
-def _memory_forget(harness: Services, args: Mapping[str, Any]) -> str:
-    if not harness.settings.tools.forget:
+def _memory_forget(kernel: Kernel, args: Mapping[str, Any]) -> str:
+    if not kernel.settings.tools.forget:
         return (
             f"Error: {FORGET_TOOL} is not available here (tools.forget is off); tell the "
             "user to run `harnessmem forget` instead."
@@ -516,11 +512,9 @@ def _memory_forget(harness: Services, args: Mapping[str, Any]) -> str:
     dry_run = args.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise _ArgumentError(f"'dry_run' must be true or false, got {dry_run!r}")
-    from harnessmem.errors import ForgetError
-    from harnessmem.memory.erasure import MemoryEraser
 
     try:
-        result = harness.component(MemoryEraser).forget(query, dry_run=dry_run, limit=FORGET_LIMIT)
+        result = kernel.eraser.forget(query, dry_run=dry_run, limit=FORGET_LIMIT)
     except ForgetError as exc:
         return f"Error: {FORGET_TOOL}: {exc.message}."
     lines = [f"{result}:"]
@@ -532,14 +526,14 @@ def _bounded(text: str) -> str:
     return text if len(text) <= OUTPUT_CHARS else text[: OUTPUT_CHARS - 1] + "…"
 
 
-_HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
+_HANDLERS: dict[str, Callable[[Kernel, Mapping[str, Any]], str]] = {
     "memory_search": _memory_search,
     "memory_get": _memory_get,
     "session_search": _session_search,
     "memory_save": _memory_save,
     FORGET_TOOL: _memory_forget,
 }
-_LIFECYCLE_HANDLERS: dict[str, Callable[[Services, Mapping[str, Any]], str]] = {
+_LIFECYCLE_HANDLERS: dict[str, Callable[[Kernel, Mapping[str, Any]], str]] = {
     "memory_flush": _memory_flush,
 }
 
@@ -577,7 +571,7 @@ def _check_encodable(key: str, value: str) -> None:
 
 
 def run_tool(
-    harness: Services,
+    kernel: Kernel,
     name: str,
     arguments: Mapping[str, Any] | str | None,
     *,
@@ -593,7 +587,7 @@ def run_tool(
     if handler is None:
         raise ValueError(f"unknown memory tool {name!r}; memory tools: {', '.join(handlers)}")
     try:
-        return ToolResult(handler(harness, _arguments(arguments)))
+        return ToolResult(handler(kernel, _arguments(arguments)))
     except _ArgumentError as exc:
         return ToolResult(f"Error: {name}: {exc}.", is_error=True)
     except _Refusal as exc:
@@ -611,6 +605,6 @@ def run_tool(
         )
 
 
-def call_tool(harness: Services, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+def call_tool(kernel: Kernel, name: str, arguments: Mapping[str, Any] | str | None) -> str:
     """Run memory tool ``name`` with ``arguments``: :func:`run_tool`'s text alone."""
-    return run_tool(harness, name, arguments).text
+    return run_tool(kernel, name, arguments).text

@@ -60,7 +60,8 @@ from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.messages import MessageFormatError, from_java_session_log
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.harness import MemoryHarness
+    from harnessmem.kernel import Kernel
     from harnessmem.workspace import Workspace
 
 __all__ = [
@@ -318,24 +319,27 @@ def _plan(
     return write, same
 
 
-def _write_all(services: Services, contents: Mapping[str, bytes], write: Sequence[str]) -> None:
+def _write_all(kernel: Kernel, contents: Mapping[str, bytes], write: Sequence[str]) -> None:
     # MEMORY.md and the watermark last: a reader of a half-finished import sees daily logs
     # that are not consolidated yet rather than a watermark claiming logs that are missing.
     last = (CONSOLIDATION_STATE, MEMORY_FILE)
     for rel in sorted(write, key=lambda p: (p in last, last.index(p) if p in last else 0, p)):
-        services.workspace.write_bytes(rel, contents[rel])
+        kernel.workspace.write_bytes(rel, contents[rel])
 
 
-def import_archive(services: Services, archive: Archive | str | os.PathLike[str]) -> ImportResult:
-    """Import an archive :func:`export_workspace` wrote into the services' workspace.
+def import_archive(
+    harness: MemoryHarness, archive: Archive | str | os.PathLike[str]
+) -> ImportResult:
+    """Import an archive :func:`export_workspace` wrote into the harness's workspace.
 
     Pass what :func:`read_archive` returned to check the archive before opening (and so
     creating) the workspace."""
+    kernel = harness.kernel
     checked = archive if isinstance(archive, Archive) else read_archive(archive)
-    write, same = _plan(services.workspace, checked.files, checked.source)
-    _write_all(services, checked.files, write)
+    write, same = _plan(kernel.workspace, checked.files, checked.source)
+    _write_all(kernel, checked.files, write)
     if write:
-        services.reindex()
+        kernel.reindex()
     return ImportResult(checked.source, written=sorted(write), unchanged=sorted(same))
 
 
@@ -470,19 +474,20 @@ def read_java_workspace(
 
 
 def import_java_workspace(
-    services: Services, root: JavaWorkspace | str | os.PathLike[str], *, user: str | None = None
+    harness: MemoryHarness, root: JavaWorkspace | str | os.PathLike[str], *, user: str | None = None
 ) -> ImportResult:
     """Import the memory of a workspace the Java harness wrote; see the module doc.
 
     Pass what :func:`read_java_workspace` returned to check the source before opening (and
     so creating) the workspace."""
+    kernel = harness.kernel
     found = (
         root
         if isinstance(root, JavaWorkspace)
-        else read_java_workspace(root, user=user, eviction_path=services.settings.eviction.path)
+        else read_java_workspace(root, user=user, eviction_path=kernel.settings.eviction.path)
     )
-    write, same = _plan(services.workspace, found.files, found.source)
-    _write_all(services, found.files, write)
+    write, same = _plan(kernel.workspace, found.files, found.source)
+    _write_all(kernel, found.files, write)
     result = ImportResult(
         found.source,
         written=sorted(write),
@@ -491,25 +496,25 @@ def import_java_workspace(
         bad_lines=list(found.bad_lines),
     )
     for sid, messages in found.conversations.items():
-        new = _offload(services, sid, messages)
+        new = _offload(kernel, sid, messages)
         result.sessions += 1
         result.messages += len(messages)
         result.messages_new += new
         if new:
             result.written.append(session_log_path(sid))
     if write or result.messages_new:
-        services.reindex()
+        kernel.reindex()
     return result
 
 
-def _offload(services: Services, session_id: str, messages: Sequence[dict[str, Any]]) -> int:
+def _offload(kernel: Kernel, session_id: str, messages: Sequence[dict[str, Any]]) -> int:
     if not messages:
         return 0
     transcript = SessionTranscript(
-        services.workspace,
+        kernel.workspace,
         session_id,
-        clock=services.clock,
-        transform=services.hooks.transform_memory_text,
+        clock=kernel.clock,
+        transform=kernel.hooks.transform_memory_text,
     )
     said = [_said(message.get("timestamp")) for message in messages]
     done = transcript.offload(list(enumerate(messages, start=1)), verify=True, said=said)

@@ -285,8 +285,8 @@ def index_rebuild(config: str | None, workspace: str | None, as_json: bool) -> N
 
     with command_harness(config, workspace) as harness:
         result = harness.reindex(full=True)
-        stats = harness.index.stats()
-        where = harness.index_path
+        stats = harness.kernel.index.stats()
+        where = harness.kernel.index_path
     if as_json:
         data = {"result": asdict(result), "files": stats.files, "entries": stats.entries}
         click.echo(json.dumps({**data, "details": dict(stats.details)}, indent=2, default=str))
@@ -299,7 +299,7 @@ def index_rebuild(config: str | None, workspace: str | None, as_json: bool) -> N
 def index_status(config: str | None, workspace: str | None, as_json: bool) -> None:
     """Show what the index holds (files and entries per source), without syncing it."""
     with command_harness(config, workspace, existing=True) as harness:
-        stats = harness.index.stats()
+        stats = harness.kernel.index.stats()
     data = {"files": stats.files, "entries": stats.entries, **dict(stats.details)}
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))

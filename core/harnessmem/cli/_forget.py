@@ -133,6 +133,6 @@ def edit_command(
     with command_harness(config, workspace) as harness:
 
         def run(dry_run: bool) -> ForgetResult:
-            return harness.edit(old, new, dry_run=dry_run, limit=limit)
+            return harness.forget(old, replace_with=new, dry_run=dry_run, limit=limit)
 
         _preview_then_run(run, dry_run=dry_run, yes=yes, as_json=as_json)

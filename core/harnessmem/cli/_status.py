@@ -78,7 +78,7 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
     sessions = [p for p in files if layout.source_of(p) == "sessions"]
     evicted_prefix = settings.eviction.path.strip("/") + "/"
     evicted = [p for p in files if p.startswith(evicted_prefix)]
-    stats = harness.index.stats()
+    stats = harness.kernel.index.stats()
     return {
         "workspace": {
             "url": harness.workspace.url,
@@ -107,7 +107,7 @@ def collect_status(harness: MemoryHarness) -> dict[str, Any]:
         },
         "index": {
             "backend": settings.index.backend,
-            "path": str(harness.index_path),
+            "path": str(harness.kernel.index_path),
             "files": stats.files,
             "entries": stats.entries,
         },

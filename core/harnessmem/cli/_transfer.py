@@ -30,7 +30,9 @@ def export_command(
     from harnessmem.transfer import export_workspace
 
     with command_harness(config, workspace, existing=True) as harness:
-        result = export_workspace(harness.workspace, file, clock=harness.clock, overwrite=force)
+        result = export_workspace(
+            harness.workspace, file, clock=harness.kernel.clock, overwrite=force
+        )
         source = harness.workspace.url
     if as_json:
         echo_json({"workspace": source, **result.as_dict()})

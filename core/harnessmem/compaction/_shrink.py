@@ -15,10 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from harnessmem.events import ToolResultEvictedEvent
+
+# The eviction plugin owns the path scheme and the placeholder; reusing them makes these
+# files the same kind as evicted results (same retention, same reader).
+from harnessmem.eviction import eviction_path, placeholder
 from harnessmem.messages import fingerprint, text_only
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.tokens import TokenCounter
 
 __all__ = ["MASK_MIN_CHARS", "MessageShrinker", "Originals", "text_of"]
@@ -70,13 +74,13 @@ class MessageShrinker:
 
     def __init__(
         self,
-        harness: Services,
+        kernel: Kernel,
         session_id: str,
         counter: TokenCounter,
         originals: Originals,
         log_path: str,
     ) -> None:
-        self.harness = harness
+        self.kernel = kernel
         self.session_id = session_id
         self.counter = counter
         self.originals = originals
@@ -120,23 +124,19 @@ class MessageShrinker:
         end instead). Returns the copy and the file's path, or None when the message has
         no plain text or would not get shorter.
         """
-        # The eviction plugin owns the path scheme and the placeholder; reusing them
-        # makes these files the same kind as evicted results (same retention, same reader).
-        from harnessmem.eviction import eviction_path, placeholder
-
         original = self.originals.original(message)
         text = text_of(original)
         if text is None or len(text) < 2 * MASK_MIN_CHARS:
             return None
-        harness = self.harness
-        settings = harness.settings.eviction
-        stored = harness.hooks.transform_memory_text(text, "eviction")
+        kernel = self.kernel
+        settings = kernel.settings.eviction
+        stored = kernel.hooks.transform_memory_text(text, "eviction")
         call_id = message.get("tool_call_id")
         name = call_id if isinstance(call_id, str) and call_id else f"{message.get('role')}-message"
         path = eviction_path(settings.path, self.session_id, name, stored)
-        written = not harness.workspace.exists(path)
+        written = not kernel.workspace.exists(path)
         if written:
-            harness.workspace.write_text(path, stored)  # atomic; a racing writer has the same bytes
+            kernel.workspace.write_text(path, stored)  # atomic; a racing writer has the same bytes
         before = self.counter.count_message(message)
         target = max(0, before - excess)
         if preview is None:
@@ -154,7 +154,7 @@ class MessageShrinker:
             return None
         self.originals.remember(copy, original)
         if message.get("role") == "tool":
-            harness.hooks.tool_result_evicted(
+            kernel.hooks.tool_result_evicted(
                 ToolResultEvictedEvent(
                     session_id=self.session_id,
                     tool_name=str(message.get("name") or ""),

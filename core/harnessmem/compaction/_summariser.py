@@ -16,14 +16,18 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
+from harnessmem.backends.base import Completion
 from harnessmem.compaction._plan import Plan, summary_tokens
 from harnessmem.compaction._summary import SECTIONS, normalise_summary, split_facts
+from harnessmem.memory import files as mf
+from harnessmem.memory.grounding import transcript_dates
 from harnessmem.models.backoff import Backoff
+from harnessmem.prompts import FACTS_TOKENS, summary_request
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
+    from harnessmem.kernel import Kernel
     from harnessmem.memory.transcripts import OffloadResult
-    from harnessmem.services import Services
     from harnessmem.settings import CompactionSettings
     from harnessmem.tokens import TokenCounter
 
@@ -40,15 +44,15 @@ _RESULT_CHARS = 500
 class Summariser:
     """The summaries of one session; the back-off lives as long as the compactor does."""
 
-    def __init__(self, harness: Services, session_id: str, counter: TokenCounter) -> None:
-        self.harness = harness
+    def __init__(self, kernel: Kernel, session_id: str, counter: TokenCounter) -> None:
+        self.kernel = kernel
         self.session_id = session_id
         self.counter = counter
-        self.backoff = Backoff(harness.settings.compaction.summary_backoff_max)
+        self.backoff = Backoff(kernel.settings.compaction.summary_backoff_max)
 
     @property
     def settings(self) -> CompactionSettings:
-        return self.harness.settings.compaction
+        return self.kernel.settings.compaction
 
     def ask_both(
         self, plan: Plan, reference: str, asked: dict[str, Any], *, focus: str | None = None
@@ -56,9 +60,6 @@ class Summariser:
         """The flush's ``ask``: one summary call that also asks for the new facts. Keeps
         the summary outcome in ``asked``; returns the facts as the flush model's answer,
         or None (missing or junk: the flush asks its own model)."""
-        from harnessmem.backends.base import Completion
-        from harnessmem.memory import files as mf
-
         if not self.backoff.ready():
             asked["summary"] = (None, None, self._backed_off())
             return None
@@ -98,7 +99,7 @@ class Summariser:
             self.backoff.failed(problem)
             if completion is not None:
                 # A call that answered junk is a failure too: the ledger and status say so.
-                self.harness.model_for("summary").rejected("summary", problem)
+                self.kernel.model_for("summary").rejected("summary", problem)
         else:
             self.backoff.succeeded()
 
@@ -107,13 +108,10 @@ class Summariser:
     ) -> tuple[str | None, Completion | None, str, str | None]:
         """One summary call: the summary (or None), the completion, what went wrong, and
         (when ``facts_reference`` asked for them) the text of the answer's facts section."""
-        from harnessmem.memory.grounding import transcript_dates
-        from harnessmem.prompts import FACTS_TOKENS, summary_request
-
         bound = summary_tokens(self.settings, plan.limit)
-        settings = self.harness.settings
+        settings = self.kernel.settings
         messages = self.new_messages(plan)
-        now = self.harness.clock()
+        now = self.kernel.clock()
         zone = settings.workspace.timezone
         try:
             request = summary_request(
@@ -128,7 +126,7 @@ class Summariser:
                 dates=transcript_dates(messages, timezone=zone, now=now),
             )
             extra = FACTS_TOKENS if facts_reference is not None else 0
-            completion = self.harness.model_for("summary").complete(
+            completion = self.kernel.model_for("summary").complete(
                 request, purpose="summary", max_tokens=bound + extra
             )
         except Exception as exc:
@@ -156,7 +154,6 @@ class Summariser:
         within the summary's size bound; it continues the previous summary as a model's
         would."""
         from harnessmem.backends.extractive import ExtractiveBackend
-        from harnessmem.prompts import summary_request
 
         bound = summary_tokens(self.settings, plan.limit)
         request = summary_request(

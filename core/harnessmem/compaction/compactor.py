@@ -61,7 +61,7 @@ from harnessmem.tokens import TokenCounter
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
     from harnessmem.events import TurnContext
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.settings import CompactionSettings, HarnessSettings
 
 logger = logging.getLogger("harnessmem.compaction")
@@ -125,32 +125,32 @@ class ConversationCompactor:
     """
 
     def __init__(
-        self, harness: Services, session_id: str, counter: TokenCounter | None = None
+        self, kernel: Kernel, session_id: str, counter: TokenCounter | None = None
     ) -> None:
-        self.harness = harness
+        self.kernel = kernel
         self.session_id = session_id
         self.counter = counter or TokenCounter()
         self.transcript = SessionTranscript(
-            harness.workspace,
+            kernel.workspace,
             session_id,
-            clock=harness.clock,
-            transform=harness.hooks.transform_memory_text,
-            lease_timeout=harness.settings.compaction.offload_lease_timeout,
+            clock=kernel.clock,
+            transform=kernel.hooks.transform_memory_text,
+            lease_timeout=kernel.settings.compaction.offload_lease_timeout,
         )
         self.lock = threading.Lock()
         self.last_result: CompactionResult | None = None
         self.originals = Originals()
         self.shrinker = MessageShrinker(
-            harness, session_id, self.counter, self.originals, self.transcript.path
+            kernel, session_id, self.counter, self.originals, self.transcript.path
         )
         self._memory: Anchor | None = None  # last summary made, for raw-history callers
         self.times = MessageTimes()  # when the messages not yet logged were first seen
         # Survives new Session objects: the plugin keeps one compactor per session id.
-        self.summariser = Summariser(harness, session_id, self.counter)
+        self.summariser = Summariser(kernel, session_id, self.counter)
 
     @property
     def settings(self) -> CompactionSettings:
-        return self.harness.settings.compaction
+        return self.kernel.settings.compaction
 
     # the turn -------------------------------------------------------------------------------
 
@@ -207,7 +207,7 @@ class ConversationCompactor:
         count = self.counter.count_messages
         head = head_length(messages)
         if self.settings.offload_before_compact:
-            self.times.note(messages[head:], self.harness.clock())
+            self.times.note(messages[head:], self.kernel.clock())
         work, truncated = self._truncate_args(messages, head)
         # Token counts only when a token trigger or a compaction needs them (cached per message).
         tokens = count(work) if self.settings.trigger_tokens or budget is not None else None
@@ -357,9 +357,9 @@ class ConversationCompactor:
         settings = self.settings
         if not (settings.facts_in_summary and settings.flush_before_compact):
             return False
-        harness = self.harness
+        kernel = self.kernel
         try:
-            return harness.model_for("summary").backend is harness.model_for("flush").backend
+            return kernel.model_for("summary").backend is kernel.model_for("flush").backend
         except Exception:  # no model backend installed: the plain path reports it
             return False
 
@@ -373,10 +373,8 @@ class ConversationCompactor:
         """
         if not self.settings.flush_before_compact:
             return "disabled", None
-        from harnessmem.memory.flush import MemoryFlusher
-
         try:
-            result = self.harness.component(MemoryFlusher).flush(
+            result = self.kernel.flusher.flush(
                 plan.originals, session_id=self.session_id, backoff=backoff, ask=ask
             )
         except Exception as exc:
@@ -454,7 +452,7 @@ class ConversationCompactor:
             **fields,
         )
         if result.compacted or result.postponed:
-            self.harness.hooks.compaction(_event(result))
+            self.kernel.hooks.compaction(_event(result))
         if not fits:
             logger.warning(
                 "session %s: compaction left %d messages / %d tokens, over its limit",
@@ -537,13 +535,13 @@ class CompactionPlugin:
                 compaction.trigger_messages,
             )
 
-    def compactor(self, harness: Services, session_id: str) -> ConversationCompactor:
+    def compactor(self, kernel: Kernel, session_id: str) -> ConversationCompactor:
         """The compactor of ``session_id`` in ``harness`` (made on first use)."""
-        key = (id(harness), session_id)
+        key = (id(kernel), session_id)
         with self._lock:
             compactor = self._compactors.get(key)
-            if compactor is None or compactor.harness is not harness:
-                compactor = ConversationCompactor(harness, session_id, self.counter)
+            if compactor is None or compactor.kernel is not kernel:
+                compactor = ConversationCompactor(kernel, session_id, self.counter)
                 self._compactors[key] = compactor
             return compactor
 
@@ -553,7 +551,7 @@ class CompactionPlugin:
         (a manual compaction, with ``ctx.compact_focus``); cut old tool arguments."""
         if not ctx.settings.compaction.enabled:
             return
-        compactor = self.compactor(ctx.harness, ctx.session_id)
+        compactor = self.compactor(ctx.kernel, ctx.session_id)
         out, result = compactor.compact(ctx.messages, force=ctx.compact, focus=ctx.compact_focus)
         ctx.messages = out
         if result.trigger or result.truncated_args:
@@ -562,7 +560,7 @@ class CompactionPlugin:
     @hookimpl(trylast=True)
     def overflow(self, ctx: TurnContext, error: BaseException) -> list[Message] | None:
         """A compacted list that fits, for a recognised overflow; None otherwise."""
-        compactor = self.compactor(ctx.harness, ctx.session_id)
+        compactor = self.compactor(ctx.kernel, ctx.session_id)
         before = compactor.last_result
         out = compactor.recover(ctx.messages, error)
         if compactor.last_result is not before and compactor.last_result is not None:

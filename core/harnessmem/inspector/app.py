@@ -334,7 +334,7 @@ def create_app(
         return HTMLResponse(html, status_code=status)
 
     async def overview(request: Request) -> Response:
-        stats = harness.index.stats()
+        stats = harness.kernel.index.stats()
         usage = harness.usage()
         memory = _read(harness, MEMORY_FILE)
         from harnessmem.tokens import memory_tokens
@@ -439,7 +439,7 @@ def create_app(
             )  # fmt: skip
         try:
             if editing:
-                result = harness.edit(query, new, dry_run=not run)
+                result = harness.forget(query, replace_with=new, dry_run=not run)
             else:
                 result = harness.forget(query, dry_run=not run, sessions=sessions)
         except ForgetError as exc:

@@ -22,7 +22,7 @@ from harnessmem import layout
 from harnessmem.models.usage import ledger_files
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.workspace import FileInfo, Lease, Workspace
 
 __all__ = [
@@ -84,14 +84,14 @@ class MaintenanceStep:
     """
 
     name: str
-    run: Callable[[Services, float], StepDone]
+    run: Callable[[Kernel, float], StepDone]
 
 
-def archive_daily_logs(harness: Services, now: float) -> StepDone:
+def archive_daily_logs(kernel: Kernel, now: float) -> StepDone:
     """Move daily logs dated before today - retention (workspace time zone) to the archive."""
-    workspace = harness.workspace
-    days = harness.settings.maintenance.daily_file_retention_days
-    today = datetime.fromtimestamp(now, ZoneInfo(harness.settings.workspace.timezone)).date()
+    workspace = kernel.workspace
+    days = kernel.settings.maintenance.daily_file_retention_days
+    today = datetime.fromtimestamp(now, ZoneInfo(kernel.settings.workspace.timezone)).date()
     cutoff = today - timedelta(days=days)
     moved = merged = 0
     errors: list[str] = []
@@ -138,13 +138,11 @@ def archive_daily_logs(harness: Services, now: float) -> StepDone:
     )
 
 
-def consolidate_memory(harness: Services, now: float) -> StepDone:
+def consolidate_memory(kernel: Kernel, now: float) -> StepDone:
     """Run ``harness.consolidate()`` (skipped when ``consolidation.enabled`` is false)."""
-    if not harness.settings.consolidation.enabled:
+    if not kernel.settings.consolidation.enabled:
         raise StepSkipped("consolidation.enabled is false")
-    from harnessmem.memory.consolidation import MemoryConsolidator
-
-    result = harness.component(MemoryConsolidator).consolidate(backoff=True)
+    result = kernel.consolidator.consolidate(backoff=True)
     idle = getattr(result, "status", None) in ("nothing_new", "busy", "disabled", "deferred")
     return StepDone(_describe(result), result=result, idle=idle)
 
@@ -204,9 +202,9 @@ def _pruned_detail(tally: _Tally, what: str, days: int) -> str:
     return detail
 
 
-def _remove_empty_local_dir(harness: Services, path: str, folder: str) -> None:
+def _remove_empty_local_dir(kernel: Kernel, path: str, folder: str) -> None:
     """Drop a local folder left empty (object stores have no folders to leave behind)."""
-    local = harness.workspace.local_path(path)
+    local = kernel.workspace.local_path(path)
     if local is None or path.count("/") <= folder.count("/") + 1:
         return
     with contextlib.suppress(OSError):  # not empty, or already gone: both fine
@@ -245,7 +243,7 @@ def _drop_mark(workspace: Workspace, stem: str, tally: _Tally) -> None:
         tally.bump("marks_deleted")
 
 
-def prune_session_logs(harness: Services, now: float) -> StepDone:
+def prune_session_logs(kernel: Kernel, now: float) -> StepDone:
     """Delete ``sessions/*.log.jsonl`` older than ``maintenance.session_retention_days``,
     each with its offload mark, and offload marks whose log is gone.
 
@@ -254,8 +252,8 @@ def prune_session_logs(harness: Services, now: float) -> StepDone:
     its log has gone (compaction relies on the mark while the log exists). A session
     whose lease is held (an offload is running) is kept for the next tick.
     """
-    workspace = harness.workspace
-    days = harness.settings.maintenance.session_retention_days
+    workspace = kernel.workspace
+    days = kernel.settings.maintenance.session_retention_days
     cutoff = now - days * _DAY
     tally = _Tally(extra={"marks_deleted": 0, "busy": 0})
     listing = workspace.scan(layout.SESSIONS_DIR, recursive=False)
@@ -302,7 +300,7 @@ def prune_session_logs(harness: Services, now: float) -> StepDone:
     return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
-def prune_usage_ledger(harness: Services, now: float) -> StepDone:
+def prune_usage_ledger(kernel: Kernel, now: float) -> StepDone:
     """Delete ``usage/<day>.jsonl`` dated more than ``maintenance.session_retention_days``
     before today (``workspace.timezone``); never today's or yesterday's.
 
@@ -310,9 +308,9 @@ def prune_usage_ledger(harness: Services, now: float) -> StepDone:
     its day, so ``harness.usage(days=n)`` reports the same for every retained day, and one
     listing dates every file.
     """
-    workspace = harness.workspace
-    days = harness.settings.maintenance.session_retention_days
-    today = datetime.fromtimestamp(now, ZoneInfo(harness.settings.workspace.timezone)).date()
+    workspace = kernel.workspace
+    days = kernel.settings.maintenance.session_retention_days
+    today = datetime.fromtimestamp(now, ZoneInfo(kernel.settings.workspace.timezone)).date()
     # Yesterday's file stays whatever the setting: a replica whose clock or time zone
     # lags may still append to it.
     cutoff = today - timedelta(days=max(days, 1))
@@ -338,12 +336,12 @@ def prune_usage_ledger(harness: Services, now: float) -> StepDone:
     )
 
 
-def prune_session_records(harness: Services, now: float) -> StepDone:
+def prune_session_records(kernel: Kernel, now: float) -> StepDone:
     """The ``prune_sessions`` step: :func:`prune_session_logs`, then
     :func:`prune_usage_ledger` (same retention); the usage figures are prefixed ``usage_``
     and shown when the workspace has a ledger."""
-    logs = prune_session_logs(harness, now)
-    usage = prune_usage_ledger(harness, now)
+    logs = prune_session_logs(kernel, now)
+    usage = prune_usage_ledger(kernel, now)
     idle = logs.idle and usage.idle
     if not any(usage.counts.values()) and not usage.errors:
         return logs
@@ -353,28 +351,28 @@ def prune_session_records(harness: Services, now: float) -> StepDone:
     )
 
 
-def prune_evicted_results(harness: Services, now: float) -> StepDone:
+def prune_evicted_results(kernel: Kernel, now: float) -> StepDone:
     """Delete evicted tool results older than ``eviction.retention_days``."""
-    settings = harness.settings.eviction
+    settings = kernel.settings.eviction
     folder = settings.path.strip("/")
     days = settings.retention_days
 
     def remove(info: FileInfo) -> bool:
-        harness.workspace.delete(info.path)
-        _remove_empty_local_dir(harness, info.path, folder)
+        kernel.workspace.delete(info.path)
+        _remove_empty_local_dir(kernel, info.path, folder)
         return True
 
     tally = _Tally()
-    files = [info for info in harness.workspace.scan(folder) if info.path.endswith(".txt")]
+    files = [info for info in kernel.workspace.scan(folder) if info.path.endswith(".txt")]
     _prune(files, now - days * _DAY, remove, tally)
     detail = _pruned_detail(tally, "evicted result", days)
     idle = not (tally.deleted or tally.errors)
     return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
-def reindex_workspace(harness: Services, now: float) -> StepDone:
+def reindex_workspace(kernel: Kernel, now: float) -> StepDone:
     """Run ``harness.reindex()`` (incremental)."""
-    result = harness.reindex()
+    result = kernel.reindex()
     idle = not any(getattr(result, name, 1) for name in ("indexed", "removed"))
     return StepDone(_describe(result), result=result, idle=idle)
 

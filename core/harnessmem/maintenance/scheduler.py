@@ -59,7 +59,7 @@ from harnessmem.maintenance._steps import (
 )
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.workspace import Lease, Workspace
 
 logger = logging.getLogger("harnessmem.maintenance")
@@ -242,18 +242,18 @@ class MaintenanceScheduler:
 
     def __init__(
         self,
-        harness: Services,
+        kernel: Kernel,
         *,
         steps: Sequence[MaintenanceStep] = DEFAULT_STEPS,
         runner: MaintenanceRunner | None = None,
     ) -> None:
-        self._harness = weakref.ref(harness)
+        self._harness = weakref.ref(kernel)
         #: Where background ticks run: None, a thread of this scheduler's own.
         self.runner = runner
         self._attached = False  # added to the runner by start()
         self._ticking = False  # the runner is running a tick of this scheduler
-        self.settings = harness.settings.maintenance
-        self.clock = harness.clock
+        self.settings = kernel.settings.maintenance
+        self.clock = kernel.clock
         self.steps = tuple(steps)
         names = [s.name for s in self.steps]
         if len(set(names)) != len(names):
@@ -268,8 +268,8 @@ class MaintenanceScheduler:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         # The thread reads the schedule through the workspace, which does not reference the
         # harness: holding the harness only while ticking lets a dropped one be collected.
-        self._workspace = harness.workspace
-        self._label = harness.workspace.url
+        self._workspace = kernel.workspace
+        self._label = kernel.workspace.url
         #: Background ticks finished so far (tests wait on it with :meth:`wait_for_ticks`).
         self.ticks = 0
         #: The report of the latest background tick.
@@ -290,26 +290,26 @@ class MaintenanceScheduler:
         for the lease: when another process or thread holds it, every step is skipped and
         ``skipped_reason`` says so.
         """
-        harness = self._harness()
-        if harness is None:
+        kernel = self._harness()
+        if kernel is None:
             raise RuntimeError("the harness of this maintenance scheduler no longer exists")
         chosen = self._select(steps)
         started = self.clock()
-        lease = harness.workspace.try_lock(LEASE_NAME, ttl=self.settings.lease_ttl)
+        lease = kernel.workspace.try_lock(LEASE_NAME, ttl=self.settings.lease_ttl)
         if lease is None:
             reason = "another process or thread holds the maintenance lease"
             outcomes = tuple(StepOutcome(s.name, "skipped", reason) for s in chosen)
             report = MaintenanceReport(trigger, started, self.clock(), outcomes, reason)
         else:
             try:
-                outcomes = self._run_steps(harness, chosen, lease, trigger, started, force)
+                outcomes = self._run_steps(kernel, chosen, lease, trigger, started, force)
             finally:
                 try:
                     lease.release()
                 except Exception as exc:  # it expires by itself; the tick's work stands
                     logger.warning("releasing the maintenance lease failed: %s", exc)
             report = MaintenanceReport(trigger, started, self.clock(), outcomes)
-        harness.hooks.maintenance(
+        kernel.hooks.maintenance(
             MaintenanceEvent(
                 steps=report.outcomes,
                 started=report.started,
@@ -334,14 +334,14 @@ class MaintenanceScheduler:
 
     def _run_steps(
         self,
-        harness: Services,
+        kernel: Kernel,
         chosen: Sequence[MaintenanceStep],
         lease: Lease,
         trigger: str,
         started: float,
         force: bool,
     ) -> tuple[StepOutcome, ...]:
-        state = _State.read(harness.workspace)
+        state = _State.read(kernel.workspace)
         window = self.settings.min_gap
         outcomes: list[StepOutcome] = []
         lost: str | None = None
@@ -363,7 +363,7 @@ class MaintenanceScheduler:
                     )
                 )
                 continue
-            outcome, idle = _run_step(step, harness, now)
+            outcome, idle = _run_step(step, kernel, now)
             outcomes.append(outcome)
             lost = self._keep(lease)
             if lost is not None:
@@ -378,9 +378,9 @@ class MaintenanceScheduler:
             # next write (at the latest the tick's last, before the lease is released).
             unsaved = idle
             if not idle:
-                self._save(state, harness)
+                self._save(state, kernel)
         if unsaved and lost is None:
-            self._save(state, harness)
+            self._save(state, kernel)
         return tuple(outcomes)
 
     def _keep(self, lease: Lease) -> str | None:
@@ -398,9 +398,9 @@ class MaintenanceScheduler:
         return None
 
     @staticmethod
-    def _save(state: _State, harness: Services) -> None:
+    def _save(state: _State, kernel: Kernel) -> None:
         try:
-            state.write(harness.workspace)
+            state.write(kernel.workspace)
         except Exception as exc:
             # The step's work stands; without the record it may run once more next time.
             logger.warning("writing %s failed: %s", STATE_PATH, exc)
@@ -421,13 +421,13 @@ class MaintenanceScheduler:
 
     def start(self) -> None:
         """Start the daemon thread, or join the runner (idempotent; refused after :meth:`stop`)."""
-        harness = self._harness()
+        kernel = self._harness()
         with self._cond:
-            if self._thread is not None or self._attached or self._stopping or harness is None:
+            if self._thread is not None or self._attached or self._stopping or kernel is None:
                 return
             self._started_at = self.clock()
             # Ends the thread when the harness is garbage collected without close().
-            self._finalizer = weakref.finalize(harness, self.signal_stop)
+            self._finalizer = weakref.finalize(kernel, self.signal_stop)
             if self.runner is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"harnessmem-maintenance {self._label}", daemon=True
@@ -575,9 +575,9 @@ class MaintenanceScheduler:
                 self._cond.wait(min(delay, _MAX_WAIT))
 
     def _background_tick(self, trigger: str) -> None:
-        harness = self._harness()
+        kernel = self._harness()
         try:
-            if harness is None or harness.closed:
+            if kernel is None or kernel.closed:
                 return
             steps = OPPORTUNISTIC_STEPS if trigger == "request" else None
             report = self.tick(trigger, steps=steps)
@@ -589,7 +589,7 @@ class MaintenanceScheduler:
         except Exception:
             logger.exception("maintenance tick (%s) of %s failed", trigger, self._label)
         finally:
-            del harness  # a dropped harness may now be collected
+            del kernel  # a dropped harness may now be collected
             if trigger == "interval":
                 self._next_due = self._due_after_tick()
             with self._cond:
@@ -609,7 +609,7 @@ class MaintenanceScheduler:
         return max(last + self.settings.interval, now + self.settings.min_gap)
 
 
-def _run_step(step: MaintenanceStep, harness: Services, now: float) -> tuple[StepOutcome, bool]:
+def _run_step(step: MaintenanceStep, kernel: Kernel, now: float) -> tuple[StepOutcome, bool]:
     """Run one step; its outcome, and whether it changed nothing (see ``StepDone.idle``).
 
     Never raises (that is what keeps a failing step from stopping the rest).
@@ -628,7 +628,7 @@ def _run_step(step: MaintenanceStep, harness: Services, now: float) -> tuple[Ste
         )
 
     try:
-        done = step.run(harness, now)
+        done = step.run(kernel, now)
     except StepSkipped as exc:
         return outcome("skipped", str(exc)), True
     except Exception as exc:

@@ -127,9 +127,9 @@ class _MemoryServer:
                 f"unknown tool {name!r}; this server's tools: {', '.join(sorted(self.tool_names))}",
             )
         try:
-            self.harness.check_open()
+            self.harness.kernel.check_open()
             result = await _in_thread(
-                run_tool, self.harness, name, params.arguments, lifecycle=self.lifecycle
+                run_tool, self.harness.kernel, name, params.arguments, lifecycle=self.lifecycle
             )
         except Exception as exc:
             logger.error("tool %s failed", name, exc_info=not isinstance(exc, HarnessMemError))
@@ -181,7 +181,7 @@ class _MemoryServer:
     async def list_resources(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        self.harness.check_open()
+        self.harness.kernel.check_open()
         return types.ListResourcesResult(resources=await _in_thread(self._resources))
 
     async def list_resource_templates(
@@ -252,7 +252,7 @@ class _MemoryServer:
     async def read_resource(
         self, ctx: Context, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        self.harness.check_open()
+        self.harness.kernel.check_open()
         text, mime = await _in_thread(self._read, params.uri)
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=params.uri, mime_type=mime, text=text)]

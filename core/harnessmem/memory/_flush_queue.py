@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harnessmem.memory.flush import FlushResult
+from harnessmem.memory._flush_result import FlushResult
 
 if TYPE_CHECKING:
     from harnessmem.memory.flush import MemoryFlusher
@@ -40,7 +40,7 @@ class BackgroundFlushes:
 
     def __init__(self, flusher: MemoryFlusher) -> None:
         self.flusher = flusher
-        self.settings = flusher.harness.settings.flush
+        self.settings = flusher.kernel.settings.flush
         self._jobs: list[_Job] = []
         self._parked: list[_Job] = []
         self._busy = False

@@ -51,7 +51,7 @@ from harnessmem.prompts import consolidation_request
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.workspace import FileInfo, Lease, Snapshot
 
 __all__ = ["ConsolidationResult", "MemoryConsolidator", "SaveResult"]
@@ -183,10 +183,10 @@ class SaveResult:
 class MemoryConsolidator:
     """Owner of MEMORY.md writes (see the module doc); one per harness."""
 
-    def __init__(self, harness: Services) -> None:
-        self.harness = harness
-        self.workspace = harness.workspace
-        self.backoff = Backoff(harness.settings.consolidation.backoff_max)
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.workspace = kernel.workspace
+        self.backoff = Backoff(kernel.settings.consolidation.backoff_max)
 
     def tokens(self, text: str) -> int:
         """MEMORY.md's tokens as status and the inspector count them."""
@@ -206,13 +206,13 @@ class MemoryConsolidator:
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
-        harness = self.harness
+        kernel = self.kernel
         facts, left_out = mf.saved_facts(text)
         if not facts:
             return SaveResult(layout.MEMORY_FILE, (), left_out=tuple(left_out))
-        body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "save")
+        body = kernel.hooks.transform_memory_text(mf.bullet_block(facts), "save")
         facts = list(dict.fromkeys(mf.saved_facts(body)[0]))
-        now = harness.clock()
+        now = kernel.clock()
         fresh: list[str] = []
 
         def add_entry(current: str) -> str | None:
@@ -234,11 +234,11 @@ class MemoryConsolidator:
             )
         after = written.text
         warnings = []
-        problem = mf.reindex_paths(harness, [layout.MEMORY_FILE])
+        problem = mf.reindex_paths(kernel, [layout.MEMORY_FILE])
         if problem:
             warnings.append(problem)
-        if self.tokens(after) > harness.settings.consolidation.max_memory_tokens:
-            mf.request_consolidation(harness, "memory_save grew MEMORY.md past its budget")
+        if self.tokens(after) > kernel.settings.consolidation.max_memory_tokens:
+            mf.request_consolidation(kernel, "memory_save grew MEMORY.md past its budget")
         return SaveResult(
             layout.MEMORY_FILE,
             tuple(fresh),
@@ -290,7 +290,7 @@ class MemoryConsolidator:
         (maintenance passes it) the next 1, 2, 4 ... runs, up to
         ``consolidation.backoff_max``, return ``deferred`` without asking it.
         """
-        settings = self.harness.settings.consolidation
+        settings = self.kernel.settings.consolidation
         if not settings.enabled:
             return ConsolidationResult("disabled", reason="consolidation.enabled is false")
         if backoff and not self.backoff.ready():
@@ -313,7 +313,7 @@ class MemoryConsolidator:
                 raise
         if result.status == "rejected":
             self.backoff.failed(result.reason)
-            self.harness.model_for("consolidation").rejected("consolidation", result.reason)
+            self.kernel.model_for("consolidation").rejected("consolidation", result.reason)
         elif result.accepted:
             self.backoff.succeeded()
         if result.status not in ("nothing_new", "busy", "disabled"):
@@ -321,8 +321,8 @@ class MemoryConsolidator:
         return result
 
     def _run(self, lease: Lease) -> ConsolidationResult:
-        harness = self.harness
-        settings = harness.settings.consolidation
+        kernel = self.kernel
+        settings = kernel.settings.consolidation
         budget = settings.max_memory_tokens
         watermark, snapshot = self._settled()
         prior = snapshot.text
@@ -362,7 +362,7 @@ class MemoryConsolidator:
         if mf.is_no_reply(candidate):
             self._commit_watermark(watermark, segments, prior)
             return replace(base, status="unchanged", tokens_after=tokens_before)
-        candidate = harness.hooks.transform_memory_text(candidate, "consolidation")
+        candidate = kernel.hooks.transform_memory_text(candidate, "consolidation")
         candidate = restore_dates(candidate, prior, text_segments)
         tokens_after = self.tokens(candidate)
         base = replace(base, tokens_after=tokens_after)
@@ -395,7 +395,7 @@ class MemoryConsolidator:
                     f"(> {settings.max_entry_loss:.0%}), e.g. {lost[0]!r}"
                 ),
             )
-        if lease.expires - self.harness.clock() < lease.ttl / 2:
+        if lease.expires - self.kernel.clock() < lease.ttl / 2:
             # A slow model ate half the lease: extend it before writing (this fails loudly
             # if the run outlived its lease and another process took over).
             lease.renew()
@@ -457,7 +457,7 @@ class MemoryConsolidator:
             )
         new_text = written.text
         self._commit_watermark(watermark, segments, new_text)
-        problem = mf.reindex_paths(self.harness, [layout.MEMORY_FILE])
+        problem = mf.reindex_paths(self.kernel, [layout.MEMORY_FILE])
         if problem:
             logger.warning("consolidation: %s", problem)
         return replace(
@@ -488,7 +488,7 @@ class MemoryConsolidator:
 
     def _collect(self, watermark: Watermark) -> tuple[list[Segment], bool]:
         """Log text past the watermark, oldest first, bounded; and whether more is left."""
-        settings = self.harness.settings.consolidation
+        settings = self.kernel.settings.consolidation
         limit = watermark.input_limit or settings.max_input_tokens
         names: dict[str, FileInfo] = {}
         for directory in (
@@ -546,7 +546,7 @@ class MemoryConsolidator:
         tokens_before: int,
         segments: list[Segment],
     ) -> Completion:
-        settings = self.harness.settings.consolidation
+        settings = self.kernel.settings.consolidation
         request = consolidation_request(
             prior,
             {s.path: s.text for s in segments},
@@ -554,7 +554,7 @@ class MemoryConsolidator:
             template=settings.prompt or None,
             memory_tokens=tokens_before,
         )
-        model = self.harness.model_for("consolidation")
+        model = self.kernel.model_for("consolidation")
         try:
             return model.complete(request, purpose="consolidation")
         except Exception as exc:
@@ -584,13 +584,13 @@ class MemoryConsolidator:
         The versions come from the watermark, which records them; memory/.history/ is
         listed only when it does not (see :attr:`Watermark.history`).
         """
-        keep = self.harness.settings.consolidation.history_keep
+        keep = self.kernel.settings.consolidation.history_keep
         if not keep or not current.strip():
             return None, []
         existing = watermark.history
         if existing is None:
             existing = self.workspace.list(layout.HISTORY_DIR, recursive=False)
-        stamp = mf.utc_now_compact(self.harness.clock())
+        stamp = mf.utc_now_compact(self.kernel.clock())
         path = layout.history_path(stamp)
         counter = 1
         while path in existing:
@@ -624,10 +624,10 @@ class MemoryConsolidator:
         self._write_watermark(committed)
 
     def _write_watermark(self, watermark: Watermark) -> None:
-        self.workspace.write_text(layout.CONSOLIDATION_STATE, watermark.dumps(self.harness.clock()))
+        self.workspace.write_text(layout.CONSOLIDATION_STATE, watermark.dumps(self.kernel.clock()))
 
     def _emit(self, result: ConsolidationResult, status: str | None = None) -> None:
-        self.harness.hooks.memory_consolidated(
+        self.kernel.hooks.memory_consolidated(
             MemoryConsolidatedEvent(
                 accepted=result.accepted,
                 files=result.files,

@@ -27,7 +27,7 @@ from harnessmem.prompts import escape_tag
 
 if TYPE_CHECKING:
     from harnessmem.events import TurnContext
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
     from harnessmem.tokens import TokenCounter
 
 __all__ = [
@@ -125,8 +125,8 @@ class MemoryContext:
     the memory of a render), its lines counted in chunks.
     """
 
-    def __init__(self, harness: Services) -> None:
-        self.harness = harness
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
         self._counter: TokenCounter | None = None
         self._lock = threading.Lock()
         self._cache: tuple[str, _Rendered] | None = None
@@ -144,11 +144,11 @@ class MemoryContext:
         One change check first (a stat; a HEAD on S3): while MEMORY.md keeps its version
         the block rendered for it is returned without reading the file again.
         """
-        settings = self.harness.settings.context
+        settings = self.kernel.settings.context
         if not settings.enabled:
             return ""
         try:
-            info = self.harness.workspace.info(layout.MEMORY_FILE)
+            info = self.kernel.workspace.info(layout.MEMORY_FILE)
         except FileNotFoundError:
             info = None
         version = f"{settings.max_tokens}\0" + (
@@ -168,8 +168,8 @@ class MemoryContext:
 
     def _read_and_render(self, size: int | None) -> _Rendered:
         """Render MEMORY.md of ``size`` bytes (None: missing) with a bounded read."""
-        max_tokens = self.harness.settings.context.max_tokens
-        workspace = self.harness.workspace
+        max_tokens = self.kernel.settings.context.max_tokens
+        workspace = self.kernel.workspace
         window = max_tokens * BYTES_PER_TOKEN
         if size is None:
             return self._render("", max_tokens)
@@ -186,13 +186,13 @@ class MemoryContext:
 
     def _read_whole(self) -> bytes:
         try:
-            return self.harness.workspace.read_bytes(layout.MEMORY_FILE)
+            return self.kernel.workspace.read_bytes(layout.MEMORY_FILE)
         except FileNotFoundError:
             return b""
 
     def _ends(self, head: bytes, size: int, window: int) -> _Ends:
         """The complete lines of the first and last ``window`` bytes, and the line count."""
-        workspace = self.harness.workspace
+        workspace = self.kernel.workspace
         tail = workspace.read_range(layout.MEMORY_FILE, size - window, size)
         head_cut = head.rfind(b"\n") + 1  # the partial last line is not shown
         tail_cut = tail.find(b"\n") + 1  # nor the partial first one
@@ -286,8 +286,8 @@ class MemoryContext:
             *rendered.omitted,
             rendered.omitted_bytes,
         )
-        requested = mf.request_consolidation(self.harness, "MEMORY.md went over its budget")
-        self.harness.hooks.context_over_budget(
+        requested = mf.request_consolidation(self.kernel, "MEMORY.md went over its budget")
+        self.kernel.hooks.context_over_budget(
             ContextOverBudgetEvent(
                 session_id=session_id,
                 path=layout.MEMORY_FILE,
@@ -321,7 +321,7 @@ class MemoryContextPlugin:
         settings = ctx.settings.context
         if not settings.enabled or settings.inject != "system":
             return
-        block = ctx.harness.component(MemoryContext).render(ctx.session_id)
+        block = ctx.kernel.context.render(ctx.session_id)
         ctx.messages = blocks.place_in_system(ctx.messages, block, TAG, BLOCK_PREAMBLE)
 
 

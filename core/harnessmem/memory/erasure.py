@@ -48,10 +48,11 @@ from harnessmem.errors import ForgetError, HarnessMemError
 from harnessmem.memory import files as mf
 from harnessmem.memory._tombstones import add_tombstone
 from harnessmem.memory._watermark import Watermark, same_content
+from harnessmem.memory.transcripts import SessionTranscript
 
 if TYPE_CHECKING:
+    from harnessmem.kernel import Kernel
     from harnessmem.memory.transcripts import SessionTranscript
-    from harnessmem.services import Services
 
 __all__ = ["DEFAULT_LIMIT", "MARKER", "ForgetResult", "MemoryEraser", "Removal"]
 
@@ -183,15 +184,15 @@ class _Plan:
 class MemoryEraser:
     """Forget and edit (see the module doc); one per harness."""
 
-    def __init__(self, harness: Services) -> None:
-        self.harness = harness
-        self.workspace = harness.workspace
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.workspace = kernel.workspace
         # Forgets and edits under way: closing the harness waits for them (a pool's
         # eviction included), so none stops between its files and the index.
         self._running = 0
         self._draining = False
         self._idle = threading.Condition()
-        harness.on_close(self._drain)
+        kernel.on_close(self._drain)
 
     # public ----------------------------------------------------------------------------------
 
@@ -233,7 +234,7 @@ class MemoryEraser:
                 hint="the old text is tombstoned, which would keep the new one out of memory "
                 "as well: name the old fact by a word the new text does not have",
             )
-        replacement = " ".join(self.harness.hooks.transform_memory_text(new, "save").split())
+        replacement = " ".join(self.kernel.hooks.transform_memory_text(new, "save").split())
         return self._run(matcher, replacement, dry_run=dry_run, sessions=False, limit=limit)
 
     def retract(self, path: str, covered: Callable[[str], bool]) -> bool:
@@ -241,7 +242,7 @@ class MemoryEraser:
         under the forget's leases, the consolidation watermark moved with the bytes as a
         forget moves it; whether the log changed. A flush calls it when a tombstone
         written while it was appending covers what it wrote."""
-        self.harness.check_open()
+        self.kernel.check_open()
         with self._leases():
             return self._rewrite_log(path, covered, None)
 
@@ -249,7 +250,7 @@ class MemoryEraser:
         """Have the index overwrite the bytes of removed rows; whether it did. A failure is
         logged and added to ``warnings``, not raised: the files are already rewritten."""
         try:
-            return self.harness.scrub_index()
+            return self.kernel.scrub_index()
         except Exception as exc:
             logger.warning("scrubbing the index failed: %s: %s", type(exc).__name__, exc)
             warnings.append(f"index scrub failed: {type(exc).__name__}: {exc}")
@@ -266,7 +267,7 @@ class MemoryEraser:
         sessions: bool,
         limit: int,
     ) -> ForgetResult:
-        self.harness.check_open()
+        self.kernel.check_open()
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         if dry_run:
@@ -325,7 +326,7 @@ class MemoryEraser:
             done = [plan for plan in plans if self._apply(plan, query, replacement)]
         changed = [p.path for p in done if layout.source_of(p.path, include_archive=True)]
         if changed:
-            problem = mf.reindex_paths(self.harness, changed)
+            problem = mf.reindex_paths(self.kernel, changed)
             if problem:
                 warnings.append(problem)
         scrubbed = False
@@ -348,7 +349,7 @@ class MemoryEraser:
 
     @contextmanager
     def _leases(self) -> Iterator[None]:
-        settings = self.harness.settings
+        settings = self.kernel.settings
         with ExitStack() as stack:
             # The order maintenance takes them in: maintenance, then consolidation.
             for name, ttl in (
@@ -428,7 +429,7 @@ class MemoryEraser:
             for path in workspace.list(layout.FLUSH_STATE_DIR, recursive=False):
                 yield path, "state"
         if wanted("evicted"):
-            for path in workspace.list(self.harness.settings.eviction.path.strip("/")):
+            for path in workspace.list(self.kernel.settings.eviction.path.strip("/")):
                 yield path, "evicted"
         if sessions and wanted("session"):
             for path in workspace.list(layout.SESSIONS_DIR, recursive=False):
@@ -453,11 +454,9 @@ class MemoryEraser:
         return [Removal(path, line, unit, kind) for line, unit in found]
 
     def _transcript(self, path: str) -> SessionTranscript:
-        from harnessmem.memory.transcripts import SessionTranscript
-
         # The stem is a safe id already, which names the same log, mark and lease again.
         return SessionTranscript(
-            self.workspace, layout.session_stem(path) or "", clock=self.harness.clock
+            self.workspace, layout.session_stem(path) or "", clock=self.kernel.clock
         )
 
     # changing --------------------------------------------------------------------------------
@@ -488,8 +487,6 @@ class MemoryEraser:
         return workspace.update_text(path, change) is not None
 
     def _rewrite_memory(self, query: _Query, replacement: str | None) -> bool:
-        from harnessmem.memory.consolidation import MemoryConsolidator
-
         def change(current: str) -> str | None:
             text, found = mf.rewrite_units(current, query, replacement)
             return text if found else None
@@ -501,7 +498,7 @@ class MemoryEraser:
                 return text
             return mf.rewrite_units(text, query, MARKER)[0]
 
-        consolidator = self.harness.component(MemoryConsolidator)
+        consolidator = self.kernel.consolidator
         written, _ = consolidator.rewrite_memory(change, previous=previous)
         return written is not None
 
@@ -539,7 +536,7 @@ class MemoryEraser:
             watermark = Watermark.parse(_read(self, layout.CONSOLIDATION_STATE), where="forget")
             watermark.files[name] = dict(moved)
             self.workspace.write_text(
-                layout.CONSOLIDATION_STATE, watermark.dumps(self.harness.clock())
+                layout.CONSOLIDATION_STATE, watermark.dumps(self.kernel.clock())
             )
         return True
 

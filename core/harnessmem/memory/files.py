@@ -19,7 +19,7 @@ from harnessmem._text import storable
 from harnessmem.prompts import strip_markers
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
 
 logger = logging.getLogger("harnessmem.memory")
 
@@ -299,7 +299,7 @@ def entry_text(current: str, heading: str, facts: Sequence[str]) -> str:
 # ------------------------------------------------------------------------------ follow-ups
 
 
-def reindex_paths(harness: Services, paths: Sequence[str]) -> str | None:
+def reindex_paths(kernel: Kernel, paths: Sequence[str]) -> str | None:
     """Bring the index up to date after a write; the problem as text, or None when fine.
 
     Syncs just ``paths`` (``harness.reindex(paths=...)``). A failure is logged and
@@ -307,7 +307,7 @@ def reindex_paths(harness: Services, paths: Sequence[str]) -> str | None:
     as failed (the next reindex catches up).
     """
     try:
-        harness.reindex(paths=list(paths))
+        kernel.reindex(paths=list(paths))
     except Exception as exc:
         logger.warning(
             "reindexing %s after a memory write failed (%s: %s); the next reindex retries",
@@ -319,13 +319,13 @@ def reindex_paths(harness: Services, paths: Sequence[str]) -> str | None:
     return None
 
 
-def request_consolidation(harness: Services, why: str) -> bool:
+def request_consolidation(kernel: Kernel, why: str) -> bool:
     """Ask the maintenance scheduler for an opportunistic consolidation, if there is one.
 
     Never raises: the request is a hint, and the scheduler throttles it anyway. True when
     the scheduler took it (False: throttled, no scheduler, or the request failed).
     """
-    request = getattr(harness, "request_maintenance", None)
+    request = getattr(kernel, "request_maintenance", None)
     if not callable(request):
         return False
     try:

@@ -43,17 +43,18 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
 from harnessmem.errors import ModelError, ModelResponseError
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.memory import files as mf
 from harnessmem.memory._flush_mark import Mark, State
+from harnessmem.memory._flush_queue import BackgroundFlushes
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
+from harnessmem.memory._flush_result import FlushResult
 from harnessmem.memory._tombstones import read_tombstones
-from harnessmem.memory.erasure import MemoryEraser
 from harnessmem.memory.grounding import ground_facts, transcript_dates
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
@@ -61,8 +62,8 @@ from harnessmem.plugins import hookimpl
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
     from harnessmem.events import TurnContext
+    from harnessmem.kernel import Kernel
     from harnessmem.memory._flush_queue import BackgroundFlushes
-    from harnessmem.services import Services
     from harnessmem.tokens import TokenCounter
     from harnessmem.workspace import Snapshot
 
@@ -73,54 +74,8 @@ logger = logging.getLogger("harnessmem.memory.flush")
 Message = dict[str, Any]
 #: ``ask(reference)``: a Completion whose text holds the facts, or None (ask the flush model).
 AskForFacts = Callable[[str], "Completion | None"]
-FlushStatus = Literal[
-    "written",
-    "nothing_new",
-    "no_reply",
-    "duplicates",
-    "failed",
-    "deferred",
-    "batched",
-    "queued",
-    "disabled",
-]
 #: Sessions whose state this process remembers (each up to SEEN_LIMIT fingerprints).
 _STATES_KEPT = 256
-
-
-@dataclass(frozen=True)
-class FlushResult:
-    """What one flush did.
-
-    ``status``: ``written`` (an entry was appended and verified), ``nothing_new`` (no
-    unflushed message with text), ``no_reply`` (the model found nothing to remember),
-    ``duplicates`` (every fact was already on file), ``failed`` (``error`` says why; the
-    mark did not move, so the messages are sent again next time), ``deferred`` (the flush
-    model failed on the last occasions and is backed off: it was not asked, the mark did
-    not move; ``error`` says why), ``batched`` (under ``flush.batch_tokens`` of new
-    conversation: held back for a later flush, the mark did not move), ``queued``
-    (background mode) or ``disabled``. ``ok`` is true for every status but ``failed``,
-    ``deferred`` and ``batched``: after an ok result, the messages are durably covered.
-    """
-
-    session_id: str
-    status: FlushStatus
-    path: str | None = None
-    entries: tuple[str, ...] = ()
-    duplicates: int = 0
-    messages: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    error: str | None = None
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.status not in ("failed", "deferred", "batched")
-
-    @property
-    def written(self) -> bool:
-        return self.status == "written"
 
 
 # ------------------------------------------------------------------------------ the engine
@@ -132,8 +87,8 @@ class MemoryFlusher:
     One per harness, built on first use; thread-safe (flushes of one session take turns).
     """
 
-    def __init__(self, harness: Services) -> None:
-        self.harness = harness
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._queue: BackgroundFlushes | None = None
@@ -239,7 +194,7 @@ class MemoryFlusher:
     def _at_close(self, finish: Callable[[float | None], object]) -> None:
         """Have the harness's close() run ``finish`` (with its timeout) while the model and
         the workspace are still open: queued or held flushes are written, not dropped."""
-        self.harness.on_close(finish)
+        self.kernel.on_close(finish)
 
     def _trim_held(self) -> None:
         """Too many conversations held at once: the oldest are flushed now rather than
@@ -279,8 +234,6 @@ class MemoryFlusher:
         """
         with self._locks_guard:
             if self._queue is None:
-                from harnessmem.memory._flush_queue import BackgroundFlushes
-
                 self._queue = BackgroundFlushes(self)
                 self._at_close(self.drain)
         if self._queue.put(session_id, copy.deepcopy(list(messages))):
@@ -312,7 +265,7 @@ class MemoryFlusher:
         with self._locks_guard:
             backoff = self._backoffs.get(session_id)
             if backoff is None:
-                backoff = Backoff(self.harness.settings.flush.backoff_max)
+                backoff = Backoff(self.kernel.settings.flush.backoff_max)
                 self._backoffs[session_id] = backoff
                 while len(self._backoffs) > _STATES_KEPT:
                     self._backoffs.popitem(last=False)
@@ -348,17 +301,17 @@ class MemoryFlusher:
         batch: bool,
         ask: AskForFacts | None,
     ) -> FlushResult:
-        harness = self.harness
+        kernel = self.kernel
         state, logs = self._load_state(state_path)
         new, mark = state.mark.split(messages)
-        now = harness.clock()
-        zone = harness.settings.workspace.timezone
+        now = kernel.clock()
+        zone = kernel.settings.workspace.timezone
         transcript = render_transcript(
             new,
-            lean=harness.settings.flush.transcript == "lean",
+            lean=kernel.settings.flush.transcript == "lean",
             dates=transcript_dates(new, timezone=zone, now=now),
         )
-        threshold = harness.settings.flush.batch_tokens
+        threshold = kernel.settings.flush.batch_tokens
         if batch and threshold and transcript.strip():
             size = self._count(transcript)
             if size < threshold:
@@ -381,14 +334,14 @@ class MemoryFlusher:
             return FlushResult(session_id, "nothing_new", messages=len(new))
         path = layout.daily_path(now, zone)
         memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
-        log = logs.get(path) or harness.workspace.read_snapshot(path)
-        reference = dedup_reference(harness.settings.flush, transcript, memory_text, log.text, path)
+        log = logs.get(path) or kernel.workspace.read_snapshot(path)
+        reference = dedup_reference(kernel.settings.flush, transcript, memory_text, log.text, path)
         # A caller that asks a model anyway (compaction's summary) may get the facts in
         # the same answer; None: ask the flush model.
         completion = ask(reference) if ask is not None else None
         if completion is None:
-            prompt = flush_prompt(harness.settings, new, transcript, reference, path, now)
-            completion = harness.model_for("flush").complete(prompt, purpose="flush")
+            prompt = flush_prompt(kernel.settings, new, transcript, reference, path, now)
+            completion = kernel.model_for("flush").complete(prompt, purpose="flush")
         base = FlushResult(
             session_id,
             "no_reply",
@@ -416,13 +369,13 @@ class MemoryFlusher:
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer was a refusal, not facts; nothing written",))
         facts = mf.parse_facts(completion.text)
-        if facts and harness.settings.flush.ground_times:
+        if facts and kernel.settings.flush.ground_times:
             # "yesterday" as said, or as a model wrote it, becomes the day it meant.
-            facts = ground_facts(facts, new, now=now, timezone=harness.settings.workspace.timezone)
+            facts = ground_facts(facts, new, now=now, timezone=kernel.settings.workspace.timezone)
         if not facts:
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer held no facts; taken as NO_REPLY",))
-        body = harness.hooks.transform_memory_text(mf.bullet_block(facts), "flush")
+        body = kernel.hooks.transform_memory_text(mf.bullet_block(facts), "flush")
         facts = list(dict.fromkeys(mf.parse_facts(body)))
         facts, indexed = self._drop_indexed(facts)
         heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {_one_line(session_id)}"
@@ -438,7 +391,7 @@ class MemoryFlusher:
             fresh = mf.new_facts(facts, current, memory_text)
             # Read after the log: a forget writes its tombstone before it rewrites the
             # log, so a log read after that rewrite comes with the tombstone.
-            kept = read_tombstones(harness.workspace).keep(fresh)
+            kept = read_tombstones(kernel.workspace).keep(fresh)
             forgotten, fresh = len(fresh) - len(kept), kept
             if not fresh:
                 return None
@@ -449,7 +402,7 @@ class MemoryFlusher:
                 self._save_state(state_path, session_id, State(state.mark, pending))
             return current + entry
 
-        written = harness.workspace.update_text(path, add_entry, current=log, append=True)
+        written = kernel.workspace.update_text(path, add_entry, current=log, append=True)
         duplicates = len(facts) - len(fresh) - forgotten + indexed
         warnings = []
         if forgotten:
@@ -468,11 +421,11 @@ class MemoryFlusher:
             forgotten += len(retracted)
             fresh = [fact for fact in fresh if fact not in retracted]
             warnings.append(f"{len(retracted)} fact(s) taken back out: forgotten meanwhile")
-        problem = mf.reindex_paths(harness, [path])
+        problem = mf.reindex_paths(kernel, [path])
         if problem:
             warnings.append(problem)
         if retracted:  # a search meanwhile may have indexed them
-            harness.component(MemoryEraser).scrub(warnings)
+            kernel.eraser.scrub(warnings)
         if not fresh:
             return replace(
                 base, status="duplicates", duplicates=duplicates, warnings=tuple(warnings)
@@ -484,7 +437,7 @@ class MemoryFlusher:
             duplicates=duplicates,
             warnings=tuple(warnings),
         )
-        harness.hooks.memory_flushed(
+        kernel.hooks.memory_flushed(
             MemoryFlushedEvent(
                 session_id=session_id,
                 path=path,
@@ -508,10 +461,10 @@ class MemoryFlusher:
         that wrote its tombstone after that and looked at this log before the write cannot
         see the entry, so the tombstones are read once more now that it is on file and
         what they cover leaves the log (and the pending entry of the state file)."""
-        stones = read_tombstones(self.harness.workspace)
+        stones = read_tombstones(self.kernel.workspace)
         covered = [fact for fact in fresh if stones.covers(fact)]
         if covered:
-            self.harness.component(MemoryEraser).retract(path, stones.covers)
+            self.kernel.eraser.retract(path, stones.covers)
             self._save_state(state_path, session_id, state)
         return covered
 
@@ -522,20 +475,20 @@ class MemoryFlusher:
         whatever waits."""
         with self._locks_guard:
             self._fresh_tokens += sum(self._count(fact) for fact in facts)
-            due = self._fresh_tokens >= self.harness.settings.consolidation.min_new_tokens
-        if due and mf.request_consolidation(self.harness, f"flushing session {session_id!r}"):
+            due = self._fresh_tokens >= self.kernel.settings.consolidation.min_new_tokens
+        if due and mf.request_consolidation(self.kernel, f"flushing session {session_id!r}"):
             with self._locks_guard:
                 self._fresh_tokens = 0
 
     def _drop_indexed(self, facts: list[str]) -> tuple[list[str], int]:
         """Facts the index finds verbatim in some memory file are not written again."""
-        if not facts or not self.harness.settings.flush.dedup_search:
+        if not facts or not self.kernel.settings.flush.dedup_search:
             return facts, 0
         kept: list[str] = []
         for position, fact in enumerate(facts):
             key = mf.normalise_fact(fact)
             try:
-                hits = self.harness.search(fact, limit=5, mode="all")
+                hits = self.kernel.searcher.search(fact, limit=5, mode="all")
             except Exception as exc:
                 # The file-based dedup still runs; the index's own dedup is skipped this time.
                 logger.warning("index dedup skipped: %s: %s", type(exc).__name__, exc)
@@ -548,16 +501,16 @@ class MemoryFlusher:
 
     def _read(self, path: str, *, max_age: float = 0.0) -> str:
         try:
-            return self.harness.workspace.read_text(path, max_age=max_age)
+            return self.kernel.workspace.read_text(path, max_age=max_age)
         except FileNotFoundError:
             return ""
 
     def _reference_age(self) -> float:
         """How stale the MEMORY.md dedup reference may be: on a remote workspace, as stale
         as the index (``index.refresh_interval``); locally reads are cheap, so none."""
-        if self.harness.workspace.is_local:
+        if self.kernel.workspace.is_local:
             return 0.0
-        return self.harness.refresh_interval
+        return self.kernel.refresh_interval
 
     def _load_state(self, path: str) -> tuple[State, dict[str, Snapshot]]:
         """The session's state; and the daily log it had to read, by path (the flush
@@ -585,7 +538,7 @@ class MemoryFlusher:
             # The last flush wrote its new mark as pending; the log says whether its entry
             # made it (a crash may have come between the two writes).
             log_path = str(pending.get("path") or "")
-            logs[log_path] = self.harness.workspace.read_snapshot(log_path)
+            logs[log_path] = self.kernel.workspace.read_snapshot(log_path)
             if pending["entry"] in logs[log_path].text:
                 state = State(Mark.from_json(pending.get("mark")))
             else:
@@ -598,7 +551,7 @@ class MemoryFlusher:
             data["pending"] = state.pending
         with self._locks_guard:
             self._states.pop(path, None)
-        self.harness.workspace.write_text(path, json.dumps(data, ensure_ascii=False))
+        self.kernel.workspace.write_text(path, json.dumps(data, ensure_ascii=False))
         if state.pending is None:
             self._remember(path, state)
 
@@ -630,15 +583,15 @@ class MemoryFlushPlugin:
     @hookimpl(tryfirst=True)
     def post_call(self, ctx: TurnContext) -> None:
         try:
-            harness = ctx.harness
+            kernel = ctx.kernel
             session_id = ctx.session_id
         except AttributeError:
             return  # not a session's turn (a bare facade call)
-        settings = harness.settings.flush
+        settings = kernel.settings.flush
         if not settings.enabled:
             ctx.outcomes["flush"] = FlushResult(session_id, "disabled")
             return
-        flusher = harness.component(MemoryFlusher)
+        flusher = kernel.flusher
         try:
             if settings.mode == "background":
                 ctx.outcomes["flush"] = flusher.submit(ctx.messages, session_id=session_id)
@@ -652,10 +605,10 @@ class MemoryFlushPlugin:
     @hookimpl(tryfirst=True)
     def session_end(self, ctx: TurnContext) -> None:
         """Flush what batching held back: the conversation ended (``Session.close``)."""
-        harness, session_id = ctx.harness, ctx.session_id
-        if not harness.settings.flush.enabled:
+        kernel, session_id = ctx.kernel, ctx.session_id
+        if not kernel.settings.flush.enabled:
             return
-        flusher = harness.component(MemoryFlusher)
+        flusher = kernel.flusher
         try:
             result = flusher.finish(session_id, ctx.messages)
         except Exception as exc:

@@ -35,7 +35,7 @@ from harnessmem.memory import files as mf
 from harnessmem.messages import content_text
 
 if TYPE_CHECKING:
-    from harnessmem.services import Services
+    from harnessmem.kernel import Kernel
 
 __all__ = ["FactTrace", "FactTracer", "LoggedFact", "SaidMessage", "TraceError"]
 
@@ -147,8 +147,8 @@ class FactTracer:
     """Traces facts back to their daily-log entries and session messages (a component:
     use ``harness.trace(...)``)."""
 
-    def __init__(self, services: Services) -> None:
-        self._services = services
+    def __init__(self, services: Kernel) -> None:
+        self.kernel = services
 
     def trace(self, text: str, *, limit: int = 3) -> list[FactTrace]:
         """The MEMORY.md facts that ``text`` names (a line, ``"MEMORY.md:12"``, or the words
@@ -160,7 +160,7 @@ class FactTracer:
         """
         if limit <= 0:
             raise ValueError(f"trace limit must be positive, got {limit}")
-        files = _Files(self._services.workspace.read_text)
+        files = _Files(self.kernel.workspace.read_text)
         memory = files(layout.MEMORY_FILE) or ""
         reference = _LINE_REF.match(text)
         if reference:
@@ -238,7 +238,7 @@ class FactTracer:
         places: list[tuple[str, int]] = []
         if day:
             places += [(f"{layout.MEMORY_DIR}/{day}.md", 0)]
-        hits = self._services.search(fact, 20, source="memory")
+        hits = self.kernel.searcher.search(fact, 20, source="memory")
         for hit in hits:
             if _DAILY.match(hit.path):
                 places += [(hit.path, n) for n in range(hit.start_line, hit.end_line + 1)]

@@ -274,11 +274,11 @@ class MemoryRecall:
         outcome: RecallOutcome,
     ) -> None:
         state.query_key, state.block, state.tokens, state.shown = key, "", 0, []
-        harness = ctx.harness
-        limit = min(settings.recall_hits * OVERFETCH, harness.settings.index.max_results)
+        kernel = ctx.kernel
+        limit = min(settings.recall_hits * OVERFETCH, kernel.settings.index.max_results)
         outcome.searched = True
         try:
-            hits = harness.search(query, limit)
+            hits = kernel.searcher.search(query, limit)
         except Exception as exc:  # a failing index never fails the turn
             outcome.error = f"{type(exc).__name__}: {exc}"
             # Searched again at the next call: the index may be back by then.

@@ -19,8 +19,8 @@ from harnessmem.settings.routes import PURPOSES, ModelRoute, model_route
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import ModelBackend
+    from harnessmem.kernel import Kernel
     from harnessmem.models.usage import BudgetStatus, MeteredModel, UsageLedger
-    from harnessmem.services import Services
 
 # PURPOSES, ModelRoute and model_route come from harnessmem.settings.routes.
 __all__ = ["PURPOSES", "ModelRoute", "ModelRoutes", "model_route"]
@@ -33,8 +33,8 @@ class ModelRoutes:
     purpose.
     """
 
-    def __init__(self, harness: Services, override: ModelBackend | None) -> None:
-        self.harness = harness
+    def __init__(self, kernel: Kernel, override: ModelBackend | None) -> None:
+        self.kernel = kernel
         self.override = override
         self._lock = threading.RLock()
         self._models: dict[str, ModelBackend] = {}
@@ -46,7 +46,7 @@ class ModelRoutes:
         if purpose not in PURPOSES:
             raise ValueError(f"unknown model purpose {purpose!r}; expected one of {PURPOSES}")
         with self._lock:
-            self.harness.check_open()
+            self.kernel.check_open()
             if self.override is not None:
                 backend, key, limit = self.override, "override", None
             else:
@@ -60,7 +60,7 @@ class ModelRoutes:
                     ledger=self.ledger(),
                     max_tokens=limit,
                     fallback=self._budget_fallback,
-                    clock=self.harness.clock,
+                    clock=self.kernel.clock,
                 )
             return self._metered[wrapper_key]
 
@@ -76,7 +76,7 @@ class ModelRoutes:
 
     def _routed_backend(self, purpose: str) -> tuple[ModelBackend, str, int]:
         """The backend the settings route ``purpose`` to (built once per distinct route)."""
-        route = model_route(self.harness.settings, purpose)
+        route = model_route(self.kernel.settings, purpose)
         key = json.dumps([route.backend, route.name, route.options], sort_keys=True, default=str)
         if key not in self._models:
             cls = model_registry().load(route.backend, setting=route.backend_setting)
@@ -96,21 +96,21 @@ class ModelRoutes:
 
     def ledger(self) -> UsageLedger:
         """The harness's usage ledger, made on first use; drained when the harness closes."""
-        harness = self.harness
+        kernel = self.kernel
         with self._lock:
             if self._ledger is None:
                 from harnessmem.models.usage import UsageLedger
 
-                model = harness.settings.model
+                model = kernel.settings.model
                 ledger = UsageLedger(
-                    harness.workspace if model.record_usage else None,
-                    clock=harness.clock,
-                    timezone=harness.settings.workspace.timezone,
+                    kernel.workspace if model.record_usage else None,
+                    clock=kernel.clock,
+                    timezone=kernel.settings.workspace.timezone,
                     budget=model.budget,
                     on_exceeded=self._announce_budget,
                 )
                 # On close: write what is pending, and every later call at once.
-                harness.on_close(lambda _seconds: ledger.drain())
+                kernel.on_close(lambda _seconds: ledger.drain())
                 self._ledger = ledger
             return self._ledger
 
@@ -118,7 +118,7 @@ class ModelRoutes:
         from harnessmem.events import BudgetExceededEvent
         from harnessmem.models.usage import BUDGETED_PURPOSES
 
-        self.harness.hooks.budget_exceeded(
+        self.kernel.hooks.budget_exceeded(
             BudgetExceededEvent(
                 day=status.day,
                 tokens=status.tokens,

@@ -120,7 +120,7 @@ def replay(
 
     from harnessmem.tokens import TokenCounter
 
-    recorder = _Recorder(harness.clock)
+    recorder = _Recorder(harness.kernel.clock)
     counter = TokenCounter()
     zone = ZoneInfo(harness.settings.workspace.timezone)
     times = [message_time(m, zone) for m in messages]
@@ -150,7 +150,7 @@ def replay(
         listening=not any(m.get("role") == "assistant" for m in messages),
     )
     spent_before = _upkeep_spent(harness)
-    harness.pm.register(recorder, name=f"{_Recorder.name}-{id(recorder)}")
+    harness.kernel.hooks.pm.register(recorder, name=f"{_Recorder.name}-{id(recorder)}")
     try:
         for index, (message, moment) in enumerate(zip(messages, times, strict=True), 1):
             boundary = message.get("role") in _BOUNDARY_ROLES
@@ -178,7 +178,7 @@ def replay(
         report.final_context_messages = len(loop.context)
         report.final_context_tokens = counter.count_messages(loop.context)
     finally:
-        harness.pm.unregister(recorder)
+        harness.kernel.hooks.pm.unregister(recorder)
         if clock is not None:
             clock.set(None)
     report.events = recorder.events
@@ -313,7 +313,7 @@ class _Loop:
 
     def day_boundary(self) -> None:
         """Consolidate when the day changed since the last boundary (as overnight upkeep)."""
-        day = self._date(self.harness.clock())
+        day = self._date(self.harness.kernel.clock())
         if self.day is not None and day != self.day:
             self.end_call()
             self.consolidate("day end")

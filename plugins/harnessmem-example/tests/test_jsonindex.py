@@ -43,16 +43,16 @@ def test_a_harness_opens_it_by_name_and_its_entries_outlive_the_harness(tmp_path
         )
 
     with open_harness() as harness:
-        assert type(harness.index) is JsonFileIndex
+        assert type(harness.kernel.index) is JsonFileIndex
         harness.save("The staging database listens on port 5433")
         [hit] = harness.search("staging port")
         assert hit.path == "MEMORY.md"
-        path = harness.index.path  # type: ignore[attr-defined]
+        path = harness.kernel.index.path  # type: ignore[attr-defined]
     assert path.parent == tmp_path, "beside the workspace, where the SQLite file would be"
     reopened = JsonFileIndex.create({}, index_path=tmp_path / "memory_index.db")
     assert "MEMORY.md" not in reopened.files(), "another workspace (no URL) has its own file"
     with open_harness() as harness:
-        assert "MEMORY.md" in harness.index.files(), "read back from the file"
+        assert "MEMORY.md" in harness.kernel.index.files(), "read back from the file"
 
 
 def test_an_unreadable_file_starts_empty_and_counts_a_reset(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ def test_is_installed_through_its_entry_point() -> None:
 
 def test_filters_configured_words_whole_words_only(tmp_path: Path) -> None:
     with _harness(tmp_path, words=["Nightingale", "acme-internal"]) as harness:
-        transform = harness.hooks.transform_memory_text
+        transform = harness.kernel.hooks.transform_memory_text
         assert transform("Project nightingale ships", "flush") == "Project [filtered] ships"
         assert transform("see acme-internal/wiki", "save") == "see [filtered]/wiki"
         assert transform("Nightingales sing", "flush") == "Nightingales sing"
@@ -34,7 +34,7 @@ def test_filters_configured_words_whole_words_only(tmp_path: Path) -> None:
 
 def test_does_nothing_without_words(tmp_path: Path) -> None:
     with _harness(tmp_path) as harness:
-        assert harness.hooks.transform_memory_text("anything", "flush") == "anything"
+        assert harness.kernel.hooks.transform_memory_text("anything", "flush") == "anything"
 
 
 def test_bad_options_name_the_setting(tmp_path: Path) -> None:
@@ -64,5 +64,5 @@ def test_can_be_disabled(tmp_path: Path) -> None:
         tmp_path / "ws",
         plugins={"disable": ["wordfilter"], "settings": {"wordfilter": {"words": ["x"]}}},
     ) as harness:
-        assert not any(isinstance(p, WordFilter) for p in harness.pm.get_plugins())
-        assert harness.hooks.transform_memory_text("x", "flush") == "x"
+        assert not any(isinstance(p, WordFilter) for p in harness.kernel.hooks.pm.get_plugins())
+        assert harness.kernel.hooks.transform_memory_text("x", "flush") == "x"

@@ -177,7 +177,7 @@ def test_the_workspace_id_is_the_workspace_url(pg_url: str, pg_schema: str, tmp_
     }
     with MemoryHarness.open(tmp_path / "a", index=options, **opened) as first:
         assert [h.path for h in first.search("quokka")] == ["memory/2026-01-01.md"]
-        backend = first.index
+        backend = first.kernel.index
         assert isinstance(backend, PostgresIndex)
         assert backend.workspace_id == first.workspace.url
     with MemoryHarness.open(tmp_path / "a", index=options, **opened) as again:
@@ -468,9 +468,11 @@ def test_a_harness_searches_through_postgres(pg_options: dict[str, Any], tmp_pat
             "Trip",
         )
         assert hit.date == "2026-04-04"
-        stats = harness.index.stats()
+        stats = harness.kernel.index.stats()
         assert stats.files == 1
         assert stats.details["workspace_id"] == pg_options["workspace_id"]
         assert "***" not in stats.details["url"]
         assert stats.details["schema_version"] == _schema.LATEST_VERSION == 2
-        assert content_hash(b"") != harness.index.files()["memory/2026-04-04.md"].content_hash
+        assert (
+            content_hash(b"") != harness.kernel.index.files()["memory/2026-04-04.md"].content_hash
+        )

@@ -48,7 +48,7 @@ def test_siblings_on_one_database_keep_apart(pg_url: str, pg_schema: str, tmp_pa
         assert opened["alice"].reindex(full=True).indexed == 2
         assert [h.content for h in opened["bob"].search("heliotrope walrus", 50)] == before
         assert opened["bob"].reindex().indexed == 0, "bob's rows were never touched"
-        stats = opened["alice"].index.stats()
+        stats = opened["alice"].kernel.index.stats()
         assert (stats.files, stats.entries) == (2, 2)
     finally:
         for harness in opened.values():
@@ -66,7 +66,7 @@ def test_a_pool_of_200_tenants_with_20_open(pg_url: str, pg_schema: str, tmp_pat
             harness = pool.harness(name)
             assert [h.content for h in harness.search("heliotrope spare key", 50)] == [_fact(name)]
             assert len(pool) <= 20
-        engines = {id(pool.harness(n).index._engine) for n in names[:3]}  # type: ignore[attr-defined]
+        engines = {id(pool.harness(n).kernel.index._engine) for n in names[:3]}  # type: ignore[attr-defined]
         assert len(engines) == 1, "every tenant on the pool's one engine"
 
 

@@ -124,7 +124,7 @@ def test_a_lost_vector_file_is_filled_again(tmp_path: Path, server: FakeOpenAISe
     ) as harness:
         harness.workspace.write_text("MEMORY.md", "# Memory\n\n- The walrus sleeps on ice.\n")
         assert [h.start_line for h in harness.search("walrus")] == [3]
-        index = harness.index
+        index = harness.kernel.index
         assert isinstance(index, VectorIndex)
         index.store.remove(index.workspace_id)
         # The file looks unindexed now, so the next reindex hands it again.
@@ -371,9 +371,9 @@ def test_forget_scrubs_the_vector_file_too(tmp_path: Path, server: FakeOpenAISer
             "MEMORY.md", f"# Memory\n\n- The vault code is {secret}.\n- The sky is blue.\n"
         )
         harness.reindex()
-        index = harness.index
+        index = harness.kernel.index
         assert isinstance(index, VectorIndex)
-        files = [index.store.path, harness.index_path]
+        files = [index.store.path, harness.kernel.index_path]
 
         def stored() -> bytes:
             return b"".join(
@@ -476,7 +476,7 @@ def test_an_outage_through_the_harness_keeps_search_and_save_working(
     with _harness(tmp_path, server) as harness:
         harness.workspace.write_text("MEMORY.md", "# Memory\n\n- The walrus sleeps on ice.\n")
         assert harness.search("walrus")
-        index = harness.index
+        index = harness.kernel.index
         assert isinstance(index, VectorIndex)
         _flaky(index).down = True
         harness.workspace.write_text(
@@ -514,7 +514,7 @@ def test_flushes_racing_a_forget_leave_no_vector_of_the_fact(
         plugins={"autoload": False},
         model=ScriptedModel(_listed_facts),
     ) as harness:
-        index = harness.index
+        index = harness.kernel.index
         assert isinstance(index, VectorIndex)
         said: dict[str, list[dict[str, Any]]] = {}
 
