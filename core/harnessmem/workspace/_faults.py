@@ -9,6 +9,8 @@ other object stores share.
 
 from __future__ import annotations
 
+import errno
+
 __all__ = ["error_code", "hint", "is_transient"]
 
 
@@ -76,8 +78,28 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+# A full disk, the process's file size limit (RLIMIT_FSIZE) and a disk quota.
+_FULL_DISK = frozenset(
+    code for code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", None)) if code
+)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _FULL_DISK:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def hint(exc: BaseException) -> str | None:
     """How to fix a storage failure, when its cause is a common one."""
+    if _disk_full(exc):
+        return (
+            "the disk is full, or a file size limit or quota was reached: free space or "
+            "raise the limit, then try again"
+        )
     text = f"{type(exc).__name__} {exc} {error_code(exc)}"
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Credentials" in text:
         return "check the credentials in storage_options (key/secret) and the permissions"

@@ -4,10 +4,16 @@
 Plain ``os`` calls: a write is a temp file, fsync and rename; an append an ``O_APPEND`` +
 fsync under a file lock; a compare-and-swap a read and a write under the same lock. The
 lock files (:data:`LOCK_STRIPES` of them) live in ``<root>/.locks/files/``.
+
+Every write is all-or-nothing, a full disk included (``ENOSPC``, ``EFBIG`` at the file size
+limit, ``EDQUOT``, or any failure of the write or its fsync): a temp file that could not be
+written whole is deleted, and an append that failed is cut back to the file's old size
+(a file it created is deleted), still under the lock, so a retry adds exactly one copy.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import uuid
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from harnessmem._text import content_hash
+from harnessmem.errors import WorkspaceError
 from harnessmem.layout import LOCK_STRIPES, LOCKS_DIR, file_lock_path, lock_stripe
 from harnessmem.workspace.store import WorkspaceStore
 
@@ -134,11 +141,14 @@ class LocalStore(WorkspaceStore):
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(full)}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            with open(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666
+            )
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, full)
         except BaseException:
             with suppress(OSError):
@@ -149,10 +159,38 @@ class LocalStore(WorkspaceStore):
     def append(self, full: str, data: bytes) -> None:
         with self.op("append", full):
             os.makedirs(os.path.dirname(full), exist_ok=True)
-            with self.file_lock(full), open(full, "ab") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            with self.file_lock(full):
+                self._append_whole(full, data)
+
+    def _append_whole(self, full: str, data: bytes) -> None:
+        """``O_APPEND`` + fsync of ``data``, or nothing; the caller holds the file lock.
+
+        A write that fails part-way (a full disk writes what fits, then fails) or an fsync
+        that fails leaves ``data`` partly or wholly in the file: it is cut back to the size
+        it had (a file this call created is deleted), so that the file is as it was and a
+        retry appends one whole copy. Other appenders wait on the same lock, so nothing of
+        theirs is cut.
+        """
+        fd, created = _open_append(full)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            except BaseException as exc:
+                undone = _undo_append(fd, full, size, created)
+                if undone is not None:
+                    raise WorkspaceError(
+                        f"append {self.rel(full)!r} in {self.url} failed "
+                        f"({type(exc).__name__}: {exc}), and cutting the partial write "
+                        f"back failed too ({type(undone).__name__}: {undone}): the file "
+                        f"ends in a partial write after byte {size}",
+                        hint=f"once the disk has room again, truncate the file to {size} "
+                        f"bytes (truncate -s {size} FILE)",
+                    ) from exc
+                raise
+        finally:
+            os.close(fd)
 
     def exists(self, full: str) -> bool:
         return os.path.isfile(full)
@@ -247,10 +285,7 @@ class LocalStore(WorkspaceStore):
             if append and current and current[0] and data.startswith(current[0]):
                 # O_APPEND + fsync, like append(); a rename would change the folder's
                 # mtime, which makes the index look for new files.
-                with open(full, "ab") as f:
-                    f.write(data[len(current[0]) :])
-                    f.flush()
-                    os.fsync(f.fileno())
+                self._append_whole(full, data[len(current[0]) :])
             else:
                 self._replace(full, data)
             return content_hash(data)
@@ -262,6 +297,48 @@ class LocalStore(WorkspaceStore):
                 return False
             os.unlink(full)
             return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``; a short write (a disk nearly full) is continued,
+    and the next write then fails with the disk's error."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # not seen on regular files; guards against a loop without end
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def _open_append(full: str) -> tuple[int, bool]:
+    """``full`` opened for ``O_APPEND`` writes, and whether this call created it."""
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0)
+    while True:
+        try:
+            return os.open(full, flags | os.O_CREAT | os.O_EXCL, 0o666), True
+        except FileExistsError:
+            pass
+        try:
+            return os.open(full, flags), False
+        except FileNotFoundError:
+            continue  # deleted in between (a rename or delete does not take the lock)
+
+
+def _undo_append(fd: int, full: str, size: int, created: bool) -> OSError | None:
+    """Cut ``fd`` back to ``size`` bytes (and delete the file if ``created``); the error
+    when that failed, else None. Shrinking a file needs no space, so it works on a full disk."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError as exc:
+        return exc
+    with suppress(OSError):  # the cut is in the page cache already; durable when it can be
+        os.fsync(fd)
+    if created and size == 0:
+        with suppress(OSError):
+            # Only while the path is still this file (a rename may have replaced it).
+            if os.path.samestat(os.fstat(fd), os.stat(full)):
+                os.unlink(full)
+    return None
 
 
 def _fsync_dir(directory: str) -> None:

@@ -201,7 +201,8 @@ class WorkspaceStore(ABC):
 
     def append(self, full: str, data: bytes) -> None:
         """Add ``data`` at the end of ``full`` (created when missing), atomically against
-        other appenders; only when ``native_append`` is True."""
+        other appenders and all or nothing (a failed append leaves the file as it was);
+        only when ``native_append`` is True."""
         raise NotImplementedError(f"{type(self).__name__} has no native append")
 
     def exists(self, full: str) -> bool:
@@ -310,7 +311,8 @@ class WorkspaceStore(ABC):
         Returns the new version, or None when the condition did not hold. One step: of
         writers racing from the same version exactly one wins (atomic against all other
         writers when ``conditional``). ``append`` says that ``data`` extends the current
-        content: a store that can append in place may. A write that landed although its
+        content: a store that can append in place may. All or nothing: a write that fails
+        (a full disk too) leaves the file as it was. A write that landed although its
         answer was lost must not be reported as lost to another writer (S3Store tags each
         write to recognise it).
         """

@@ -2,8 +2,9 @@
 
 ``Workspace.open`` takes a local path, ``file://``, ``memory://``, ``s3://bucket/prefix``
 or any other fsspec URL. Paths are workspace-relative POSIX strings and never leave the
-workspace. Every write is all-or-nothing: locally a temp file, fsync and rename; on object
-stores one PUT. Appends are serialised across threads, processes and replicas:
+workspace. Every write is all-or-nothing, on a full disk too: locally a temp file, fsync and
+rename, and an append that fails is cut back to the file's old size; on object stores one
+PUT. Appends are serialised across threads, processes and replicas:
 
 - local: an exclusive ``filelock`` on one of 256 files ``<root>/.locks/files/NNN.lock``
   (picked by a hash of the path, so their number stays bounded), then ``O_APPEND`` +
