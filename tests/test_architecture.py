@@ -126,7 +126,13 @@ def test_only_the_faces_import_the_facade() -> None:
     problems = []
     for module, tree in _modules().items():
         if module in (*faces, "harnessmem.harness") or module.startswith(
-            ("harnessmem.cli.", "harnessmem.mcp.", "harnessmem.inspector.", "harnessmem.replay.")
+            (
+                "harnessmem.cli.",
+                "harnessmem.mcp.",
+                "harnessmem.inspector.",
+                "harnessmem.replay.",
+                "harnessmem.transfer.",
+            )
         ):
             continue
         for node in ast.walk(tree):

@@ -349,3 +349,19 @@ def test_the_dev_set_up_names_the_boto3_that_resolves_at_once() -> None:
     needs = [Requirement(r) for r in metadata.requires("aiobotocore") or []]
     (botocore,) = [r for r in needs if r.name == "botocore" and not r.marker]
     assert botocore.specifier.contains(metadata.version("botocore"))
+
+
+def test_every_test_the_security_page_names_exists() -> None:
+    """docs/security.md maps each threat to the tests that hold it: each named test file
+    and test function exists, so a renamed or deleted test shows here."""
+    text = (DOCS / "security.md").read_text()
+    named = re.findall(r"`(test_\w+\.py)(?:::(test_\w+))?", text)
+    assert len(named) > 20
+    tests = DOCS.parent / "tests"
+    for module, function in named:
+        source = tests / module
+        assert source.exists(), module
+        if function:
+            assert re.search(rf"^(?:async )?def {function}\(", source.read_text(), re.M), (
+                f"{module}::{function}"
+            )

@@ -20,6 +20,9 @@ from harnessmem.errors import ConfigError
 from harnessmem.inspector import check_exposure, create_app, is_loopback
 from harnessmem.settings import HarnessSettings
 
+#: The address the apps under test are bound to (``create_app``'s default host): a loopback
+#: app answers its own names only, not Starlette's test client's ``testserver``.
+LOCAL = "http://127.0.0.1"
 HOSTILE = (
     "- <script>alert('memory')</script> was said in a chat\n"
     "- [a link](javascript:alert(1)) and <img src=x onerror=alert(2)>\n"
@@ -41,7 +44,10 @@ def example_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def client(example_root: Path) -> Iterator[TestClient]:
-    with harness_on(example_root) as harness, TestClient(create_app(harness)) as test_client:
+    with (
+        harness_on(example_root) as harness,
+        TestClient(create_app(harness), base_url=LOCAL) as test_client,
+    ):
         yield test_client
 
 
@@ -102,7 +108,7 @@ def test_memory_text_is_shown_never_run(tmp_path: Path) -> None:
     with harness_on(tmp_path / "ws") as harness:
         harness.workspace.write_text("MEMORY.md", HOSTILE)
         harness.workspace.write_text("memory/2026-11-30.md", HOSTILE)
-        with TestClient(create_app(harness)) as client:
+        with TestClient(create_app(harness), base_url=LOCAL) as client:
             for url in ("/memory", "/daily/2026-11-30", "/search?q=script+alert"):
                 text = client.get(url).text
                 assert "<script>alert" not in text, url
@@ -132,7 +138,7 @@ def test_unknown_daily_logs_and_sessions_are_404(client: TestClient) -> None:
 
 def test_a_token_guards_every_request(example_root: Path) -> None:
     with harness_on(example_root) as harness:
-        app = create_app(harness, token="s3cret-token", loopback=False)
+        app = create_app(harness, token="s3cret-token", host="0.0.0.0")
         with TestClient(app) as client:
             assert client.get("/").status_code == 401
             assert client.get("/static/htmx.min.js").status_code == 401
@@ -182,7 +188,7 @@ def _csrf(html: str) -> str:
 
 def test_forget_previews_then_needs_the_form_s_token(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    with harness_on(root) as harness, TestClient(create_app(harness)) as client:
+    with harness_on(root) as harness, TestClient(create_app(harness), base_url=LOCAL) as client:
         harness.save("- Maya's cat is called Mirko\n- Maya lives in Porto")
         preview = client.get("/forget", params={"q": "Mirko"})
         assert preview.status_code == 200
@@ -205,7 +211,7 @@ def test_forget_previews_then_needs_the_form_s_token(tmp_path: Path) -> None:
 
 def test_edit_through_the_inspector(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    with harness_on(root) as harness, TestClient(create_app(harness)) as client:
+    with harness_on(root) as harness, TestClient(create_app(harness), base_url=LOCAL) as client:
         harness.save("- Maya lives in Porto")
         assert client.get("/forget", params={"q": "Porto", "new": ""}).status_code == 200
         preview = client.get("/forget", params={"q": "Porto", "new": "Maya lives in Braga"})
@@ -216,7 +222,10 @@ def test_edit_through_the_inspector(tmp_path: Path) -> None:
 
 
 def test_forget_text_is_escaped(tmp_path: Path) -> None:
-    with harness_on(tmp_path / "ws") as harness, TestClient(create_app(harness)) as client:
+    with (
+        harness_on(tmp_path / "ws") as harness,
+        TestClient(create_app(harness), base_url=LOCAL) as client,
+    ):
         harness.save(HOSTILE)
         page = client.get("/forget", params={"q": "script alert memory"}).text
         assert "<script>alert" not in page
@@ -316,3 +325,148 @@ def test_a_huge_post_is_refused_without_being_read(
     assert _post((host, int(port)), chunked, [frame] * 400).startswith("HTTP/1.1 413")
     grown = _peak_kb(server.pid) - before
     assert grown < 50 * 1024, f"peak memory grew by {grown // 1024} MB"
+
+
+# ------------------------------------------------------------------------------ hostile input
+
+
+@pytest.mark.parametrize(
+    ("host", "name"),
+    [
+        ("127.0.0.1", "localhost"),
+        ("127.0.0.2", "127.0.0.2"),
+        ("127.0.1.1", "127.0.1.1"),
+        ("localhost", "127.0.0.1"),
+        ("::1", "[::1]"),
+    ],
+)
+def test_every_loopback_bind_answers_only_its_own_names(
+    tmp_path: Path, host: str, name: str
+) -> None:
+    """Issue 37 points 2 and 6: bound to any loopback address, the inspector answers the
+    names it was bound with, and refuses a foreign Host (a rebound name; Starlette's
+    ``testserver`` too) and a foreign Origin (a page of another site), even on a forget
+    that carries the form's token."""
+    with harness_on(tmp_path / "ws") as harness:
+        harness.save("- Maya's cat is called Mirko")
+        app = create_app(harness, host=host)
+        with TestClient(app, base_url=f"http://{name}:8765") as client:
+            preview = client.get("/forget", params={"q": "Mirko"})
+            assert preview.status_code == 200
+            form = {"q": "Mirko", "csrf": _csrf(preview.text)}
+            for foreign in (
+                {"host": "attacker.example:8765"},
+                {"host": "testserver"},
+                {"origin": "http://attacker.example:8765"},
+                {"origin": f"http://{name}.attacker.example"},
+                {"origin": f"https://{name}:8765"},
+                {"origin": "null"},
+            ):
+                assert client.get("/memory", headers=foreign).status_code in (400, 403)
+                refused = client.post("/forget", data=form, headers=foreign)
+                assert refused.status_code in (400, 403), foreign
+                assert len(refused.text.splitlines()) == 1
+            assert "Mirko" in harness.workspace.read_text("MEMORY.md")
+            own = {"origin": f"http://{name}:8765"}
+            assert "removed 1 fact" in client.post("/forget", data=form, headers=own).text
+        assert "Mirko" not in harness.workspace.read_text("MEMORY.md")
+
+
+def _one_line_4xx(response: Any) -> None:
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    assert len(response.text.strip().splitlines()) == 1, response.text
+    assert "Traceback" not in response.text
+
+
+def test_odd_tokens_and_paths_get_a_4xx_with_one_line(example_root: Path) -> None:
+    """Issue 37 point 6: a form token, query token, bearer token or cookie beyond ASCII
+    (``hmac.compare_digest`` raises on such text) and ``..%2f`` session paths get 401, 403
+    or 404 with one line."""
+    with harness_on(example_root) as harness:
+        local = TestClient(create_app(harness), base_url=LOCAL, raise_server_exceptions=False)
+        with local:
+            _csrf(local.get("/forget", params={"q": "staging"}).text)
+            for token in ("\u00e9", "\u2603" * 40, "\U0001f600"):
+                _one_line_4xx(local.post("/forget", data={"q": "staging", "csrf": token}))
+            for path in (
+                "/sessions/..%2f..%2fetc%2fpasswd",
+                "/sessions/..%2fMEMORY.md",
+                "/sessions/tidewater-week%2f..%2f..%2fMEMORY.md",
+                "/sessions/%2e%2e",
+                "/sessions/..%5c..%5cetc",
+            ):
+                answer = local.get(path)
+                _one_line_4xx(answer)
+                assert "root:" not in answer.text
+        guarded = create_app(harness, token="s3cret-token", host="0.0.0.0")
+        with TestClient(guarded, raise_server_exceptions=False) as remote:
+            _one_line_4xx(remote.get("/", params={"token": "\u00e9t\u00e9"}))
+            for raw in (b"\xe9", "\u00e9t\u00e9".encode(), b"s3cret-token\xff"):
+                _one_line_4xx(remote.get("/", headers={"authorization": b"Bearer " + raw}))
+                _one_line_4xx(remote.get("/", headers={"cookie": b"harnessmem_inspect=" + raw}))
+
+
+def _leading_out(tmp_path: Path) -> Path:
+    """A workspace whose ``sessions/`` is a symlink to a folder outside it."""
+    root, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    with harness_on(root) as harness:
+        harness.save("- Maya lives in Porto")
+    elsewhere.mkdir()
+    (elsewhere / "secret.log.jsonl").write_text('{"secret": "kept-elsewhere-7731"}\n')
+    (root / "sessions").symlink_to(elsewhere)
+    return root
+
+
+def test_a_sessions_folder_that_leads_out_gets_403_not_500(tmp_path: Path) -> None:
+    """Issue 37 point 6: with ``sessions/`` a symlink out of the workspace, the pages that
+    list sessions answer 403 with the reason in one line, and read nothing through it."""
+    root = _leading_out(tmp_path)
+    with harness_on(root) as harness:
+        app = create_app(harness)
+        with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as client:
+            for url in ("/", "/sessions", "/sessions/secret", "/sessions/..%2fsecret"):
+                answer = client.get(url)
+                _one_line_4xx(answer)
+                assert "kept-elsewhere-7731" not in answer.text
+            assert "symlink" in client.get("/sessions").text
+            assert client.get("/memory").status_code == 200  # the rest still answers
+
+
+def test_odd_input_logs_no_crash_in_a_real_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 37 point 6, served by uvicorn as ``harnessmem inspect`` serves it: the odd
+    inputs get their 4xx and the server logs no "Exception in ASGI application"."""
+    import logging
+    import socket
+    import threading
+
+    import httpx
+    import uvicorn
+
+    caplog.set_level(logging.ERROR)
+    with harness_on(_leading_out(tmp_path)) as harness:
+        app = create_app(harness, token="s3cret-token", host="0.0.0.0")
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        # log_config=None: uvicorn's loggers propagate to the one the test captures.
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", log_config=None)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        bearer = {"authorization": "Bearer s3cret-token"}
+        try:
+            with httpx.Client(base_url=base, timeout=60) as http:
+                for raw in (b"\xe9", "\u00e9t\u00e9".encode()):
+                    _one_line_4xx(http.get("/", headers={"authorization": b"Bearer " + raw}))
+                _one_line_4xx(http.get("/", params={"token": "\u00e9"}))
+                _one_line_4xx(http.post("/forget", headers=bearer, data={"csrf": "\u00e9"}))
+                for url in ("/", "/sessions", "/sessions/..%2f..%2fetc"):
+                    _one_line_4xx(http.get(url, headers=bearer))
+        finally:
+            server.should_exit = True
+            thread.join(timeout=60)
+            sock.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

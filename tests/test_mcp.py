@@ -364,12 +364,20 @@ def test_memory_flush_writes_the_facts_of_a_transcript(
 
 
 class _HttpServer:
-    """``harnessmem mcp --http 127.0.0.1:0`` in a subprocess; ``url`` from its ready line."""
+    """``harnessmem mcp --http HOST:0`` in a subprocess; ``url`` from its ready line."""
 
-    def __init__(self, workspace: Path, *, args: Sequence[str] | None = None, **env: str) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        args: Sequence[str] | None = None,
+        host: str = "127.0.0.1",
+        **env: str,
+    ) -> None:
         where = list(args) if args is not None else ["-w", str(workspace)]
+        self.host = host
         self.process = subprocess.Popen(
-            [*COMMAND, *where, "--http", "127.0.0.1:0"],
+            [*COMMAND, *where, "--http", f"{host}:0"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -399,7 +407,7 @@ class _HttpServer:
             if line is None:
                 raise AssertionError(f"the server exited {self.process.wait()}: {seen}")
             seen.append(line)
-            match = re.search(r" on (http://127\.0\.0\.1:\d+/mcp)$", line.strip())
+            match = re.search(rf" on (http://{re.escape(self.host)}:\d+/mcp)$", line.strip())
             if match:
                 return match.group(1)
 
@@ -535,6 +543,107 @@ def test_http_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
         assert server.url.startswith("http://127.0.0.1:")
     finally:
         server.stop()
+
+
+#: Loopback addresses a server may be bound to without a token, and a name each answers.
+LOOPBACK_BINDS = [
+    ("127.0.0.1", "localhost"),
+    ("127.0.0.2", "127.0.0.2"),
+    ("127.0.1.1", "127.0.1.1"),
+    ("localhost", "127.0.0.1"),
+    ("::1", "[::1]"),
+]
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+SAVE = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "memory_save", "arguments": {"text": FACT}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+#: What a rebound page's requests carry: its own site, in Host and in Origin.
+FOREIGN = [
+    {"Host": "attacker.example:8766", "Origin": "http://attacker.example:8766"},
+    {"Host": "attacker.example"},
+    {"Origin": "http://attacker.example:8766"},
+    {"Origin": "http://127.0.0.2.attacker.example"},
+    {"Origin": "null"},
+]
+
+
+@pytest.mark.parametrize(("host", "name"), LOOPBACK_BINDS)
+def test_a_loopback_server_without_a_token_refuses_dns_rebinding(
+    harness: MemoryHarness, host: str, name: str
+) -> None:
+    """Issue 37 point 2: bound to any loopback address (the SDK checks Host and Origin only
+    for 127.0.0.1, localhost and ::1), a request whose Host or Origin names another site
+    is refused before it reaches the session (421 or 403): a page the user visits cannot
+    make the browser save into memory. The names the server was bound with still work."""
+    from starlette.testclient import TestClient
+
+    from harnessmem.mcp import http_app
+
+    memory = harness.workspace.local_path("MEMORY.md")
+    assert memory is not None
+    app = http_app(build_server(harness), host=host, path="/mcp", token=None)
+    with TestClient(app, base_url=f"http://{name}:8766") as http:
+        for foreign in FOREIGN:
+            refused = http.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **foreign})
+            assert refused.status_code in (403, 421), (foreign, refused.text)
+        opened = http.post("/mcp", json=INITIALIZE, headers=ACCEPT)
+        assert opened.status_code == 200, opened.text
+        session = {
+            **ACCEPT,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post("/mcp", json=done, headers=session).status_code == 202
+        for foreign in FOREIGN:
+            refused = http.post("/mcp", json=SAVE, headers={**session, **foreign})
+            assert refused.status_code in (403, 421), (foreign, refused.text)
+        assert not memory.exists(), "a refused request saved nothing"
+        saved = http.post("/mcp", json=SAVE, headers={**session, "Origin": f"http://{name}"})
+        assert saved.status_code == 200
+        assert "Saved to MEMORY.md" in saved.text
+    assert FACT in memory.read_text()
+
+
+def test_the_command_on_a_loopback_alias_refuses_dns_rebinding(tmp_path: Path) -> None:
+    """Issue 37 point 2 through the command: ``harnessmem mcp --http 127.0.1.1:0`` (the
+    address Debian gives the machine's own name) answers its own name, not a foreign one."""
+    server = _HttpServer(tmp_path / "ws", host="127.0.1.1")
+    try:
+        with httpx2.Client(timeout=TIMEOUT) as http:
+            for foreign in FOREIGN:
+                answer = http.post(server.url, json=INITIALIZE, headers={**ACCEPT, **foreign})
+                assert answer.status_code in (403, 421), (foreign, answer.text)
+            assert http.post(server.url, json=INITIALIZE, headers=ACCEPT).status_code == 200
+    finally:
+        server.stop()
+
+
+def test_a_token_beyond_ascii_gets_401(harness: MemoryHarness) -> None:
+    """Issue 37 point 6: a bearer token with bytes beyond ASCII (a header is read as
+    Latin-1) is a wrong token, 401, not an error in the comparison."""
+    from starlette.testclient import TestClient
+
+    from harnessmem.mcp import http_app
+
+    app = http_app(build_server(harness), host="127.0.0.1", path="/mcp", token=TOKEN)
+    with TestClient(app, base_url="http://127.0.0.1:8766") as http:
+        for token in (b"\xe9", "\u00e9t\u00e9".encode(), TOKEN.encode() + b"\xff"):
+            headers = {**ACCEPT, "Authorization": b"Bearer " + token}
+            assert http.post("/mcp", json=INITIALIZE, headers=headers).status_code == 401
 
 
 def test_http_address_must_be_host_and_port(tmp_path: Path) -> None:

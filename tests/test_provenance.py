@@ -13,6 +13,9 @@ from harnessmem.cli import main
 from harnessmem.memory.provenance import TraceError
 from harnessmem.settings import HarnessSettings
 
+#: The inspector on loopback answers its own names only (not Starlette's "testserver").
+LOCAL = "http://127.0.0.1"
+
 
 @pytest.fixture(scope="module")
 def example_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -78,7 +81,7 @@ def test_the_inspector_shows_the_chain(example_root: Path) -> None:
 
     from harnessmem.inspector import create_app
 
-    with _open(example_root) as harness, TestClient(create_app(harness)) as client:
+    with _open(example_root) as harness, TestClient(create_app(harness), base_url=LOCAL) as client:
         page = client.get("/why", params={"q": "staging database port"}).text
         assert "memory/2026-12-03.md:" in page
         assert "session tidewater-week" in page
@@ -197,7 +200,7 @@ def test_the_inspector_escapes_what_memory_holds(small: Path) -> None:
 
     from harnessmem.inspector import create_app
 
-    with _open(small) as harness, TestClient(create_app(harness)) as client:
+    with _open(small) as harness, TestClient(create_app(harness), base_url=LOCAL) as client:
         page = client.get("/why", params={"q": "script alert leaked"}).text
     assert "<script>alert(1)" not in page
     assert "&lt;script&gt;" in page

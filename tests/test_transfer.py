@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from harnessmem import MemoryHarness, transfer
 from harnessmem.cli import main
 from harnessmem.errors import ArchiveError
 from harnessmem.messages import normalize_messages
-from harnessmem.settings import HarnessSettings
+from harnessmem.settings import HarnessSettings, TransferSettings
 from harnessmem.workspace import Workspace
 
 JAVA = Path(__file__).parent / "data" / "java-workspace"
@@ -341,3 +344,207 @@ def test_a_folder_without_java_memory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ArchiveError, match="holds no Java harness memory"):
         transfer.read_java_workspace(tmp_path / "empty")
     assert invoke("import", str(tmp_path / "empty"), "--user", "x").exit_code == 2
+
+
+# ------------------------------------------------------------------------------ hostile archives
+
+
+def _bomb(path: Path, size: int, manifest: bytes) -> Path:
+    """A gzipped tar of ``workspace/memory/bomb.md``, ``size`` zero bytes (a multiple of
+    1 MiB), then ``harnessmem-export.json`` (``manifest``): about 1 kB per MiB.
+
+    Made without compressing the zeros: after a full flush deflate starts afresh, so each
+    MiB of zeros compresses to the same bytes, written again and again. The gzip wrapper
+    (header, CRC-32 and length of the unpacked stream) is written here, so that any gzip
+    reader takes the file.
+    """
+    import zlib
+
+    def header(name: str, length: int) -> bytes:
+        info = tarfile.TarInfo(name)
+        info.size = length
+        return info.tobuf(tarfile.GNU_FORMAT)
+
+    mib = bytes(1024 * 1024)
+    head = header("workspace/memory/bomb.md", size)
+    tail = header(transfer.MANIFEST, len(manifest)) + manifest
+    tail += bytes(-len(manifest) % 512) + bytes(1024)  # padding, then end of archive
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    crc = zlib.crc32(head)
+    with path.open("wb") as out:
+        out.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff")
+        out.write(deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH))
+        unit = deflate.compress(mib) + deflate.flush(zlib.Z_FULL_FLUSH)
+        for _ in range(size // len(mib)):
+            out.write(unit)
+            crc = zlib.crc32(mib, crc)
+        out.write(deflate.compress(tail) + deflate.flush())
+        crc = zlib.crc32(tail, crc)
+        out.write((crc & 0xFFFFFFFF).to_bytes(4, "little"))
+        out.write(((len(head) + size + len(tail)) & 0xFFFFFFFF).to_bytes(4, "little"))
+    return path
+
+
+#: Run in a child process: import the archive argv[1] into workspace argv[2] with the
+#: command, then print the exit status and the process's peak resident memory in kB
+#: (VmHWM: ru_maxrss would report the parent's, a fork keeps it across the exec).
+_MEASURED_IMPORT = """
+import sys
+from harnessmem.cli import main
+try:
+    main(["import", sys.argv[1], "-w", sys.argv[2]])
+    status = 0
+except SystemExit as exit:
+    status = exit.code
+with open("/proc/self/status") as status_file:
+    peak = next(line.split()[1] for line in status_file if line.startswith("VmHWM:"))
+print("MEASURED", status, peak)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_a_tar_bomb_is_refused_without_unpacking_it(tmp_path: Path) -> None:
+    """Issue 37 point 4: a 1 MB archive whose member unpacks to 1 GiB (honestly listed in
+    its manifest, so only the limits can stop it) is refused from the member's header:
+    the importing process peaks under 100 MB (it peaked at 1,057 MiB reading the member
+    whole), and nothing is written."""
+    gib = 1024**3
+    listed = {"path": "memory/bomb.md", "size": gib, "sha256": "0" * 64}
+    manifest = json.dumps({"format": transfer.FORMAT, "version": 1, "files": [listed]})
+    archive = _bomb(tmp_path / "bomb.tar.gz", gib, manifest.encode())
+    assert archive.stat().st_size < 2 * 1024 * 1024
+    target = tmp_path / "target"
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURED_IMPORT, str(archive), str(target)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    _, status, peak_kb = done.stdout.strip().splitlines()[-1].split()
+    assert status == "4", done.stdout + done.stderr
+    assert int(peak_kb) < 100 * 1024, f"peak {int(peak_kb) // 1024} MB"
+    assert "transfer.max_import_ratio" in done.stderr
+    assert done.stderr.count("error:") == 1
+    assert not target.exists()
+
+
+def test_an_archive_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    """The total limit is a setting (transfer.max_import_bytes): an honest archive that
+    unpacks beyond it is refused, naming the setting; raised, it imports."""
+    data = os.urandom(3 * 1024 * 1024)  # incompressible: the ratio stays under 2
+    files = {"memory/notes.md": data}
+    archive = _tar(
+        tmp_path / "big.tar.gz",
+        {"workspace/memory/notes.md": data, transfer.MANIFEST: _manifest(files)},
+    )
+    with pytest.raises(ArchiveError, match=r"over transfer\.max_import_bytes") as caught:
+        transfer.read_archive(archive, limits=TransferSettings(max_import_bytes=1024 * 1024))
+    assert "nothing was imported" in caught.value.message
+    assert "HARNESSMEM_TRANSFER__MAX_IMPORT_BYTES" in (caught.value.hint or "")
+    with harness_on(str(tmp_path / "small"), transfer={"max_import_bytes": 1024 * 1024}) as h:
+        with pytest.raises(ArchiveError, match="max_import_bytes"):
+            transfer.import_archive(h, archive)
+        assert h.workspace.list("") == []
+    refused = CliRunner().invoke(
+        main,
+        ["import", str(archive), "-w", str(tmp_path / "cli")],
+        env={"HARNESSMEM_TRANSFER__MAX_IMPORT_BYTES": str(1024 * 1024)},
+    )
+    assert refused.exit_code == 4, refused.output
+    assert "max_import_bytes (1.0 MiB)" in refused.output
+    assert not (tmp_path / "cli").exists()
+    with harness_on(str(tmp_path / "roomy")) as roomy:
+        assert transfer.import_archive(roomy, archive).written == ["memory/notes.md"]
+        assert roomy.workspace.read_bytes("memory/notes.md") == data
+
+
+def test_a_member_larger_than_its_manifest_entry_is_refused(tmp_path: Path) -> None:
+    """A member whose header says more bytes than the manifest is refused on the sizes."""
+    listed = {"memory/a.md": b"- a\n"}
+    archive = _tar(
+        tmp_path / "lying.tar.gz",
+        {"workspace/memory/a.md": b"- a\n" * 1000, transfer.MANIFEST: _manifest(listed)},
+    )
+    with pytest.raises(ArchiveError, match="does not match its manifest entry"):
+        transfer.read_archive(archive)
+
+
+def _plain(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The members of an archive holding ``files``, with a manifest that lists them."""
+    return {**{f"workspace/{rel}": data for rel, data in files.items()},
+            transfer.MANIFEST: _manifest(files)}  # fmt: skip
+
+
+LONG = "x" * 300
+
+
+@pytest.mark.parametrize(
+    ("files", "phrase"),
+    [
+        (
+            {"memory/2026-01-01.md": b"- a\n", "memory/2026-01-01.md/notes.md": b"- b\n"},
+            "is a file, and the archive also puts",
+        ),
+        ({"memory/2026-01-01.md": b"- a\n", f"memory/{LONG}.md": b"- b\n"}, "bytes long"),
+        ({"memory/2026-01-01.md": b"- a\n", f"{LONG}/notes.md": b"- b\n"}, "bytes long"),
+        # 230 bytes: a name the file system holds, but not the temp name written first
+        ({"memory/2026-01-01.md": b"- a\n", f"memory/{'y' * 227}.md": b"- b\n"}, "bytes long"),
+    ],
+    ids=["file-then-child", "long-file-name", "long-folder-name", "long-with-temp-name"],
+)
+def test_an_archive_a_rerun_could_not_finish_is_refused_before_writing(
+    tmp_path: Path, files: dict[str, bytes], phrase: str
+) -> None:
+    """Issue 37 point 5: a file and a path under it, or a part too long for the file
+    system, failed half-way (the files before it written) and the same on every rerun.
+    Now every path is checked against the workspace's rules and the store's limits first:
+    one error, and nothing written, every time."""
+    archive = _tar(tmp_path / "crafted.tar.gz", _plain(files))
+    target = tmp_path / "target"
+    for _ in range(2):
+        result = invoke("import", str(archive), "-w", str(target))
+        assert result.exit_code == 4, result.output
+        assert phrase in result.output
+        assert result.output.count("error:") == 1
+        # The file before the bad one in the order of writing is not written either.
+        assert not (target / "memory" / "2026-01-01.md").exists()
+        assert not (target / "MEMORY.md").exists()
+
+
+def test_an_archive_that_clashes_with_the_workspace_s_folders_is_refused(tmp_path: Path) -> None:
+    """A path under a file the workspace holds, or a file where it has a folder: refused
+    before anything is written."""
+    with harness_on(str(tmp_path / "ws")) as harness:
+        harness.workspace.write_text("notes", "- a file\n")
+        harness.workspace.write_text("memory/2026-01-01.md/kept.md", "- under a folder\n")
+        before = files_of(harness.workspace)
+        for files in (
+            {"memory/2026-01-02.md": b"- c\n", "notes/x.md": b"- d\n"},
+            {"memory/2026-01-02.md": b"- c\n", "memory/2026-01-01.md": b"- e\n"},
+        ):
+            archive = _tar(tmp_path / "clash.tar.gz", _plain(files))
+            with pytest.raises(ArchiveError, match="nothing was imported") as caught:
+                transfer.import_archive(harness, archive)
+            assert "workspace" in caught.value.message
+            assert files_of(harness.workspace) == before
+
+
+def test_each_store_refuses_the_names_it_cannot_hold(
+    tmp_path: Path, s3_workspace_url: str, s3_storage_options: Any
+) -> None:
+    """The limits are the store's: a 300-byte file name is too long for a local folder but
+    a fine S3 key; a 1,100-byte key is too long for S3. Refused before anything is written."""
+    deep = "/".join(["d" * 99] * 11)  # 1,099 bytes in parts of 99
+    wide = {"memory/2026-01-01.md": b"- a\n", f"memory/{LONG}.md": b"- b\n"}
+    tall = {"memory/2026-01-01.md": b"- a\n", f"{deep}/notes.md": b"- c\n"}
+    with harness_on(s3_workspace_url, s3_storage_options) as remote:
+        written = transfer.import_archive(remote, _tar(tmp_path / "wide.tar.gz", _plain(wide)))
+        assert written.written == sorted(wide)
+        with pytest.raises(ArchiveError, match="S3 keys hold at most 1024"):
+            transfer.import_archive(remote, _tar(tmp_path / "tall.tar.gz", _plain(tall)))
+        assert remote.workspace.list("") == sorted(wide)
+    with harness_on(str(tmp_path / "local")) as local:
+        with pytest.raises(ArchiveError, match="bytes long"):
+            transfer.import_archive(local, tmp_path / "wide.tar.gz")
+        assert local.workspace.list("") == []

@@ -65,7 +65,8 @@ def import_command(
 ) -> None:
     """Import SOURCE into the workspace (made if it does not exist), then reindex.
 
-    Nothing is written unless all of SOURCE can be: a damaged archive, or a file the
+    Nothing is written unless all of SOURCE can be: a damaged archive, one that unpacks
+    beyond the transfer.* limits, a path the workspace cannot hold, or a file the
     workspace already holds with other content, stops the import before it starts. Files
     already there with the same content are skipped, so an interrupted import is finished
     by running it again. With --from java, session logs are converted to harnessmem's and
@@ -84,7 +85,7 @@ def import_command(
             source, user=user, eviction_path=settings.eviction.path
         )
     else:
-        found = transfer.read_archive(source)
+        found = transfer.read_archive(source, limits=settings.transfer)
     with command_harness(config, workspace) as harness:
         if isinstance(found, transfer.JavaWorkspace):
             result = transfer.import_java_workspace(harness, found)

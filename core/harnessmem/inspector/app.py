@@ -13,10 +13,12 @@ Safety: memory is untrusted text (whatever a conversation put there), so every v
 escaped by the templates, Markdown is rendered with raw HTML off and unsafe links dropped,
 and responses carry a content security policy that allows only this page's own script and
 style. Files are read only through the harness (the confinement of ``memory_get``) or by
-names the page itself listed. On a loopback address only ``localhost`` and loopback host
-names are answered (no DNS rebinding); on any other address a token is required
-(``?token=`` once, then a cookie, or ``Authorization: Bearer``), and a wrong or missing one
-gets 401.
+names the page itself listed. On a loopback address only the names it was bound with are
+answered, and a request from a page of another site (its ``Origin``) is refused (no DNS
+rebinding); on any other address a token is required (``?token=`` once, then a cookie, or
+``Authorization: Bearer``), and a wrong or missing one gets 401. Odd input (a token beyond
+ASCII, an encoded ``..``, a symlink that leads out of the workspace) gets a 4xx with one
+line, never a 500.
 
 Needs the ``inspect`` extra: ``pip install 'harnessmem[inspect]'``.
 """
@@ -24,7 +26,6 @@ Needs the ``inspect`` extra: ``pip install 'harnessmem[inspect]'``.
 from __future__ import annotations
 
 import difflib
-import hmac
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,11 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
-from harnessmem.errors import ConfigError
+from harnessmem.errors import ConfigError, PathNotAllowed
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
 from harnessmem.memory import files as mf
 from harnessmem.settings import exposure
-from harnessmem.settings.exposure import is_loopback
+from harnessmem.settings.exposure import local_origin, loopback_names, same_secret
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -303,12 +304,14 @@ def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, s
 
 
 def create_app(
-    harness: MemoryHarness, *, token: str | None = None, loopback: bool = True
+    harness: MemoryHarness, *, token: str | None = None, host: str = "127.0.0.1"
 ) -> Starlette:
     """The inspector's ASGI application over ``harness`` (which the caller closes).
 
-    ``token``: required of every request when set. ``loopback``: the server listens on a
-    loopback address, so only loopback host names are answered."""
+    ``token``: required of every request when set. ``host``: the address the server
+    listens on; on a loopback one only the names it is reached by are answered
+    (:func:`~harnessmem.settings.exposure.loopback_names`: ``127.0.0.2`` answers
+    ``127.0.0.2`` only), and a request whose ``Origin`` is another site gets 403."""
     try:
         from jinja2 import Environment, FileSystemLoader, select_autoescape
         from starlette.applications import Starlette
@@ -472,7 +475,7 @@ def create_app(
             if len(raw) > FORM_LIMIT:
                 return PlainTextResponse(_TOO_LARGE, status_code=413)
         fields = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
-        if not hmac.compare_digest(fields.pop("csrf", ""), csrf):
+        if not same_secret(fields.pop("csrf", ""), csrf):
             return PlainTextResponse(
                 "403: the form's token is missing or stale; open the preview again",
                 status_code=403,
@@ -486,7 +489,9 @@ def create_app(
         from harnessmem.memory.transcripts import SessionTranscript
 
         sid = request.path_params["sid"]
-        known = {s: path for s, path, _ in _sessions(harness)}
+        # A session log is a file right in sessions/: an id with a "/" (an encoded "../"
+        # too) or a dot name names none, and is answered before anything is listed.
+        known = {} if "/" in sid or sid in (".", "..") else _sessions_by_id(harness)
         if sid not in known:
             return PlainTextResponse(f"no session log for {sid}", status_code=404)
         records = SessionTranscript(harness.workspace, sid).records()
@@ -546,11 +551,27 @@ def create_app(
         Route("/file", get_file),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [Middleware(_Guard, token=token)]
-    if loopback:
-        hosts = ["localhost", "127.0.0.1", "[::1]", "::1", "testserver"]
-        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
-    return Starlette(routes=routes, middleware=middleware)
+    names = loopback_names(host)
+    middleware = [Middleware(_Guard, token=token, names=names)]
+    if names:
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=list(names)))
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={PathNotAllowed: _not_allowed},
+    )
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    """403 with the first line of a refused path (a symlink out of the workspace where
+    ``sessions/`` should be): the page cannot be shown, and nothing is wrong with the app."""
+    from starlette.responses import PlainTextResponse
+
+    return PlainTextResponse(f"403: {str(exc).splitlines()[0]}", status_code=403)
+
+
+def _sessions_by_id(harness: MemoryHarness) -> dict[str, str]:
+    return {sid: path for sid, path, _ in _sessions(harness)}
 
 
 def _message_text(message: Mapping[str, Any]) -> str:
@@ -576,9 +597,12 @@ _TOO_LARGE = f"413: a form of at most {FORM_LIMIT // 1024} kB is read"
 class _Guard:
     """ASGI middleware: the token check and the security headers of every response."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
+    def __init__(
+        self, app: Callable[..., Awaitable[None]], token: str | None, names: tuple[str, ...]
+    ) -> None:
         self.app = app
         self.token = token
+        self.names = names  # on loopback: the names an Origin may carry; else empty
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -588,6 +612,14 @@ class _Guard:
         from starlette.responses import PlainTextResponse, RedirectResponse
 
         request = Request(scope)
+        origin = request.headers.get("origin")
+        if self.names and origin is not None and not local_origin(origin, self.names):
+            # A page of another site (a rebound name, or any page posting here).
+            response = PlainTextResponse(
+                "403: requests from a page of another site are refused", status_code=403
+            )
+            await response(scope, receive, send)
+            return
         if self.token is not None:
             given = request.query_params.get("token")
             header = request.headers.get("authorization", "")
@@ -596,7 +628,7 @@ class _Guard:
                 or (header[7:] if header.lower().startswith("bearer ") else None)
                 or request.cookies.get(COOKIE)
             )
-            if presented is None or not hmac.compare_digest(presented, self.token):
+            if presented is None or not same_secret(presented, self.token):
                 response = PlainTextResponse("401: a valid token is required", status_code=401)
                 await response(scope, receive, send)
                 return
@@ -632,12 +664,11 @@ def serve(
     """Serve the inspector until interrupted (SIGINT, SIGTERM); a non-loopback ``host``
     needs a ``token``. ``ready(url)`` is called once the socket listens."""
     check_exposure(host, token)
-    loopback = is_loopback(host)
     try:
         import uvicorn
     except ImportError as exc:
         raise _missing_extra(exc) from None
-    app = create_app(harness, token=token, loopback=loopback)
+    app = create_app(harness, token=token, host=host)
     # Bound before serving: ``ready`` gets the real port (port 0 picks one).
     sock, bound = exposure.listen(host, port)
     try:

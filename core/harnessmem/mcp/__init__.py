@@ -29,6 +29,7 @@ try:
         is_loopback,
         parse_address,
         serve_http,
+        transport_security,
     )
     from harnessmem.mcp._server import (
         PROMPT_NAME,
@@ -56,4 +57,5 @@ __all__ = [
     "parse_address",
     "serve_http",
     "serve_stdio",
+    "transport_security",
 ]

@@ -3,34 +3,46 @@
 The token check is the SDK's own bearer middleware with a verifier that knows one token
 (compared in constant time): a request without it, or with another, is answered 401
 before it reaches the MCP session manager, so it reads and writes nothing.
+
+On a loopback address the SDK's transport also checks ``Host`` and ``Origin`` against the
+names the server was bound with (:func:`transport_security`): the SDK turns that check on
+by itself only for ``127.0.0.1``, ``localhost`` and ``::1``, so a server on ``127.0.0.2``
+would take the requests a rebound web page sends.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
 from harnessmem.errors import ConfigError
 from harnessmem.settings import exposure
-from harnessmem.settings.exposure import is_loopback
+from harnessmem.settings.exposure import is_loopback, loopback_names, same_secret
 
-__all__ = ["check_exposure", "http_app", "is_loopback", "parse_address", "serve_http"]
+__all__ = [
+    "check_exposure",
+    "http_app",
+    "is_loopback",
+    "parse_address",
+    "serve_http",
+    "transport_security",
+]
 
 
 class _StaticToken:
     """A :class:`mcp.server.auth.provider.TokenVerifier` for one shared bearer token."""
 
     def __init__(self, token: str) -> None:
-        self._token = token.encode()
+        self._token = token
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if hmac.compare_digest(token.encode(), self._token):
+        if same_secret(token, self._token):
             return AccessToken(token=token, client_id="harnessmem", scopes=[])
         return None
 
@@ -59,22 +71,45 @@ def check_exposure(host: str, token: str | None) -> None:
     )
 
 
+def transport_security(host: str) -> TransportSecuritySettings | None:
+    """The SDK's DNS rebinding check for a server bound to ``host``: on a loopback address,
+    ``Host`` must be one of :func:`~harnessmem.settings.exposure.loopback_names` (any port)
+    and ``Origin``, when sent, ``http://`` one of them; None (no check) elsewhere, where a
+    token is required anyway."""
+    names = loopback_names(host)
+    if not names:
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for name in names for form in (name, f"{name}:*")],
+        allowed_origins=[form for name in names for form in (f"http://{name}", f"http://{name}:*")],
+    )
+
+
 def http_app(server: Server[Any], *, host: str, path: str, token: str | None) -> Starlette:
     """The SDK's streamable HTTP app for ``server`` at ``path``; every request must carry
     ``Authorization: Bearer <token>`` when ``token`` is set.
 
     Refuses (:func:`check_exposure`) to build an app without a token for a non-loopback
-    ``host``. On a loopback host the SDK also checks the Host and Origin headers (DNS
-    rebinding).
+    ``host``. On a loopback host, with a token or without, the transport also checks the
+    Host and Origin headers against the names ``host`` is reached by
+    (:func:`transport_security`): 421 or 403 before the request reaches the session.
     """
     check_exposure(host, token)
+    security = transport_security(host)
     if not token:
-        return server.streamable_http_app(streamable_http_path=path, host=host)
+        return server.streamable_http_app(
+            streamable_http_path=path, host=host, transport_security=security
+        )
     # issuer_url is required by the SDK's settings but serves only OAuth routes, which this
     # server does not mount (no authorization server provider, no resource metadata).
     auth = AuthSettings(issuer_url=f"http://{exposure.url_host(host)}", resource_server_url=None)
     return server.streamable_http_app(
-        streamable_http_path=path, host=host, auth=auth, token_verifier=_StaticToken(token)
+        streamable_http_path=path,
+        host=host,
+        transport_security=security,
+        auth=auth,
+        token_verifier=_StaticToken(token),
     )
 
 

@@ -33,6 +33,7 @@ from harnessmem.settings.sections import (
     ModelSettings,
     PluginSettings,
     ToolsSettings,
+    TransferSettings,
     WorkspaceSettings,
 )
 
@@ -70,6 +71,9 @@ class HarnessSettings(BaseSettings):
     )
     context: ContextSettings = Field(
         default_factory=ContextSettings, description="System-prompt memory block."
+    )
+    transfer: TransferSettings = Field(
+        default_factory=TransferSettings, description="Export and import of a workspace."
     )
     tools: ToolsSettings = Field(default_factory=ToolsSettings, description="Optional agent tools.")
     plugins: PluginSettings = Field(default_factory=PluginSettings, description="Hook plugins.")

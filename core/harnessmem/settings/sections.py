@@ -478,6 +478,29 @@ class EvictionSettings(_Section):
         return value
 
 
+class TransferSettings(_Section):
+    """Moving a workspace: how much ``harnessmem import`` unpacks from an archive."""
+
+    max_import_bytes: int = Field(
+        2 * 1024**3,
+        gt=0,
+        description=(
+            "Most bytes an imported archive may unpack to (its tar stream: files and "
+            "headers); a larger one is refused before the member that crosses the limit is "
+            "read. Default 2 GiB."
+        ),
+    )
+    max_import_ratio: float = Field(
+        100.0,
+        ge=1,
+        description=(
+            "Most times its own size an imported archive may unpack to, checked from 16 MiB "
+            "unpacked on (an export of text unpacks to 5-10 times its size; a tar bomb to "
+            "about 1,000)."
+        ),
+    )
+
+
 class ContextSettings(_Section):
     """The memory block injected into the system prompt."""
 

@@ -48,6 +48,8 @@ _LOST_RACE = frozenset(
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 #: User metadata (``x-amz-meta-harnessmem-write``) naming each conditional write.
 _WRITE_ID = "harnessmem-write"
+#: The longest object key S3 takes, in bytes of UTF-8.
+_MAX_KEY_BYTES = 1024
 
 
 def _unquoted(etag: object) -> str:
@@ -112,6 +114,13 @@ class S3Store(WorkspaceStore):
         # s3fs's own retry loop too (sleeping even after its last attempt).
         store.fs.retries = 1
         return store
+
+    def name_problem(self, full: str) -> str | None:
+        key = full.partition("/")[2]  # the root starts with the bucket
+        size = len(key.encode("utf-8", "surrogatepass"))
+        if size > _MAX_KEY_BYTES:
+            return f"its key is {size} bytes long; S3 keys hold at most {_MAX_KEY_BYTES}"
+        return None
 
     def check_reachable(self) -> None:
         # One attempt, without this store's retries: a command fails fast when it cannot work.

@@ -19,6 +19,7 @@ import stat
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["LOCK_STRIPES", "LocalStore", "inside", "lock_stripe"]
 
 _TMP_SUFFIX = ".harnessmem-tmp"
+#: How much longer than a file's name the temp file that _replace writes first is named.
+_TMP_EXTRA = len(f"..{uuid.uuid4().hex}{_TMP_SUFFIX}")
 
 
 class LocalStore(WorkspaceStore):
@@ -106,6 +109,37 @@ class LocalStore(WorkspaceStore):
         if not rel:
             return self.root
         return self._prefix + (rel if os.sep == "/" else rel.replace("/", os.sep))
+
+    @cached_property
+    def _limits(self) -> tuple[int, int]:
+        """The file system's longest name and path in bytes (POSIX's least common values
+        where it does not say)."""
+
+        def ask(name: str, default: int) -> int:
+            try:
+                return int(os.pathconf(self.root, name))
+            except (OSError, ValueError, AttributeError):  # no pathconf (Windows), no value
+                return default
+
+        return ask("PC_NAME_MAX", 255), ask("PC_PATH_MAX", 4096)
+
+    def name_problem(self, full: str) -> str | None:
+        name_max, path_max = self._limits
+        parts = self.rel(full).split("/")
+        for number, part in enumerate(parts, start=1):
+            # The file itself is written under a longer temp name first, then renamed.
+            room = name_max - (_TMP_EXTRA if number == len(parts) else 0)
+            size = len(os.fsencode(part))
+            if size > room:
+                return (
+                    f"its part {part[:40]!r}... is {size} bytes long; a "
+                    f"{'file' if number == len(parts) else 'folder'} name here holds at most "
+                    f"{room} (this file system's names: {name_max} bytes)"
+                )
+        size = len(os.fsencode(full)) + _TMP_EXTRA
+        if size >= path_max:
+            return f"it makes a path of {size} bytes; this file system's paths hold {path_max}"
+        return None
 
     def rel(self, full: str) -> str:
         # A slice for paths under the root (every listed file): relpath costs more than

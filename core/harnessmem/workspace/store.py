@@ -83,7 +83,8 @@ class WorkspaceStore(ABC):
     default over fsspec that a subclass may replace with fewer or stronger requests:
     :meth:`read_versioned` (its versions must be the ones :meth:`put_if` checks),
     :meth:`write` (must be atomic), :meth:`scan`, :meth:`open` (when fsspec does not know
-    the protocol, or the store sets defaults of its own) and the others.
+    the protocol, or the store sets defaults of its own), :meth:`name_problem` (the
+    storage's limits on names) and the others.
 
     **Errors:** run each request inside :meth:`op`: a missing file stays
     ``FileNotFoundError``, anything else becomes a ``WorkspaceError`` naming the operation,
@@ -155,6 +156,12 @@ class WorkspaceStore(ABC):
     def join(self, rel: str) -> str:
         """The full path of workspace-relative ``rel`` ("" is the root)."""
         return f"{self.root}/{rel}" if rel else self.root
+
+    def name_problem(self, full: str) -> str | None:
+        """Why this storage cannot hold a file at ``full`` (a name longer than it takes),
+        or None. A batch of writes (an import) asks first, so that it is refused before
+        anything is written rather than failing half-way; the default knows no limit."""
+        return None
 
     def rel(self, full: str) -> str:
         """The workspace-relative path of ``full``, as listings and error messages give it."""
