@@ -57,6 +57,7 @@ def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
 COMMANDS = _commands(main)
 DATA_COMMANDS = {
     "search", "get", "why", "save", "forget", "edit", "status", "consolidate", "maintain", "usage",
+    "audit",
     "plugins", "init",
     "index rebuild", "index status", "config show", "config validate", "export", "import",
 }  # fmt: skip

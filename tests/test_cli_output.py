@@ -168,6 +168,7 @@ _JSON_RUNS = {
     "consolidate": ["consolidate"],
     "maintain": ["maintain", "--force"],
     "usage": ["usage"],
+    "audit": ["audit", "--since", "2000-01-01"],
     "plugins": ["plugins"],
     "index rebuild": ["index", "rebuild"],
     "index status": ["index", "status"],

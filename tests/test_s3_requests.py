@@ -87,8 +87,10 @@ def new_harness(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Callable[..., MemoryHarness]]:
     """Harnesses on S3 with the scripted model, compaction at 30 messages keeping 10, and
-    the usage ledger off (it writes its batches on its own schedule)."""
+    the usage ledger off (it writes its batches on its own schedule), and the audit log off
+    (its cost is pinned on its own below)."""
     monkeypatch.setenv("HARNESSMEM_MODEL__RECORD_USAGE", "false")
+    monkeypatch.setenv("HARNESSMEM_AUDIT__ENABLED", "false")
     defaults = {
         "maintenance": {"enabled": False},
         "compaction": {"trigger_messages": 30, "keep_messages": 10},
@@ -388,14 +390,15 @@ def test_a_maintenance_tick_with_nothing_to_do_writes_its_state_once(
         "PutObject memory/.maintenance_state",
         "DeleteObject .locks/maintenance.lease [If-Match]",
     ]
-    # archive, consolidation (2), the two pruning steps (3), and the index's sweep.
-    assert len(calls) <= 17, calls
+    # archive, consolidation (2), the three pruning steps (4), and the index's sweep.
+    assert len(calls) <= 18, calls
     state = json.loads(harness.workspace.read_text("memory/.maintenance_state"))
     assert {name for name, step in state["steps"].items() if step["at"] == clock.now} == {
         "archive",
         "consolidate",
         "prune_sessions",
         "prune_evictions",
+        "prune_audit",
         "reindex",
     }
 
@@ -423,6 +426,33 @@ def test_a_maintenance_tick_writes_its_state_after_each_step_that_changed_someth
         after[-1],  # the end of the tick: the reindex and the idle steps
     ]
     assert calls[-1] == "DeleteObject .locks/maintenance.lease [If-Match]"
+
+
+# -- the audit log ------------------------------------------------------------------------------
+
+
+def test_a_change_costs_the_audit_log_a_read_and_a_conditional_put(
+    s3_server: S3TestServer, new_harness: Callable[..., MemoryHarness], clock: FakeClock
+) -> None:
+    """One record per change: the day's audit file read once and written with one
+    conditional PUT from the version read; a change that writes a file whole (a delete, a
+    move, a replace) reads it first, for the hash it held."""
+    harness = new_harness(audit={"enabled": True})
+    audit = "audit/2027-01-15.jsonl"
+    for condition in ("If-None-Match", "If-Match"):
+        with s3_server.record() as requests:
+            harness.save(f"- the user likes trains ({condition})")
+        assert [c for c in described(requests) if c.startswith(("GetObject a", "PutObject a"))] == [
+            f"GetObject {audit}",
+            f"PutObject {audit} [{condition}]",
+        ]
+    harness.workspace.write_text("large_tool_results/s/call_1-abc.txt", "big\n")
+    clock.advance(3600)
+    with s3_server.record() as requests:
+        harness.kernel.maintenance.tick("manual", steps=["prune_evictions"], force=True)
+    calls = described(requests)
+    deleted = calls.index("DeleteObject large_tool_results/s/call_1-abc.txt")
+    assert calls[deleted - 1] == "GetObject large_tool_results/s/call_1-abc.txt"
 
 
 # -- the memory block ---------------------------------------------------------------------------

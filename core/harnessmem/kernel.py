@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessmem import layout
+from harnessmem.audit import AuditLog
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.lifetime import Closer, Deadline
 from harnessmem.models.routes import ModelRoutes
@@ -93,6 +94,22 @@ class Kernel(ABC):
         self._drainers: list[Callable[[float], object]] = []
         #: The models of each purpose, metered, and the usage ledger.
         self.models = ModelRoutes(self, model)
+        #: The audit log: one record per change to the workspace (:mod:`harnessmem.audit`).
+        self.audit = AuditLog(
+            workspace,
+            clock=clock,
+            timezone=settings.workspace.timezone,
+            enabled=settings.audit.enabled,
+        )
+
+    @property
+    def tenant(self) -> str | None:
+        """The tenant this workspace serves in a ``HarnessPool`` (None outside one)."""
+        return self.audit.tenant
+
+    @tenant.setter
+    def tenant(self, tenant: str | None) -> None:
+        self.audit.tenant = tenant
 
     # components, each built once on first use by the face's subclass -------------------------
 
@@ -230,7 +247,13 @@ class Kernel(ABC):
     def reindex(self, full: bool = False, *, paths: Sequence[str] | None = None) -> ReindexResult:
         """Bring the index up to date with the files (see ``MemoryHarness.reindex``)."""
         self.check_open()
-        return self.sync.sync(full=full, paths=paths)
+        with self.audit.change("reindex") as change:
+            result = self.sync.sync(full=full, paths=paths)
+            change.note(result.changes)
+            if change.op == "reindex":  # not a part of another operation's record
+                change.count("indexed", result.indexed)
+                change.count("removed", result.removed)
+        return result
 
     def scrub_index(self) -> bool:
         """Have the index backend overwrite the bytes of the entries it removed (``forget``
@@ -322,6 +345,7 @@ class Kernel(ABC):
         for drain in list(self._drainers):
             closer.run(partial(_drain_within, drain, deadline))
         closer.run(lambda: self._stop_maintenance(scheduler, deadline))
+        closer.run(self.audit.close)
         for backend in self._mark_closed():
             closer.run(backend.close)
         closer.finish()

@@ -15,6 +15,7 @@ The one owner of the workspace layout; every other module takes its paths from h
     sessions/<session>.offload.json            what a session log holds (its mark)
     large_tool_results/<session>/<call>-<hash>.txt   evicted tool output (eviction.path)
     usage/YYYY-MM-DD.jsonl                     the model-usage ledger
+    audit/YYYY-MM-DD.jsonl                     the audit log: one record per change
     .locks/<name>.lease                        workspace leases (and local file locks)
     <workspace parent>/memory_index.db         the default SQLite index of a local workspace
 
@@ -36,6 +37,7 @@ from harnessmem._text import content_hash
 
 __all__ = [
     "ARCHIVE_DIR",
+    "AUDIT_DIR",
     "CONSOLIDATION_LEASE",
     "CONSOLIDATION_STATE",
     "EVICTION_DIR",
@@ -57,6 +59,9 @@ __all__ = [
     "TOMBSTONES",
     "USAGE_DIR",
     "archive_path",
+    "audit_day",
+    "audit_path",
+    "bookkeeping",
     "daily_log_date",
     "daily_log_path",
     "daily_path",
@@ -98,6 +103,8 @@ SESSIONS_DIR = "sessions"
 SESSION_LOG_SUFFIX = ".log.jsonl"
 OFFLOAD_MARK_SUFFIX = ".offload.json"
 USAGE_DIR = "usage"
+#: The audit log: who changed which file when (``harnessmem.audit``).
+AUDIT_DIR = "audit"
 LOCKS_DIR = ".locks"
 #: The default of ``eviction.path``.
 EVICTION_DIR = "large_tool_results"
@@ -120,7 +127,7 @@ _DATE = r"\d{4}-\d{2}-\d{2}"
 _DAILY_NAME = re.compile(rf"^{_DATE}\.md$")
 _DAILY_LOG = re.compile(rf"^{MEMORY_DIR}/(?P<archive>archive/)?(?P<date>{_DATE})\.md$")
 _HISTORY = re.compile(r"^memory/\.history/MEMORY-\d{8}T\d{6}Z(?:-\d+)?\.md$")
-_USAGE_DAY = re.compile(rf"({_DATE})\.jsonl")
+_JSONL_DAY = re.compile(rf"({_DATE})\.jsonl")
 #: Hex digits of the content hash in an eviction file's name.
 _EVICTION_HASH_CHARS = 16
 
@@ -296,8 +303,30 @@ def usage_path(day: str) -> str:
 
 def usage_day(path: str) -> str | None:
     """The day of a usage ledger path, None for other paths."""
-    match = _USAGE_DAY.fullmatch(path.rsplit("/", 1)[-1])
-    return match.group(1) if match else None
+    head, _, name = path.rpartition("/")
+    match = _JSONL_DAY.fullmatch(name)
+    return match.group(1) if match and head == USAGE_DIR else None
+
+
+def bookkeeping(path: str) -> bool:
+    """Whether ``path`` is one of harnessmem's state files rather than memory (the
+    consolidation watermark, the maintenance state, flush marks, tombstones): the audit log
+    records the memory an operation changed, not its bookkeeping."""
+    return path in (CONSOLIDATION_STATE, MAINTENANCE_STATE, TOMBSTONES) or path.startswith(
+        f"{FLUSH_STATE_DIR}/"
+    )
+
+
+def audit_path(day: str) -> str:
+    """The audit log of one day (``YYYY-MM-DD``): ``audit/<day>.jsonl``."""
+    return f"{AUDIT_DIR}/{day}.jsonl"
+
+
+def audit_day(path: str) -> str | None:
+    """The day of an audit log path, None for other paths."""
+    head, _, name = path.rpartition("/")
+    match = _JSONL_DAY.fullmatch(name)
+    return match.group(1) if match and head == AUDIT_DIR else None
 
 
 #: Lock files of a local workspace's appends and compare-and-swaps (see :func:`file_lock_path`).

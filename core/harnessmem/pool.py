@@ -219,6 +219,7 @@ class HarnessPool(ClosesOnExit):
             self._opening.add(tenant)
         try:
             opened = self._open_harness(url)
+            opened.kernel.tenant = tenant
         except BaseException:
             with self._lock:
                 self._opening.discard(tenant)

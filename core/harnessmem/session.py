@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harnessmem.audit import in_session
 from harnessmem.errors import MessageFormatError
 from harnessmem.events import TurnContext
 from harnessmem.messages import check_messages, check_tool_call
@@ -190,7 +191,8 @@ class Session:
         from harnessmem.tools import call_tool
 
         self.kernel.check_open()
-        return call_tool(self.kernel, name, arguments)
+        with in_session(self.id):  # a memory_save or memory_forget is this session's change
+            return call_tool(self.kernel, name, arguments)
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} of {self.kernel.workspace.url}>"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import click
 
+from harnessmem.cli._audit import audit_command
 from harnessmem.cli._chat import chat_command
 from harnessmem.cli._commands import (
     config_group,
@@ -71,6 +72,10 @@ def main(ctx: click.Context) -> None:
       harnessmem status               what the workspace holds
     """
     enable_logging(ctx)
+    from harnessmem.audit import set_actor
+
+    # What a command changes is the command line's in the audit log (for its whole run).
+    ctx.call_on_close(set_actor("cli"))
 
 
 for _command in (
@@ -89,6 +94,7 @@ for _command in (
     config_group,
     plugins_command,
     usage_command,
+    audit_command,
     export_command,
     import_command,
     inspect_command,

@@ -50,6 +50,7 @@ from harnessmem.index.chunking import (
 )
 from harnessmem.index.repeats import OVERFETCH, collapse_repeats
 from harnessmem.layout import session_log_path, source_of
+from harnessmem.workspace.changes import FileChange
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend
@@ -79,6 +80,9 @@ class ReindexResult:
     full: bool = False
     rebuilt: bool = False
     errors: list[str] = field(default_factory=list)
+    #: The files whose indexed content changed: the content hash the index held before
+    #: (None: not indexed) and holds now (None: dropped). What the audit log records.
+    changes: list[FileChange] = field(default_factory=list)
 
     def __str__(self) -> str:
         text = (
@@ -125,6 +129,8 @@ class IndexSync:
         self._lock = threading.RLock()
         # source -> path -> change token of the version the backend holds.
         self._known: dict[str, dict[str, str | None]] | None = None
+        # path -> content hash the backend holds (what a change record starts from).
+        self._hashes: dict[str, str] = {}
         self._resets = backend.resets
         self._swept_at: dict[str, float] = {}
         self._hot: dict[str, set[str]] = {}
@@ -157,8 +163,12 @@ class IndexSync:
         result = ReindexResult(full=full)
         with self._lock:
             if full:
+                self._load_known()
+                held = dict(self._hashes)
                 self.backend.clear()
                 self._known = None
+                self._load_known()
+                self._hashes = held  # what was indexed before the rebuild
             known = self._load_known()
             if paths is not None:
                 self._sync_paths(paths, known, result)
@@ -242,9 +252,12 @@ class IndexSync:
         if self._known is None or self._resets != self.backend.resets:
             self._resets = self.backend.resets
             known: dict[str, dict[str, str | None]] = {source: {} for source in INDEX_SOURCES}
+            hashes: dict[str, str] = {}
             for path, indexed in self.backend.files().items():
                 known.setdefault(indexed.source, {})[path] = indexed.change_token
+                hashes[path] = indexed.content_hash
             self._known = known
+            self._hashes = hashes
             self._swept_at.clear()
         return self._known
 
@@ -343,6 +356,7 @@ class IndexSync:
             del known[path]
             if self.backend.remove(path):
                 result.removed += 1
+                result.changes.append(FileChange(path, self._hashes.pop(path, None), None))
 
     def _index(
         self,
@@ -395,8 +409,14 @@ class IndexSync:
                     if changed:
                         result.indexed += 1
                         result.entries += len(update.entries)
+                        before = self._hashes.get(update.path)
+                        if before != update.content_hash:
+                            result.changes.append(
+                                FileChange(update.path, before, update.content_hash)
+                            )
                     else:
                         result.unchanged += 1
+                    self._hashes[update.path] = update.content_hash
                 batch, size = [], 0
 
     def _tokens(self, folder: str, suffix: str, *, exact: bool = False) -> dict[str, str | None]:

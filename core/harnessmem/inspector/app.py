@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
+from harnessmem.audit import acting_as
 from harnessmem.errors import ConfigError, PathNotAllowed
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
 from harnessmem.memory import files as mf
@@ -57,6 +58,8 @@ _CSP = (
 )
 #: The longest text of one message the session page shows (the rest: "get" it).
 MESSAGE_CHARS = 2_000
+#: The latest audit records the audit page shows.
+AUDIT_ROWS = 200
 
 
 def _missing_extra(exc: ImportError) -> ConfigError:
@@ -441,10 +444,11 @@ def create_app(
                 sessions=sessions, csrf=csrf,
             )  # fmt: skip
         try:
-            if editing:
-                result = harness.forget(query, replace_with=new, dry_run=not run)
-            else:
-                result = harness.forget(query, dry_run=not run, sessions=sessions)
+            with acting_as("inspector"):
+                if editing:
+                    result = harness.forget(query, replace_with=new, dry_run=not run)
+                else:
+                    result = harness.forget(query, dry_run=not run, sessions=sessions)
         except ForgetError as exc:
             return page(
                 "forget.html", request, query=query, new=new, editing=editing,
@@ -523,6 +527,28 @@ def create_app(
         report = harness.usage()
         return page("usage.html", request, report=report)
 
+    async def audit(request: Request) -> Response:
+        from harnessmem.audit import OPERATIONS, read_audit
+
+        op = request.query_params.get("op", "")
+        actor = request.query_params.get("actor", "")[:200]
+        records = read_audit(
+            harness.workspace,
+            ops=[op] if op in OPERATIONS else None,
+            actor=actor.strip() or None,
+            limit=AUDIT_ROWS,
+            timezone=harness.settings.workspace.timezone,
+        )
+        return page(
+            "audit.html",
+            request,
+            records=[_audit_row(r) for r in reversed(records)],
+            ops=OPERATIONS,
+            op=op,
+            actor=actor,
+            limit=AUDIT_ROWS,
+        )
+
     async def get_file(request: Request) -> Response:
         path = request.query_params.get("path", "")
         start = request.query_params.get("start", "1")
@@ -548,6 +574,7 @@ def create_app(
         Route("/sessions", sessions),
         Route("/sessions/{sid:path}", session),
         Route("/usage", usage),
+        Route("/audit", audit),
         Route("/file", get_file),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -560,6 +587,25 @@ def create_app(
         middleware=middleware,
         exception_handlers={PathNotAllowed: _not_allowed},
     )
+
+
+def _audit_row(record: Any) -> dict[str, Any]:
+    """One row of the audit page: when, what, who, the files with short hashes."""
+
+    def short(digest: str | None) -> str:
+        return digest[:10] if digest else "none"
+
+    return {
+        "id": record.id,
+        "when": _when(record.at),
+        "op": record.op,
+        "actor": record.actor,
+        "tenant": record.tenant,
+        "counts": ", ".join(f"{k} {v}" for k, v in record.counts.items()),
+        "files": [(c.path, short(c.before), short(c.after)) for c in record.files],
+        "error": record.error,
+        "trace": record.trace_id,
+    }
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from harnessmem import layout
+from harnessmem.audit import audit_files
 from harnessmem.models.usage import ledger_files
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "StepSkipped",
     "archive_daily_logs",
     "consolidate_memory",
+    "prune_audit_log",
     "prune_evicted_results",
     "prune_session_logs",
     "prune_session_records",
@@ -80,11 +82,14 @@ class MaintenanceStep:
     """A named step: ``run(harness, now)`` does the work and returns a :class:`StepDone`.
 
     It may raise :class:`StepSkipped` (not applicable, with the reason) or anything else
-    (failed).
+    (failed). ``audit`` names the operation its changes are recorded as in the audit log
+    (``archive``, ``prune``); None for a step whose component records its own
+    (consolidation, reindex).
     """
 
     name: str
     run: Callable[[Kernel, float], StepDone]
+    audit: str | None = None
 
 
 def archive_daily_logs(kernel: Kernel, now: float) -> StepDone:
@@ -370,6 +375,37 @@ def prune_evicted_results(kernel: Kernel, now: float) -> StepDone:
     return StepDone(detail, tally.counts(), errors=tuple(tally.errors), idle=idle)
 
 
+def prune_audit_log(kernel: Kernel, now: float) -> StepDone:
+    """Delete ``audit/<day>.jsonl`` dated more than ``audit.retention_days`` before today
+    (``workspace.timezone``); never today's or yesterday's."""
+    workspace = kernel.workspace
+    days = kernel.settings.audit.retention_days
+    today = datetime.fromtimestamp(now, ZoneInfo(kernel.settings.workspace.timezone)).date()
+    # Yesterday's stays whatever the setting: a writer whose clock or time zone lags may
+    # still append to it.
+    cutoff = today - timedelta(days=max(days, 1))
+    tally = _Tally()
+    for day, path in audit_files(workspace):
+        if day >= cutoff:
+            tally.kept += 1
+            continue
+        try:
+            workspace.delete(path)
+            tally.deleted += 1
+        except Exception as exc:
+            tally.failed(path, exc)
+    detail = (
+        f"deleted {_plural(tally.deleted, 'audit file')} dated before {cutoff.isoformat()}, "
+        f"kept {tally.kept}"
+    )
+    return StepDone(
+        detail,
+        {"deleted": tally.deleted, "kept": tally.kept},
+        errors=tuple(tally.errors),
+        idle=not (tally.deleted or tally.errors),
+    )
+
+
 def reindex_workspace(kernel: Kernel, now: float) -> StepDone:
     """Run ``harness.reindex()`` (incremental)."""
     result = kernel.reindex()
@@ -385,9 +421,10 @@ def _describe(result: Any) -> str:
 
 
 DEFAULT_STEPS: tuple[MaintenanceStep, ...] = (
-    MaintenanceStep("archive", archive_daily_logs),
+    MaintenanceStep("archive", archive_daily_logs, audit="archive"),
     MaintenanceStep("consolidate", consolidate_memory),
-    MaintenanceStep("prune_sessions", prune_session_records),
-    MaintenanceStep("prune_evictions", prune_evicted_results),
+    MaintenanceStep("prune_sessions", prune_session_records, audit="prune"),
+    MaintenanceStep("prune_evictions", prune_evicted_results, audit="prune"),
+    MaintenanceStep("prune_audit", prune_audit_log, audit="prune"),
     MaintenanceStep("reindex", reindex_workspace),
 )

@@ -14,7 +14,12 @@ reported, and the next one still runs):
    or yesterday's) are deleted too;
 4. ``prune_evictions``: evicted tool results not modified for ``eviction.retention_days``
    are deleted;
-5. ``reindex``: ``harness.reindex()``.
+5. ``prune_audit``: audit log files ``audit/YYYY-MM-DD.jsonl`` dated more than
+   ``audit.retention_days`` before today (never today's or yesterday's) are deleted;
+6. ``reindex``: ``harness.reindex()``.
+
+What the archive and prune steps change is recorded in the audit log (actor
+``maintenance``); the consolidation and the reindex record their own changes.
 
 One tick at a time across every process and replica: a tick holds the workspace lease
 ``maintenance`` (``maintenance.lease_ttl``, renewed between steps; a crashed holder's lease
@@ -48,6 +53,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
+from harnessmem.audit import acting_as
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.events import MaintenanceEvent
 from harnessmem.maintenance._runner import MaintenanceRunner
@@ -293,6 +299,12 @@ class MaintenanceScheduler:
         kernel = self._harness()
         if kernel is None:
             raise RuntimeError("the harness of this maintenance scheduler no longer exists")
+        with acting_as("maintenance"):
+            return self._tick(kernel, trigger, steps, force)
+
+    def _tick(
+        self, kernel: Kernel, trigger: str, steps: Iterable[str] | None, force: bool
+    ) -> MaintenanceReport:
         chosen = self._select(steps)
         started = self.clock()
         lease = kernel.workspace.try_lock(LEASE_NAME, ttl=self.settings.lease_ttl)
@@ -628,7 +640,13 @@ def _run_step(step: MaintenanceStep, kernel: Kernel, now: float) -> tuple[StepOu
         )
 
     try:
-        done = step.run(kernel, now)
+        if step.audit is None:
+            done = step.run(kernel, now)
+        else:
+            with kernel.audit.change(step.audit) as change:
+                done = step.run(kernel, now)
+                for name, count in done.counts.items():
+                    change.count(name, count)
     except StepSkipped as exc:
         return outcome("skipped", str(exc)), True
     except Exception as exc:

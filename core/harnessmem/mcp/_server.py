@@ -26,6 +26,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from harnessmem.audit import acting_as
 from harnessmem.errors import HarnessMemError, WorkspaceFileNotFound
 from harnessmem.layout import MEMORY_DIR, MEMORY_FILE, is_daily_log
 from harnessmem.tools import FLUSH_SESSION, run_tool, tool_schemas
@@ -89,6 +90,19 @@ def _failure(name: str, exc: BaseException) -> str:
     )
 
 
+def _client(ctx: Context) -> str:
+    """The audit log's actor for a request: ``mcp:<the client's name>`` (``mcp`` when the
+    client gave none)."""
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    name = getattr(getattr(params, "client_info", None), "name", None)
+    return f"mcp:{name}" if isinstance(name, str) and name.strip() else "mcp"
+
+
+def _as_client(actor: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    with acting_as(actor):
+        return func(*args, **kwargs)
+
+
 class _MemoryServer:
     """The handlers of one harness's server; :func:`build_server` hands them to the SDK."""
 
@@ -129,7 +143,13 @@ class _MemoryServer:
         try:
             self.harness.kernel.check_open()
             result = await _in_thread(
-                run_tool, self.harness.kernel, name, params.arguments, lifecycle=self.lifecycle
+                _as_client,
+                _client(ctx),
+                run_tool,
+                self.harness.kernel,
+                name,
+                params.arguments,
+                lifecycle=self.lifecycle,
             )
         except Exception as exc:
             logger.error("tool %s failed", name, exc_info=not isinstance(exc, HarnessMemError))

@@ -206,6 +206,12 @@ class MemoryConsolidator:
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
+        with self.kernel.audit.change("save") as change:
+            result = self._save(text)
+            change.count("facts", len(result.entries))
+        return result
+
+    def _save(self, text: str) -> SaveResult:
         kernel = self.kernel
         facts, left_out = mf.saved_facts(text)
         if not facts:
@@ -305,12 +311,15 @@ class MemoryConsolidator:
         lease = self.workspace.try_lock(layout.CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
         if lease is None:
             return ConsolidationResult("busy", reason="another consolidation is running")
-        with lease:
+        with lease, self.kernel.audit.change("consolidate") as change:
             try:
                 result = self._run(lease)
             except ModelError as exc:
                 self.backoff.failed(f"{type(exc).__name__}: {exc}")
                 raise
+            change.count("entries_before", result.entries_before)
+            change.count("entries_lost", result.entries_lost)
+            change.count("tokens_after", result.tokens_after)
         if result.status == "rejected":
             self.backoff.failed(result.reason)
             self.kernel.model_for("consolidation").rejected("consolidation", result.reason)

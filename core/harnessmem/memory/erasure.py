@@ -274,8 +274,11 @@ class MemoryEraser:
             plans = self._plan(query, replacement, sessions)
             self._check(query, plans, limit)
             return ForgetResult(query.text, True, _removals(plans), replacement)
-        with self._under_way():
-            return self._change(query, replacement, sessions=sessions, limit=limit)
+        op = "forget" if replacement is None else "edit"
+        with self._under_way(), self.kernel.audit.change(op) as change:
+            result = self._change(query, replacement, sessions=sessions, limit=limit)
+            change.count("replaced" if replacement is not None else "removed", result.count)
+        return result
 
     @contextmanager
     def _under_way(self) -> Iterator[None]:

@@ -144,12 +144,17 @@ class MemoryFlusher:
                     f"row (last: {state.last_error}); these messages go with a later flush"
                 ),
             )
-        with self._lock_for(session_id):
+        with (
+            self._lock_for(session_id),
+            self.kernel.audit.change("flush", session_id=session_id) as change,
+        ):
             try:
                 result = self._flush_locked(list(messages), session_id, batch, ask)
             except ModelError as exc:
                 record.failed(f"{type(exc).__name__}: {exc}")
                 raise
+            change.count("facts", len(result.entries))
+            change.count("messages", result.messages)
         record.succeeded()
         if self._queue is not None:
             self._queue.covered(session_id)

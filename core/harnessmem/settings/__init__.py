@@ -16,6 +16,7 @@ from harnessmem.settings._sources import (
 )
 from harnessmem.settings.harness import HarnessSettings
 from harnessmem.settings.sections import (
+    AuditSettings,
     CompactionSettings,
     ConsolidationSettings,
     ContextSettings,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_CONFIG_NAME",
     "ENV_DELIMITER",
     "ENV_PREFIX",
+    "AuditSettings",
     "CompactionSettings",
     "ConsolidationSettings",
     "ContextSettings",

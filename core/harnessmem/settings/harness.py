@@ -22,6 +22,7 @@ from harnessmem.settings._sources import FileSource, config_override, setting_so
 from harnessmem.settings._sources import config_file_path as config_file_path
 from harnessmem.settings._sources import settings_error as settings_error
 from harnessmem.settings.sections import (
+    AuditSettings,
     CompactionSettings,
     ConsolidationSettings,
     ContextSettings,
@@ -78,6 +79,9 @@ class HarnessSettings(BaseSettings):
     tools: ToolsSettings = Field(default_factory=ToolsSettings, description="Optional agent tools.")
     plugins: PluginSettings = Field(default_factory=PluginSettings, description="Hook plugins.")
     mcp: McpSettings = Field(default_factory=McpSettings, description="MCP server.")
+    audit: AuditSettings = Field(
+        default_factory=AuditSettings, description="The audit log of changes."
+    )
     _config_file: Path | None = PrivateAttr(None)
 
     def __init__(self, **values: Any) -> None:

@@ -435,6 +435,27 @@ class MaintenanceSettings(_Section):
     )
 
 
+class AuditSettings(_Section):
+    """The audit log: one record per change to the workspace (``audit/YYYY-MM-DD.jsonl``)."""
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "Append a record to audit/<day>.jsonl for every change to the workspace: who "
+            "(session, cli, mcp client, maintenance), when, which files, content hashes "
+            "before and after; never the text."
+        ),
+    )
+    retention_days: int = Field(
+        365,
+        gt=0,
+        description=(
+            "Audit files dated more than this many days before today are deleted by "
+            "maintenance (today's and yesterday's never)."
+        ),
+    )
+
+
 class EvictionSettings(_Section):
     """Moving huge tool results out of the conversation into files."""
 

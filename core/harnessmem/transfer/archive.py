@@ -303,10 +303,14 @@ def import_archive(
     digests = {rel: entry.sha256 for rel, entry in checked.files.items()}
     write, same = plan_writes(harness.workspace, digests, checked.source)
     if write:
-        with tarfile.open(checked.source, mode="r:*") as tar:
+        with (
+            harness.kernel.audit.change("import") as change,
+            tarfile.open(checked.source, mode="r:*") as tar,
+        ):
             for rel in write_order(write):
                 harness.workspace.write_bytes(rel, _read_member(tar, checked, rel))
-        harness.reindex()
+            change.count("files", len(write))
+            harness.reindex()
     return ImportResult(checked.source, written=sorted(write), unchanged=sorted(same))
 
 

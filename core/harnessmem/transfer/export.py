@@ -1,4 +1,5 @@
-"""Export: every file of a workspace into one archive, and the archive's format."""
+"""Export: every file of a workspace (but its audit log) into one archive, and the archive's
+format."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harnessmem import layout
 from harnessmem.errors import ArchiveError
 
 if TYPE_CHECKING:
@@ -52,7 +54,8 @@ def export_workspace(
     clock: Callable[[], float],
     overwrite: bool = False,
 ) -> ExportResult:
-    """Write every file of ``workspace`` into the archive ``destination`` (a local path)."""
+    """Write every file of ``workspace`` but its audit log into the archive ``destination``
+    (a local path)."""
     target = Path(destination)
     if target.exists() and not overwrite:
         raise ArchiveError(
@@ -61,7 +64,9 @@ def export_workspace(
         )
     if not target.parent.is_dir():
         raise ArchiveError(f"folder {target.parent} does not exist; nothing was written")
-    files = sorted(workspace.list(""))
+    # The audit log stays: it records this workspace's changes (the import is recorded in
+    # the log of the workspace it goes to).
+    files = sorted(p for p in workspace.list("") if p.split("/", 1)[0] != layout.AUDIT_DIR)
     listed: list[dict[str, Any]] = []
     total = 0
     handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)

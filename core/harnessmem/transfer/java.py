@@ -171,6 +171,16 @@ def import_java_workspace(
     )
     digests = {rel: sha256_of(data) for rel, data in found.files.items()}
     write, same = plan_writes(harness.workspace, digests, found.source)
+    with harness.kernel.audit.change("import") as change:
+        result = _write_java(harness, found, write, same)
+        change.count("files", len(result.written))
+        change.count("messages", result.messages_new)
+    return result
+
+
+def _write_java(
+    harness: MemoryHarness, found: JavaWorkspace, write: list[str], same: list[str]
+) -> ImportResult:
     for rel in write_order(write):
         harness.workspace.write_bytes(rel, found.files[rel])
     result = ImportResult(

@@ -26,6 +26,9 @@ URL's protocol in the entry-point group ``harnessmem.storage``, where a plugin c
 :meth:`Workspace.update_text` is the general form of an append: read, change, write back
 only if nobody wrote in between, else read again and change again.
 
+Inside :func:`~harnessmem.workspace.changes.watch_changes` every write is noted with the
+content hashes of the file before and after it (what the audit log records).
+
 Leases (:meth:`Workspace.lock`) are JSON objects at ``.locks/<safe name>.lease``; see
 :mod:`harnessmem.workspace._leases`. fsspec and s3fs are imported only inside
 :meth:`Workspace.open`.
@@ -59,6 +62,7 @@ from harnessmem.layout import (
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
 from harnessmem.workspace._stores import inside
+from harnessmem.workspace.changes import ChangeWatch, current_watch
 from harnessmem.workspace.store import (
     WorkspaceStore,
     store_class,
@@ -338,6 +342,24 @@ class Workspace:
         with self._cache_lock:
             return self._written.pop(rel, None)
 
+    # What a change watch needs (see harnessmem.workspace.changes).
+    @staticmethod
+    def _watching(rel: str, kind: str) -> ChangeWatch | None:
+        watch = current_watch()
+        if watch is None or not watch.wants(rel, kind):
+            return None
+        return watch
+
+    def _bytes_of(self, rel: str) -> bytes | None:
+        try:
+            return self._store.read(self._full(rel))
+        except FileNotFoundError:
+            return None
+
+    def _hash_of(self, rel: str) -> str | None:
+        data = self._bytes_of(rel)
+        return None if data is None else _text.content_hash(data)
+
     def read_snapshot(self, path: str | os.PathLike[str]) -> Snapshot:
         """The text of ``path`` and its version, from one read (``version`` None: missing).
 
@@ -361,7 +383,11 @@ class Workspace:
             raise TypeError(f"write_bytes needs bytes, got {type(data).__name__}")
         rel = self._rel(path)
         self._forget(rel)
+        watch = self._watching(rel, "write")
+        before = self._hash_of(rel) if watch is not None else None
         self._store.write(self._full(rel), bytes(data))
+        if watch is not None:
+            watch.note(rel, before, _text.content_hash(bytes(data)))
 
     def write_text(self, path: str | os.PathLike[str], text: str) -> None:
         """Replace ``path`` with ``text`` (UTF-8) atomically.
@@ -387,7 +413,12 @@ class Workspace:
         store = self._store
         self._forget(rel)
         if store.native_append:
+            watch = self._watching(rel, "append")
+            held = self._bytes_of(rel) if watch is not None else None
             store.append(full, data)
+            if watch is not None:
+                before = None if held is None else _text.content_hash(held)
+                watch.note(rel, before, _text.content_hash((held or b"") + data))
             return
         self._update(rel, lambda current: current + data, None, "append", append=True)
 
@@ -405,9 +436,14 @@ class Workspace:
         store, full, data = self._store, self._full(rel), _text.encode(text)
         with store.thread_lock(full):
             if store.conditional:
-                return store.put_if(full, data, None) is not None
-            with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                return store.put_if(full, data, None) is not None
+                created = store.put_if(full, data, None) is not None
+            else:
+                with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
+                    created = store.put_if(full, data, None) is not None
+        watch = self._watching(rel, "create") if created else None
+        if watch is not None:
+            watch.note(rel, None, _text.content_hash(data))
+        return created
 
     def update_text(
         self,
@@ -490,9 +526,17 @@ class Workspace:
         # compete with other processes instead of wasting requests on each other.
         with store.thread_lock(full):
             if store.conditional:
-                return self._compare_and_swap(full, change, base, what, append)
-            with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                return self._compare_and_swap(full, change, base, what, append)
+                written = self._compare_and_swap(full, change, base, what, append)
+            else:
+                with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
+                    written = self._compare_and_swap(full, change, base, what, append)
+        if written is not None:
+            watch = self._watching(rel, what)
+            if watch is not None:
+                before = written[2]
+                after = _text.content_hash(written[0])
+                watch.note(rel, None if before is None else _text.content_hash(before), after)
+        return None if written is None else (written[0], written[1])
 
     def _compare_and_swap(
         self,
@@ -501,7 +545,8 @@ class Workspace:
         base: tuple[bytes, str | None] | None,
         what: str,
         append: bool,
-    ) -> tuple[bytes, str] | None:
+    ) -> tuple[bytes, str, bytes | None] | None:
+        """The bytes written, their version and the bytes they replaced (None: a new file)."""
         delay = 0.005
         if base is None:
             base = self._store.read_versioned(full) or (b"", None)
@@ -511,7 +556,7 @@ class Workspace:
                 return None
             version = self._store.put_if(full, body, base[1], append=append)
             if version is not None:
-                return body, version
+                return body, version, None if base[1] is None else base[0]
             base = self._store.read_versioned(full) or (b"", None)
             # Full jitter spreads competing writers so that one of them wins each round.
             _sleep(random.uniform(0, delay))
@@ -536,14 +581,25 @@ class Workspace:
         """Delete ``path``; FileNotFoundError when it is missing and not ``missing_ok``."""
         rel = self._rel(path)
         self._forget(rel)
+        watch = self._watching(rel, "delete")
+        before = self._hash_of(rel) if watch is not None else None
         self._store.delete(self._full(rel), missing_ok=missing_ok)
+        if watch is not None and before is not None:
+            watch.note(rel, before, None)
 
     def move(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         """Move ``src`` to ``dst``, replacing it: rename locally, copy + delete on object stores."""
         source, target = self._rel(src), self._rel(dst)
         self._forget(source)
         self._forget(target)
+        watch = self._watching(source, "move")
+        if watch is None:
+            self._store.move(self._full(source), self._full(target))
+            return
+        moved, replaced = self._hash_of(source), self._hash_of(target)
         self._store.move(self._full(source), self._full(target))
+        watch.note(source, moved, None)
+        watch.note(target, replaced, moved)
 
     def make_folder(self, path: str | os.PathLike[str]) -> None:
         """Create the empty folder ``path`` (an existing one is kept): a directory locally,
