@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnessmem.errors import ContextOverflowError, ModelError, ModelUnavailableError
+from harnessmem.telemetry import names, provider_of, usage_attributes
 
 if TYPE_CHECKING:
     from harnessmem.harness import Session
@@ -154,6 +155,8 @@ class Agent:
             raise ValueError(f"tool names taken by the memory tools: {', '.join(sorted(clash))}")
         #: The conversation as the model sees it (compaction rewrites it).
         self.messages: list[Message] = [{"role": "system", "content": instructions}]
+        # The agent's own spans (its model and tool calls) go where the memory layer's go.
+        self._telemetry = session.kernel.telemetry
 
     # the turn --------------------------------------------------------------------------------
 
@@ -175,9 +178,19 @@ class Agent:
                 answer = str(message.get("content") or "")
                 break
             for call in calls:
-                output = self._run_tool(call)
-                turn.tool_calls.append(call["function"]["name"])
-                content = self.session.after_tool(call, output)
+                name = call["function"]["name"]
+                with self._telemetry.span(
+                    f"execute_tool {name}",
+                    attributes={
+                        names.OPERATION_NAME: "execute_tool",
+                        names.TOOL_NAME: name,
+                        names.TOOL_CALL_ID: call["id"],
+                        "gen_ai.tool.type": "function",
+                    },
+                ):
+                    output = self._run_tool(call)
+                    turn.tool_calls.append(name)
+                    content = self.session.after_tool(call, output)
                 self.messages.append(
                     {"role": "tool", "tool_call_id": call["id"], "content": content}
                 )
@@ -252,11 +265,35 @@ class Agent:
         if not tools:
             request["tool_choice"] = "none"
         turn.model_calls += 1
-        with no_stray_event_loop():
-            response = litellm.completion(**request)
-        usage = getattr(response, "usage", None)
-        turn.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-        turn.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        compaction = self.session.last_outcomes.get("compaction")
+        with self._telemetry.span(
+            f"{names.CHAT} {self.model}",
+            kind="client",
+            attributes={
+                names.OPERATION_NAME: names.CHAT,
+                names.PROVIDER_NAME: provider_of(self.model, "litellm"),
+                names.REQUEST_MODEL: self.model,
+                names.CONVERSATION_ID: self.session.id,
+                # The conventions' flag, on the inference after a compaction (true only).
+                names.CONVERSATION_COMPACTED: True
+                if getattr(compaction, "compacted", False)
+                else None,
+            },
+        ) as span:
+            with no_stray_event_loop():
+                response = litellm.completion(**request)
+            usage = getattr(response, "usage", None)
+            prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+            completion = int(getattr(usage, "completion_tokens", 0) or 0)
+            span.set_attributes(
+                usage_attributes(
+                    model=getattr(response, "model", None),
+                    prompt_tokens=prompt,
+                    completion_tokens=completion,
+                )
+            )
+        turn.prompt_tokens += prompt
+        turn.completion_tokens += completion
         return _assistant_message(response, tools)
 
     # tools -----------------------------------------------------------------------------------

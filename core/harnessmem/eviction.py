@@ -35,6 +35,7 @@ from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.layout import eviction_path
 from harnessmem.messages import pair_tool_calls, text_only
 from harnessmem.plugins import hookimpl
+from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.events import TurnContext
@@ -256,6 +257,20 @@ class ToolResultEvictor:
             ctx.session_id, tool_name, call_id, path, len(text), len(short), written, stage
         )
         ctx.outcomes.setdefault("eviction", []).append(record)
+        # An event on the caller's span: the tool call's, when the agent traces its tools.
+        telemetry = kernel.telemetry
+        telemetry.current().add_event(
+            names.EVICTED,
+            {
+                names.TOOL_NAME: tool_name,
+                names.TOOL_CALL_ID: call_id or None,
+                names.EVICTION_PATH: path,
+                names.ORIGINAL_CHARS: len(text),
+                names.KEPT_CHARS: len(short),
+                names.EVICTION_STAGE: stage,
+            },
+        )
+        telemetry.count(names.EVICTIONS, 1, {names.EVICTION_STAGE: stage})
         kernel.hooks.tool_result_evicted(record)
         return short, record
 

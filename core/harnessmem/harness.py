@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from harnessmem.memory.provenance import FactTrace, FactTracer
     from harnessmem.memory.search import MemorySearcher
     from harnessmem.models.usage import UsageReport
+    from harnessmem.telemetry import Telemetry
 
 __all__ = ["MemoryHarness", "Session"]
 
@@ -88,6 +89,7 @@ class MemoryHarness(ClosesOnExit):
         plugins: Sequence[object] = (),
         clock: Callable[[], float] | None = None,
         maintenance_runner: MaintenanceRunner | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         #: The validated settings of this harness.
         self.settings = settings if settings is not None else HarnessSettings.load()
@@ -110,6 +112,7 @@ class MemoryHarness(ClosesOnExit):
             model=model,
             index=index,
             maintenance_runner=maintenance_runner,
+            telemetry=telemetry,
         )
         self._lock = threading.RLock()
         self._sessions: dict[str, Session] = {}
@@ -133,6 +136,7 @@ class MemoryHarness(ClosesOnExit):
         clock: Callable[[], float] | None = None,
         config: str | os.PathLike[str] | None = None,
         maintenance_runner: MaintenanceRunner | None = None,
+        telemetry: Telemetry | Mapping[str, Any] | None = None,
         **sections: Any,
     ) -> Self:
         """Open the workspace at ``url`` (a folder or any fsspec URL).
@@ -146,6 +150,9 @@ class MemoryHarness(ClosesOnExit):
         workspace (or of none) is used through ``index.scoped(...)`` for this one; a
         ``maintenance_runner`` runs background maintenance on its thread instead of one
         of the harness's own (what ``HarnessPool`` shares between its tenants).
+        ``telemetry=`` takes a :class:`~harnessmem.telemetry.Telemetry` (an
+        ``OpenTelemetry(tracer_provider=..., meter_provider=...)``) or the ``telemetry``
+        settings section.
         """
         workspace = dict(sections.pop("workspace", None) or {})
         workspace["url"] = os.fspath(url)
@@ -156,6 +163,7 @@ class MemoryHarness(ClosesOnExit):
             plugins=plugins,
             clock=clock,
             maintenance_runner=maintenance_runner,
+            telemetry=telemetry,
             workspace=workspace,
             **sections,
         )
@@ -170,12 +178,14 @@ class MemoryHarness(ClosesOnExit):
         plugins: Sequence[object] | Mapping[str, Any] = (),
         clock: Callable[[], float] | None = None,
         maintenance_runner: MaintenanceRunner | None = None,
+        telemetry: Telemetry | Mapping[str, Any] | None = None,
         **sections: Any,
     ) -> Self:
         """Build a harness from a TOML or YAML config file (plus environment and ``sections``).
 
         ``model=`` and ``index=`` take a backend instance or a settings section;
-        ``plugins=`` plugin objects or the ``plugins`` section.
+        ``plugins=`` plugin objects or the ``plugins`` section; ``telemetry=`` a
+        ``Telemetry`` or the ``telemetry`` section.
         """
         if isinstance(model, Mapping):
             sections["model"], model = model, None
@@ -183,6 +193,8 @@ class MemoryHarness(ClosesOnExit):
             sections["index"], index = index, None
         if isinstance(plugins, Mapping):
             sections["plugins"], plugins = plugins, ()
+        if isinstance(telemetry, Mapping):
+            sections["telemetry"], telemetry = telemetry, None
         settings = HarnessSettings.load(path, **sections)
         return cls(
             settings,
@@ -191,6 +203,7 @@ class MemoryHarness(ClosesOnExit):
             plugins=plugins,
             clock=clock,
             maintenance_runner=maintenance_runner,
+            telemetry=telemetry,
         )
 
     # models and maintenance ---

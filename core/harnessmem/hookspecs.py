@@ -348,7 +348,7 @@ def on_maintenance(event: MaintenanceEvent) -> None:
 
 @hookspec
 def transform_memory_text(text: str, source: str) -> str | None:
-    """Every text about to be persisted passes through here first.
+    """Every text about to be persisted or sent out passes through here first.
 
     The built-in secret redactor is one implementation; plugins/harnessmem-example's
     word filter is another.
@@ -356,11 +356,13 @@ def transform_memory_text(text: str, source: str) -> str | None:
     When:
         Before harnessmem writes text to the workspace: facts of a flush, a
         ``memory_save``, a consolidated MEMORY.md, offloaded messages, an evicted tool
-        result.
+        result; and before a span carries text (``telemetry.capture_text``: a search's
+        query, the records written or found).
     Arguments:
         text: The text to be written, as the previous implementation left it.
         source: What is being written: ``"flush"``, ``"save"``, ``"consolidation"``,
-            ``"offload"`` or ``"eviction"``.
+            ``"offload"``, ``"eviction"`` or ``"telemetry"`` (text a span captures, with
+            ``telemetry.capture_text``).
     Result:
         The new text, or None to keep it unchanged. Implementations run in call order as
         a chain: each receives the text the previous one returned. Wrappers

@@ -27,17 +27,20 @@ from __future__ import annotations
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessmem import layout
-from harnessmem.audit import AuditLog
+from harnessmem.audit import AuditChange, AuditLog
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.lifetime import Closer, Deadline
 from harnessmem.models.routes import ModelRoutes
 from harnessmem.plugins import index_registry
+from harnessmem.telemetry import Span, Telemetry, names, telemetry_from_settings
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend, ModelBackend
@@ -54,11 +57,23 @@ if TYPE_CHECKING:
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
 
-__all__ = ["Kernel"]
+__all__ = ["Kernel", "Operation"]
 
 logger = logging.getLogger("harnessmem.kernel")
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A change under way (:meth:`Kernel.change`): its audit record and its span."""
+
+    audit: AuditChange
+    span: Span
+
+    def count(self, name: str, value: int) -> None:
+        """Set the audit record's figure ``name``."""
+        self.audit.count(name, value)
 
 
 class Kernel(ABC):
@@ -73,6 +88,7 @@ class Kernel(ABC):
         clock: Callable[[], float],
         model: ModelBackend | None = None,
         index: IndexBackend | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         #: The validated settings of this harness.
         self.settings = settings
@@ -92,6 +108,15 @@ class Kernel(ABC):
         # The seam where queued work drains on close(): each callback gets the seconds left
         # of maintenance.close_timeout (the background flush queue registers one here).
         self._drainers: list[Callable[[float], object]] = []
+        # Telemetry this kernel made from its settings (and shuts down); a given instance
+        # stays its owner's (a pool shares one between its tenants).
+        self._own_telemetry = (
+            telemetry_from_settings(settings.telemetry) if telemetry is None else None
+        )
+        #: Spans and metrics (:mod:`harnessmem.telemetry`): a no-op unless telemetry is on.
+        self.telemetry = (telemetry or self._own_telemetry or Telemetry()).bind(
+            self._store_id, self._redacted
+        )
         #: The models of each purpose, metered, and the usage ledger.
         self.models = ModelRoutes(self, model)
         #: The audit log: one record per change to the workspace (:mod:`harnessmem.audit`).
@@ -100,6 +125,7 @@ class Kernel(ABC):
             clock=clock,
             timezone=settings.workspace.timezone,
             enabled=settings.audit.enabled,
+            trace_ids=self.telemetry.trace_ids if self.telemetry.enabled else None,
         )
 
     @property
@@ -110,6 +136,36 @@ class Kernel(ABC):
     @tenant.setter
     def tenant(self, tenant: str | None) -> None:
         self.audit.tenant = tenant
+
+    def _store_id(self) -> str:
+        """``gen_ai.memory.store.id``: the tenant in a pool, else the workspace URL without
+        its user, password or query (never a secret)."""
+        return self.tenant or layout.public_url(self.workspace.url)
+
+    def _redacted(self, text: str) -> str:
+        return self.hooks.transform_memory_text(text, "telemetry")
+
+    @contextmanager
+    def change(
+        self,
+        audit: str,
+        operation: str,
+        *,
+        session_id: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> Iterator[Operation]:
+        """A memory operation that changes the workspace: its span (``operation``, one of
+        the GenAI memory operations) around its audit record (``audit``, one of
+        :data:`harnessmem.audit.OPERATIONS`); the span names the record it wrote."""
+        with self.telemetry.memory(
+            operation,
+            session_id=session_id,
+            attributes={names.OPERATION: audit, **(attributes or {})},
+        ) as span:
+            with self.audit.change(audit, session_id=session_id) as change:
+                yield Operation(change, span)
+            if change.record is not None:
+                span.set(names.AUDIT_RECORD_ID, change.record.id)
 
     # components, each built once on first use by the face's subclass -------------------------
 
@@ -346,6 +402,8 @@ class Kernel(ABC):
             closer.run(partial(_drain_within, drain, deadline))
         closer.run(lambda: self._stop_maintenance(scheduler, deadline))
         closer.run(self.audit.close)
+        if self._own_telemetry is not None:
+            closer.run(self._own_telemetry.shutdown)
         for backend in self._mark_closed():
             closer.run(backend.close)
         closer.finish()

@@ -31,6 +31,7 @@ import re
 import time
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 from harnessmem._text import content_hash
@@ -78,6 +79,7 @@ __all__ = [
     "offload_lease",
     "offload_mark_path",
     "original_path",
+    "public_url",
     "safe_id",
     "session_log_path",
     "session_stem",
@@ -168,6 +170,14 @@ def path_problem(
     if not parts and not allow_root:
         return "", "it names the workspace root, not a file"
     return "/".join(parts), None
+
+
+def public_url(url: str) -> str:
+    """``url`` without a user, password, query or fragment: what may name a workspace in
+    telemetry and logs (``s3://key:secret@bucket/ws?x=y`` is ``s3://bucket/ws``)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def safe_id(text: str, *, max_length: int = 80) -> str:

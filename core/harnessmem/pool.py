@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from harnessmem.backends.base import Completion, IndexBackend, ModelBackend
     from harnessmem.maintenance import MaintenanceRunner
     from harnessmem.settings import HarnessSettings
+    from harnessmem.telemetry import Telemetry
 
 __all__ = ["HarnessPool", "check_tenant_id"]
 
@@ -152,7 +153,10 @@ class HarnessPool(ClosesOnExit):
     ``model=``, ``index=``, ``plugins=``, ``clock=``, ``config=`` and settings sections
     (``compaction={...}``) are as ``MemoryHarness.open`` takes them and apply to every
     tenant; an ``index=`` or ``model=`` instance is shared by all and stays open until
-    :meth:`close` (the pool closes only what it built, and the model it was given).
+    :meth:`close` (the pool closes only what it built, and the model it was given). So is
+    the telemetry (``telemetry=`` a ``Telemetry``, else one made from the ``telemetry``
+    settings): one set of providers for every tenant, each tenant's spans naming it as
+    ``gen_ai.memory.store.id``.
     """
 
     def __init__(
@@ -165,6 +169,7 @@ class HarnessPool(ClosesOnExit):
         plugins: Sequence[object] | Mapping[str, Any] = (),
         clock: Callable[[], float] | None = None,
         config: str | os.PathLike[str] | None = None,
+        telemetry: Telemetry | None = None,
         **sections: Any,
     ) -> None:
         template = os.fspath(url_template)
@@ -182,6 +187,8 @@ class HarnessPool(ClosesOnExit):
         self._index_section = index if isinstance(index, Mapping) else None
         self._index: IndexBackend | None = None if isinstance(index, Mapping) else index
         self._owns_index = self._index is None
+        self._telemetry = telemetry
+        self._owns_telemetry = telemetry is None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._open: OrderedDict[str, MemoryHarness] = OrderedDict()
@@ -307,7 +314,16 @@ class HarnessPool(ClosesOnExit):
             plugins=() if isinstance(self._plugins, Mapping) else self._plugins,
             clock=self._clock,
             maintenance_runner=self._maintenance_runner(),
+            telemetry=self._shared_telemetry(settings),
         )
+
+    def _shared_telemetry(self, settings: HarnessSettings) -> Telemetry:
+        with self._lock:
+            if self._telemetry is None:
+                from harnessmem.telemetry import telemetry_from_settings
+
+                self._telemetry = telemetry_from_settings(settings.telemetry)
+            return self._telemetry
 
     def _shared_index(self, settings: HarnessSettings) -> IndexBackend:
         with self._lock:
@@ -393,6 +409,8 @@ class HarnessPool(ClosesOnExit):
         for backend in (self._index if self._owns_index else None, self._given_model):
             if backend is not None:
                 closer.run(backend.close)
+        if self._owns_telemetry and self._telemetry is not None:
+            closer.run(self._telemetry.shutdown)
         closer.finish()
 
     def __repr__(self) -> str:

@@ -31,6 +31,9 @@ class Session:
     def __init__(self, kernel: Kernel, session_id: str) -> None:
         self.kernel = kernel
         self.id = session_id
+        #: What the plugins did during the latest lifecycle call (its ``ctx.outcomes``:
+        #: ``"compaction"``, ``"eviction"``, ``"flush"``, ...), filled while it runs.
+        self.last_outcomes: dict[str, Any] = {}
         # Whether close() ran since the last lifecycle call: leaving a ``with`` block after
         # an explicit close() does not end the conversation a second time.
         self._ended = False
@@ -42,7 +45,9 @@ class Session:
         self._ended = where in ("close", "aclose")
         # Checked here, once per call, so no plugin meets a str, a None or a bottomless
         # structure where it expects messages (and fails with a plain Python error).
-        return TurnContext(session=self, messages=check_messages(messages, where), **fields)
+        ctx = TurnContext(session=self, messages=check_messages(messages, where), **fields)
+        self.last_outcomes = ctx.outcomes
+        return ctx
 
     def _tool_context(self, call: Any, result: Any, where: str) -> TurnContext:
         if not isinstance(result, str):

@@ -394,7 +394,9 @@ def _memory_search(kernel: Kernel, args: Mapping[str, Any]) -> str:
         check_dates(since, until)
     except ValueError as exc:
         raise _ArgumentError(str(exc)) from None
-    hits = kernel.searcher.search(query, limit, mode=_MODES[mode], since=since, until=until)
+    hits = kernel.searcher.search(
+        query, limit, mode=_MODES[mode], since=since, until=until, via="memory_search"
+    )
     if not hits and (since or until):
         span = f"{since or '...'} to {until or '...'}"
         return (
@@ -415,7 +417,9 @@ def _session_search(kernel: Kernel, args: Mapping[str, Any]) -> str:
     limit = _integer(
         args, "limit", DEFAULT_LIMIT, 1, kernel.settings.index.max_results, most=LIMIT_MAX
     )
-    hits = kernel.searcher.search(query, limit, source="sessions", session_id=session_id)
+    hits = kernel.searcher.search(
+        query, limit, source="sessions", session_id=session_id, via="session_search"
+    )
     where = f" in session {session_id}" if session_id else ""
     return format_hits(
         hits,

@@ -552,7 +552,9 @@ class Completion:
     ``model`` is the model that answered (as the provider names it, e.g. a dated
     variant); ``cost`` is in US dollars, ``None`` when the backend does not know the
     price; ``finish_reason`` is the provider's (``"stop"``, ``"length"`` when the answer
-    was cut at ``max_tokens``), ``None`` when the backend has none.
+    was cut at ``max_tokens``), ``None`` when the backend has none. ``cache_read_tokens``:
+    the prompt tokens the provider served from its prompt cache (part of
+    ``prompt_tokens``), 0 when it reports none.
     """
 
     text: str
@@ -561,6 +563,7 @@ class Completion:
     model: str
     cost: float | None = None
     finish_reason: str | None = None
+    cache_read_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

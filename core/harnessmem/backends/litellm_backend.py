@@ -363,6 +363,7 @@ class LiteLLMBackend(ModelBackend):
             model=str(getattr(response, "model", None) or self.model_name),
             cost=self._cost(response),
             finish_reason=str(finish) if finish is not None else None,
+            cache_read_tokens=_cached_tokens(usage),
         )
 
     def _cost(self, response: Any) -> float | None:
@@ -443,3 +444,17 @@ class LiteLLMBackend(ModelBackend):
             return min(retry_after, cap)
         base = min(cap, self.options.backoff * (2**attempt))
         return float(base / 2 + self.random.uniform(0, base / 2))
+
+
+def _cached_tokens(usage: Any) -> int:
+    """Prompt tokens served from the provider's cache: OpenAI's
+    ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``
+    (litellm passes both through); 0 when the provider reports neither."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if cached is None:
+        cached = getattr(usage, "cache_read_input_tokens", None)
+    try:
+        return max(0, int(cached or 0))
+    except (TypeError, ValueError):
+        return 0

@@ -56,6 +56,7 @@ from harnessmem.compaction._summary import (
 from harnessmem.events import CompactionResult
 from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
 from harnessmem.plugins import hookimpl
+from harnessmem.telemetry import names
 from harnessmem.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -184,6 +185,47 @@ class ConversationCompactor:
         if not trigger:
             result = CompactionResult(**base, messages_after=len(work), tokens_after=tokens or 0)
             return work, result
+        telemetry = self.kernel.telemetry
+        caller = telemetry.current()  # the agent's span: its next inference sees the result
+        attributes = {
+            names.CONVERSATION_ID: self.session_id,
+            names.TRIGGER: trigger,
+            names.MESSAGES_BEFORE: len(messages),
+            names.TOKENS_BEFORE: base["tokens_before"],
+        }
+        with telemetry.span(names.COMPACT, attributes=attributes) as span:
+            out, result = self._fired(work, head, budget, base, focus)
+            if span.recording:
+                span.set_attributes(
+                    {
+                        names.MESSAGES_AFTER: result.messages_after,
+                        names.TOKENS_AFTER: result.tokens_after,
+                        names.DROPPED: result.dropped,
+                        names.DEGRADED: result.degraded,
+                        names.POSTPONED: result.postponed,
+                        names.SUMMARY_SOURCE: result.summary_source or None,
+                    }
+                )
+        if result.compacted:
+            caller.set(names.CONVERSATION_COMPACTED, True)
+        if result.postponed:
+            outcome = "postponed"
+        elif not result.compacted:
+            outcome = "unchanged"
+        else:
+            outcome = "degraded" if result.degraded else "compacted"
+        telemetry.count(names.COMPACTIONS, 1, {names.TRIGGER: trigger, names.OUTCOME: outcome})
+        return out, result
+
+    def _fired(
+        self,
+        work: list[Message],
+        head: int,
+        budget: int | None,
+        base: dict[str, Any],
+        focus: str | None,
+    ) -> tuple[list[Message], CompactionResult]:
+        """The compaction a trigger fired (see :meth:`compact`)."""
         plan = plan_compaction(
             work,
             head,

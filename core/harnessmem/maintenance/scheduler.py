@@ -42,6 +42,7 @@ sleeping.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -63,6 +64,7 @@ from harnessmem.maintenance._steps import (
     StepDone,
     StepSkipped,
 )
+from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.kernel import Kernel
@@ -268,6 +270,7 @@ class MaintenanceScheduler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._requested = False
+        self._request_context: contextvars.Context | None = None
         self._last_request: float | None = None
         self._next_due: float | None = None
         self._started_at = 0.0
@@ -299,8 +302,13 @@ class MaintenanceScheduler:
         kernel = self._harness()
         if kernel is None:
             raise RuntimeError("the harness of this maintenance scheduler no longer exists")
-        with acting_as("maintenance"):
-            return self._tick(kernel, trigger, steps, force)
+        with (
+            acting_as("maintenance"),
+            kernel.telemetry.span(names.MAINTENANCE, attributes={names.TRIGGER: trigger}) as span,
+        ):
+            report = self._tick(kernel, trigger, steps, force)
+            span.set(names.SKIPPED_REASON, report.skipped_reason)
+            return report
 
     def _tick(
         self, kernel: Kernel, trigger: str, steps: Iterable[str] | None, force: bool
@@ -463,6 +471,9 @@ class MaintenanceScheduler:
                 return False
             self._last_request = now
             self._requested = True
+            # The tick runs in the context of the request: its span nests under the span
+            # of the flush (or the caller) that asked for it.
+            self._request_context = contextvars.copy_context()
             self._cond.notify_all()
         if self.runner is not None:
             self.runner.wake()
@@ -592,7 +603,12 @@ class MaintenanceScheduler:
             if kernel is None or kernel.closed:
                 return
             steps = OPPORTUNISTIC_STEPS if trigger == "request" else None
-            report = self.tick(trigger, steps=steps)
+            with self._cond:
+                context, self._request_context = self._request_context, None
+            if trigger == "request" and context is not None:
+                report = context.run(self.tick, trigger, steps=steps)
+            else:
+                report = self.tick(trigger, steps=steps)
             self.last_report = report
             if report.failed:
                 logger.warning("maintenance: %s", report)
@@ -626,6 +642,18 @@ def _run_step(step: MaintenanceStep, kernel: Kernel, now: float) -> tuple[StepOu
 
     Never raises (that is what keeps a failing step from stopping the rest).
     """
+    with kernel.telemetry.span(names.MAINTENANCE_STEP + step.name) as span:
+        outcome, idle = _run_traced(step, kernel, now)
+        span.set(names.STATUS, outcome.status)
+        if span.recording:
+            span.set_attributes({names.STEP_COUNT + k: v for k, v in outcome.counts.items()})
+    kernel.telemetry.count(
+        names.MAINTENANCE_STEPS, 1, {"harnessmem.step": step.name, names.OUTCOME: outcome.status}
+    )
+    return outcome, idle
+
+
+def _run_traced(step: MaintenanceStep, kernel: Kernel, now: float) -> tuple[StepOutcome, bool]:
     begun = time.perf_counter()
 
     def outcome(status: str, detail: str, done: StepDone | None = None) -> StepOutcome:

@@ -6,9 +6,10 @@ messages on it and returns; a full queue makes the caller wait instead of droppi
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnessmem.memory._flush_result import FlushResult
@@ -28,6 +29,9 @@ class _Job:
     session_id: str
     messages: list[Message]
     error: str | None = None
+    #: The context of the call that queued it: the flush's span nests under the caller's
+    #: span, and its audit record names the caller, as a synchronous flush would.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
 
 class BackgroundFlushes:
@@ -76,7 +80,7 @@ class BackgroundFlushes:
                 self._busy = True
                 self._cond.notify_all()
             try:
-                self._run(job)
+                job.context.run(self._run, job)
             finally:
                 with self._cond:
                     self._busy = False
@@ -122,7 +126,9 @@ class BackgroundFlushes:
         results = []
         for job in parked:
             try:
-                results.append(self.flusher.flush(job.messages, session_id=job.session_id))
+                results.append(
+                    job.context.run(self.flusher.flush, job.messages, session_id=job.session_id)
+                )
             except Exception as exc:
                 logger.error(
                     "memory flush of session %r failed again at close (%s: %s; first error: "

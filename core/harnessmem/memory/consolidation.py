@@ -48,6 +48,7 @@ from harnessmem.memory._tombstones import read_tombstones
 from harnessmem.memory._watermark import Segment, Watermark, same_content
 from harnessmem.models.backoff import Backoff
 from harnessmem.prompts import consolidation_request
+from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -206,9 +207,10 @@ class MemoryConsolidator:
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("memory_save needs non-empty text (a fact, or a bullet list of facts)")
-        with self.kernel.audit.change("save") as change:
+        with self.kernel.change("save", names.CREATE_MEMORY) as change:
             result = self._save(text)
             change.count("facts", len(result.entries))
+            change.span.records(len(result.entries), result.entries)
         return result
 
     def _save(self, text: str) -> SaveResult:
@@ -298,9 +300,11 @@ class MemoryConsolidator:
         """
         settings = self.kernel.settings.consolidation
         if not settings.enabled:
+            self._outcome("disabled")
             return ConsolidationResult("disabled", reason="consolidation.enabled is false")
         if backoff and not self.backoff.ready():
             state = self.backoff.state
+            self._outcome("deferred")
             return ConsolidationResult(
                 "deferred",
                 reason=(
@@ -310,16 +314,31 @@ class MemoryConsolidator:
             )
         lease = self.workspace.try_lock(layout.CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
         if lease is None:
+            self._outcome("busy")
             return ConsolidationResult("busy", reason="another consolidation is running")
-        with lease, self.kernel.audit.change("consolidate") as change:
+        with lease, self.kernel.change("consolidate", names.UPDATE_MEMORY) as change:
             try:
                 result = self._run(lease)
             except ModelError as exc:
                 self.backoff.failed(f"{type(exc).__name__}: {exc}")
+                self._outcome("failed")
+                raise
+            except Exception:
+                self._outcome("failed")
                 raise
             change.count("entries_before", result.entries_before)
             change.count("entries_lost", result.entries_lost)
             change.count("tokens_after", result.tokens_after)
+            change.span.set_attributes(
+                {
+                    names.STATUS: result.status,
+                    "harnessmem.consolidation.entries_before": result.entries_before,
+                    "harnessmem.consolidation.entries_lost": result.entries_lost,
+                    "harnessmem.consolidation.tokens_before": result.tokens_before,
+                    "harnessmem.consolidation.tokens_after": result.tokens_after,
+                }
+            )
+        self._outcome(result.status)
         if result.status == "rejected":
             self.backoff.failed(result.reason)
             self.kernel.model_for("consolidation").rejected("consolidation", result.reason)
@@ -328,6 +347,9 @@ class MemoryConsolidator:
         if result.status not in ("nothing_new", "busy", "disabled"):
             self._emit(result)
         return result
+
+    def _outcome(self, status: str) -> None:
+        self.kernel.telemetry.count(names.CONSOLIDATIONS, 1, {names.OUTCOME: status})
 
     def _run(self, lease: Lease) -> ConsolidationResult:
         kernel = self.kernel

@@ -49,6 +49,7 @@ from harnessmem.memory import files as mf
 from harnessmem.memory._tombstones import add_tombstone
 from harnessmem.memory._watermark import Watermark, same_content
 from harnessmem.memory.transcripts import SessionTranscript
+from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.kernel import Kernel
@@ -274,10 +275,16 @@ class MemoryEraser:
             plans = self._plan(query, replacement, sessions)
             self._check(query, plans, limit)
             return ForgetResult(query.text, True, _removals(plans), replacement)
-        op = "forget" if replacement is None else "edit"
-        with self._under_way(), self.kernel.audit.change(op) as change:
+        # A forget's query names what is to be forgotten: it never goes into a span.
+        op, operation = (
+            ("forget", names.DELETE_MEMORY)
+            if replacement is None
+            else ("edit", names.UPDATE_MEMORY)
+        )
+        with self._under_way(), self.kernel.change(op, operation) as change:
             result = self._change(query, replacement, sessions=sessions, limit=limit)
             change.count("replaced" if replacement is not None else "removed", result.count)
+            change.span.records(result.count, [replacement] if replacement is not None else ())
         return result
 
     @contextmanager

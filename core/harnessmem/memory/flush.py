@@ -58,6 +58,7 @@ from harnessmem.memory._tombstones import read_tombstones
 from harnessmem.memory.grounding import ground_facts, transcript_dates
 from harnessmem.models.backoff import Backoff, BackoffState
 from harnessmem.plugins import hookimpl
+from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -136,6 +137,7 @@ class MemoryFlusher:
         record = self._backoff(session_id)
         if backoff and not record.ready():
             state = record.state
+            self._outcome("deferred")
             return FlushResult(
                 session_id,
                 "deferred",
@@ -144,23 +146,26 @@ class MemoryFlusher:
                     f"row (last: {state.last_error}); these messages go with a later flush"
                 ),
             )
-        with (
-            self._lock_for(session_id),
-            self.kernel.audit.change("flush", session_id=session_id) as change,
-        ):
+        with self._lock_for(session_id):
             try:
                 result = self._flush_locked(list(messages), session_id, batch, ask)
             except ModelError as exc:
                 record.failed(f"{type(exc).__name__}: {exc}")
+                self._outcome("failed")
                 raise
-            change.count("facts", len(result.entries))
-            change.count("messages", result.messages)
+            except Exception:
+                self._outcome("failed")
+                raise
+        self._outcome(result.status)
         record.succeeded()
         if self._queue is not None:
             self._queue.covered(session_id)
         if result.status == "batched":
             self._trim_held()
         return result
+
+    def _outcome(self, status: str) -> None:
+        self.kernel.telemetry.count(names.FLUSHES, 1, {names.OUTCOME: status})
 
     def finish(self, session_id: str, messages: Sequence[Message] = ()) -> FlushResult | None:
         """Flush what batching held back for ``session_id`` (its conversation ended):
@@ -337,6 +342,33 @@ class MemoryFlusher:
                 # finds its place by the fast path again.
                 self._save_state(state_path, session_id, State(mark))
             return FlushResult(session_id, "nothing_new", messages=len(new))
+        # From here on the flush asks the model and may write: a create_memory span, and
+        # one audit record of what it wrote (batched and empty flushes are neither).
+        with kernel.change("flush", names.CREATE_MEMORY, session_id=session_id) as change:
+            result = self._extract(
+                new, mark, state, logs, state_path, session_id, transcript, now, ask
+            )
+            change.count("facts", len(result.entries))
+            change.count("messages", result.messages)
+            change.span.set(names.STATUS, result.status)
+            change.span.records(len(result.entries), result.entries)
+        return result
+
+    def _extract(
+        self,
+        new: list[Message],
+        mark: Mark,
+        state: State,
+        logs: dict[str, Snapshot],
+        state_path: str,
+        session_id: str,
+        transcript: str,
+        now: float,
+        ask: AskForFacts | None,
+    ) -> FlushResult:
+        """Ask for the facts of ``new`` and append them to today's log (steps 2 to 6)."""
+        kernel = self.kernel
+        zone = kernel.settings.workspace.timezone
         path = layout.daily_path(now, zone)
         memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
         log = logs.get(path) or kernel.workspace.read_snapshot(path)
@@ -493,7 +525,7 @@ class MemoryFlusher:
         for position, fact in enumerate(facts):
             key = mf.normalise_fact(fact)
             try:
-                hits = self.kernel.searcher.search(fact, limit=5, mode="all")
+                hits = self.kernel.searcher.search(fact, limit=5, mode="all", via="flush")
             except Exception as exc:
                 # The file-based dedup still runs; the index's own dedup is skipped this time.
                 logger.warning("index dedup skipped: %s: %s", type(exc).__name__, exc)

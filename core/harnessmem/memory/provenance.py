@@ -238,7 +238,7 @@ class FactTracer:
         places: list[tuple[str, int]] = []
         if day:
             places += [(f"{layout.MEMORY_DIR}/{day}.md", 0)]
-        hits = self.kernel.searcher.search(fact, 20, source="memory")
+        hits = self.kernel.searcher.search(fact, 20, source="memory", via="trace")
         for hit in hits:
             if _DAILY.match(hit.path):
                 places += [(hit.path, n) for n in range(hit.start_line, hit.end_line + 1)]

@@ -278,7 +278,7 @@ class MemoryRecall:
         limit = min(settings.recall_hits * OVERFETCH, kernel.settings.index.max_results)
         outcome.searched = True
         try:
-            hits = kernel.searcher.search(query, limit)
+            hits = kernel.searcher.search(query, limit, via="recall")
         except Exception as exc:  # a failing index never fails the turn
             outcome.error = f"{type(exc).__name__}: {exc}"
             # Searched again at the next call: the index may be back by then.

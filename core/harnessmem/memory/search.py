@@ -20,6 +20,7 @@ from harnessmem.backends.base import SearchHit
 from harnessmem.errors import PathNotAllowed, WorkspaceFileNotFound
 from harnessmem.index.chunking import chunk_markdown
 from harnessmem.memory.timequery import query_time
+from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import SearchMode
@@ -47,16 +48,46 @@ class MemorySearcher:
         session_id: str | None = None,
         since: date | str | None = None,
         until: date | str | None = None,
+        via: str = "api",
     ) -> list[SearchHit]:
         """Ranked hits, best first (the arguments are :meth:`MemoryHarness.search`'s).
 
         A query that names a time ranks that period's entries first (``time_in_query``),
-        then that week's daily-log entries, then the rest of the ranking.
+        then that week's daily-log entries, then the rest of the ranking. ``via`` says who
+        searches (``api``, ``memory_search``, ``session_search``, ``recall``, ``flush``),
+        for the ``search_memory`` span.
         """
         if limit <= 0:
             raise ValueError(f"search limit must be positive, got {limit}")
         limit = min(limit, self.settings.index.max_results)
         self.kernel.check_open()
+        attributes = {
+            names.SEARCH_VIA: via,
+            names.SEARCH_SOURCE: "sessions" if session_id is not None else source,
+            names.SEARCH_MODE: mode,
+        }
+        with self.kernel.telemetry.memory(
+            names.SEARCH_MEMORY, session_id=session_id, attributes=attributes
+        ) as span:
+            span.text(names.MEMORY_QUERY_TEXT, query)
+            hits = self._search(query, limit, mode, source, session_id, since, until)
+            span.records(
+                len(hits),
+                [hit.content for hit in hits],
+                [f"{hit.path}:{hit.start_line}-{hit.end_line}" for hit in hits],
+            )
+        return hits
+
+    def _search(
+        self,
+        query: str,
+        limit: int,
+        mode: SearchMode,
+        source: str,
+        session_id: str | None,
+        since: date | str | None,
+        until: date | str | None,
+    ) -> list[SearchHit]:
         index = self.kernel.sync
 
         def run(text: str, start: date | str | None, end: date | str | None) -> list[SearchHit]:

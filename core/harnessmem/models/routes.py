@@ -61,6 +61,7 @@ class ModelRoutes:
                     max_tokens=limit,
                     fallback=self._budget_fallback,
                     clock=self.kernel.clock,
+                    telemetry=self.kernel.telemetry,
                 )
             return self._metered[wrapper_key]
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,6 +33,7 @@ from zoneinfo import ZoneInfo
 from harnessmem import layout
 from harnessmem.backends.base import Completion, ModelBackend
 from harnessmem.errors import ModelError
+from harnessmem.telemetry import Span, Telemetry, names, provider_of, usage_attributes
 
 if TYPE_CHECKING:
     from harnessmem.settings import ModelBudgetSettings
@@ -476,6 +478,7 @@ class _Route:
     max_tokens: int | None
     fallback: Callable[[], ModelBackend] | None
     clock: Callable[[], float]
+    telemetry: Telemetry
 
 
 class MeteredModel(ModelBackend):
@@ -497,10 +500,13 @@ class MeteredModel(ModelBackend):
         max_tokens: int | None = None,
         fallback: Callable[[], ModelBackend] | None = None,
         clock: Callable[[], float] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(backend.options, **backend.context)
         self.backend = backend
-        self._route = _Route(ledger, max_tokens, fallback, clock or ledger.clock)
+        self._route = _Route(
+            ledger, max_tokens, fallback, clock or ledger.clock, telemetry or Telemetry()
+        )
         # The model that last answered, to name it in the records of failed calls.
         self._answered: dict[int, str] = {}
 
@@ -562,15 +568,18 @@ class MeteredModel(ModelBackend):
         purpose: str,
         max_tokens: int | None = None,
     ) -> Completion:
-        """Forward to the backend (or the budget fallback) and record the call."""
+        """Forward to the backend (or the budget fallback) and record the call (in the
+        usage ledger, and as a ``chat`` span when telemetry is on)."""
         target, fallback = self._target(purpose)
         limit = max_tokens if max_tokens is not None else self._route.max_tokens
-        try:
-            completion = target.complete(messages, purpose=purpose, max_tokens=limit)
-        except ModelError as exc:
-            self._record(target, purpose, fallback, error=exc)
-            raise
-        self._record(target, purpose, fallback, completion)
+        with self._span(target, purpose, fallback, limit) as span:
+            try:
+                completion = target.complete(messages, purpose=purpose, max_tokens=limit)
+            except ModelError as exc:
+                self._record(target, purpose, fallback, error=exc)
+                raise
+            self._record(target, purpose, fallback, completion)
+            _usage(span, completion)
         return completion
 
     async def acomplete(
@@ -583,13 +592,28 @@ class MeteredModel(ModelBackend):
         """Async twin of :meth:`complete`."""
         target, fallback = self._target(purpose)
         limit = max_tokens if max_tokens is not None else self._route.max_tokens
-        try:
-            completion = await target.acomplete(messages, purpose=purpose, max_tokens=limit)
-        except ModelError as exc:
-            self._record(target, purpose, fallback, error=exc)
-            raise
-        self._record(target, purpose, fallback, completion)
+        with self._span(target, purpose, fallback, limit) as span:
+            try:
+                completion = await target.acomplete(messages, purpose=purpose, max_tokens=limit)
+            except ModelError as exc:
+                self._record(target, purpose, fallback, error=exc)
+                raise
+            self._record(target, purpose, fallback, completion)
+            _usage(span, completion)
         return completion
+
+    def _span(
+        self, target: ModelBackend, purpose: str, fallback: bool, limit: int | None
+    ) -> AbstractContextManager[Span]:
+        telemetry = self._route.telemetry
+        if not telemetry.enabled:
+            return telemetry.model_call(purpose, None, "", None)  # the shared no-op
+        model = target.model_name or None
+        provider = provider_of(model, target.name or type(target).__name__)
+        span = telemetry.model_call(purpose, model, provider, limit)
+        if fallback:
+            return _flagged(span)
+        return span
 
     def rejected(self, purpose: str, reason: str) -> None:
         """Record that the harness rejected the last answer for ``purpose`` (junk, a
@@ -610,3 +634,24 @@ class MeteredModel(ModelBackend):
 
     def close(self) -> None:
         """Nothing: the harness closes the backend."""
+
+
+def _usage(span: Span, completion: Completion) -> None:
+    if span.recording:
+        span.set_attributes(
+            usage_attributes(
+                model=completion.model,
+                prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+                cache_read_tokens=completion.cache_read_tokens,
+                finish_reason=completion.finish_reason,
+            )
+        )
+
+
+@contextmanager
+def _flagged(span: AbstractContextManager[Span]) -> Iterator[Span]:
+    """A model call the budget sent to the offline backend: ``harnessmem.fallback``."""
+    with span as opened:
+        opened.set(names.FALLBACK, True)
+        yield opened

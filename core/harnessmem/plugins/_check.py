@@ -16,6 +16,7 @@ it (``[from harnessmem.toml]``) where it was not a default.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -94,7 +95,47 @@ def _static_checks(
     if model:
         checks.extend(_model_checks(settings))
     checks.append(partial(check_plugin_names, settings.plugins, plugins))
+    checks.append(partial(_telemetry_check, settings))
     return checks
+
+
+#: What each telemetry setting needs installed: (module, distribution, extra).
+_TELEMETRY_NEEDS = {
+    "api": ("opentelemetry.trace", "opentelemetry-api", "otel"),
+    "sdk": ("opentelemetry.sdk.trace", "opentelemetry-sdk", "otel-export"),
+    "otlp": (
+        "opentelemetry.exporter.otlp.proto.http",
+        "opentelemetry-exporter-otlp-proto-http",
+        "otel-export",
+    ),
+}
+
+
+def _telemetry_check(settings: HarnessSettings) -> None:
+    """``telemetry.enabled`` without the OpenTelemetry API, or ``telemetry.exporter``
+    without the SDK or its exporter: told before anything is opened."""
+    telemetry = settings.telemetry
+    if not telemetry.enabled:
+        return
+    needed = [("telemetry.enabled: telemetry", "api")]
+    if telemetry.exporter != "none":
+        needed.append((f"telemetry.exporter: {telemetry.exporter!r}", "sdk"))
+    if telemetry.exporter == "otlp":
+        needed.append(("telemetry.exporter: 'otlp'", "otlp"))
+    for setting, need in needed:
+        module, distribution, extra = _TELEMETRY_NEEDS[need]
+        if not _importable(module):
+            raise ConfigError(
+                f"{setting} needs {distribution}, which is not installed",
+                hint=f"pip install 'harnessmem[{extra}]', or turn telemetry.enabled off",
+            )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a None in sys.modules
+        return False
 
 
 def _run(checks: Sequence[Callable[[], None]]) -> list[HarnessMemError]:

@@ -33,6 +33,7 @@ from harnessmem.settings.sections import (
     McpSettings,
     ModelSettings,
     PluginSettings,
+    TelemetrySettings,
     ToolsSettings,
     TransferSettings,
     WorkspaceSettings,
@@ -81,6 +82,9 @@ class HarnessSettings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings, description="MCP server.")
     audit: AuditSettings = Field(
         default_factory=AuditSettings, description="The audit log of changes."
+    )
+    telemetry: TelemetrySettings = Field(
+        default_factory=TelemetrySettings, description="OpenTelemetry traces and metrics."
     )
     _config_file: Path | None = PrivateAttr(None)
 
