@@ -53,6 +53,7 @@ ORDER = [
     "s3",
     "workspace",
     "eviction",
+    "observability",
 ]
 
 
