@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harnessmem.workspace.workspace as workspace_module
+import harnessmem.workspace._conditional as conditional_module
+import harnessmem.workspace._paths as paths_module
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.testing.workspace_suite import FakeClock, WorkspaceSuite
 from harnessmem.workspace import Workspace
@@ -144,12 +145,12 @@ def test_append_gives_up_after_bounded_attempts(monkeypatch: pytest.MonkeyPatch)
     ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
     monkeypatch.setattr(ws._store, "put_if", lambda *args, **kwargs: None)
     naps: list[float] = []
-    monkeypatch.setattr(workspace_module, "_sleep", naps.append)
+    monkeypatch.setattr(conditional_module, "_sleep", naps.append)
     with pytest.raises(
         WorkspaceError, match=r"append 'log\.md' in memory:///test-.* kept changing"
     ):
         ws.append_text("log.md", "x\n")
-    assert len(naps) == workspace_module._APPEND_ATTEMPTS
+    assert len(naps) == conditional_module._APPEND_ATTEMPTS
     assert max(naps) <= 0.25
 
 
@@ -356,7 +357,7 @@ def test_plain_path_shortcut_agrees_with_the_full_check(parts: list[str], lead: 
 
     fast = outcome()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(workspace_module, "_PLAIN", re.compile(r"(?!)"))
+        patch.setattr(paths_module, "_PLAIN", re.compile(r"(?!)"))
         assert outcome() == fast
 
 

@@ -24,7 +24,9 @@ URL's protocol in the entry-point group ``harnessmem.storage``, where a plugin c
 (a GCS or Azure store with their generation or ETag preconditions).
 
 :meth:`Workspace.update_text` is the general form of an append: read, change, write back
-only if nobody wrote in between, else read again and change again.
+only if nobody wrote in between, else read again and change again (the loop is in
+:mod:`harnessmem.workspace._conditional`). Paths are checked by
+:mod:`harnessmem.workspace._paths`.
 
 Leases (:meth:`Workspace.lock`) are JSON objects at ``.locks/<safe name>.lease``; see
 :mod:`harnessmem.workspace._leases`. fsspec and s3fs are imported only inside
@@ -37,13 +39,9 @@ import builtins
 import errno
 import logging
 import os
-import random
-import re
-import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,60 +52,25 @@ from harnessmem.layout import (
     LOCKS_DIR,
     lease_path,
     original_path,
-    path_problem,
 )
+from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
-from harnessmem.workspace._stores import inside
+from harnessmem.workspace._paths import confined, relative_path
+from harnessmem.workspace.files import FileInfo, Snapshot
 from harnessmem.workspace.store import (
     WorkspaceStore,
     store_class,
     url_protocol,
 )
 
+__all__ = ["ORIGINALS_DIR", "FileInfo", "Snapshot", "Workspace"]
+
 logger = logging.getLogger("harnessmem.workspace")
 
 #: Where the original bytes of a file that was not clean UTF-8 are kept before the first
 #: write that replaces them (beside consolidation's previous versions of MEMORY.md).
 ORIGINALS_DIR = HISTORY_DIR
-
-# A relative path that _rel would return as it is: parts of common file-name characters
-# that do not start with a dot (so no '.', '..', '.locks' or hidden file takes this path).
-_PLAIN = re.compile(r"(?:[\w@+=,-][\w.@+=,-]*/)*[\w@+=,-][\w.@+=,-]*", re.ASCII)
-_APPEND_ATTEMPTS = 60
-_sleep = time.sleep  # the append backoff; tests replace it
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    """What :meth:`Workspace.info` knows about one file.
-
-    ``etag_or_hash`` changes whenever the content does: the ETag on object stores; locally
-    ``"<mtime_ns>-<size>-<inode>"`` (a change token, not a content hash: cheap to get, and
-    atomic writes always make a new inode); elsewhere the store's checksum or a blake2b hash.
-    """
-
-    path: str
-    size: int
-    modified: float | None
-    etag_or_hash: str
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A file's text and the version it was read at (:meth:`Workspace.read_snapshot`).
-
-    ``version`` is None when the file does not exist (``text`` is then ""). ``token`` is
-    the file's change token as :meth:`Workspace.info` gives it (``etag_or_hash``) when it
-    is known without another request, else None. ``original`` holds the stored bytes
-    when they were not clean UTF-8 (``text`` is then their tolerant reading, see
-    :meth:`Workspace.read_text`), else None.
-    """
-
-    text: str
-    version: str | None
-    token: str | None = None
-    original: bytes | None = field(default=None, repr=False)
 
 
 class Workspace:
@@ -190,56 +153,17 @@ class Workspace:
 
     # Paths.
     def _rel(self, path: str | os.PathLike[str], *, allow_root: bool = False) -> str:
-        raw = os.fspath(path)
-
-        def deny(why: str) -> PathNotAllowed:
-            return PathNotAllowed(
-                f"path {raw!r} is not allowed in workspace {self.url}: {why}",
-                hint="use a relative POSIX path inside the workspace, like 'memory/2026-11-30.md'",
-            )
-
-        if type(raw) is str and _PLAIN.fullmatch(raw):
-            return raw  # already normal: no '.', '..' or empty part, scheme, NUL or backslash
-        if not isinstance(raw, str):
-            raise deny("paths are str, not bytes")
-        rel, why = path_problem(raw, allow_root=allow_root)
-        if why is not None:
-            raise deny(why)
-        return rel
+        return relative_path(path, self.url, allow_root=allow_root)
 
     def _full(self, rel: str) -> str:
         full = self._store.join(rel)
-        if self.is_local and not self._confined(rel, full):
+        if self.is_local and not confined(rel, full, self.root):
             raise PathNotAllowed(
                 f"path {rel!r} is not allowed in workspace {self.url}: "
                 "a symlink on it leads outside the workspace",
                 hint="replace the symlink with the file itself",
             )
         return full
-
-    def _confined(self, rel: str, full: str) -> bool:
-        """Whether ``full`` (``rel`` under the root) resolves inside the workspace.
-
-        ``lstat`` of each part below the (already real) root; only a path through a
-        symlink pays for ``realpath`` (a third of the cost of reading a small file).
-        A missing part ends the walk: nothing below it can lead anywhere.
-        """
-        if not rel:
-            return True
-        # ``full`` is the root's prefix + ``rel`` with its separators in the same places.
-        base = len(full) - len(rel)
-        cut = rel.find("/")
-        while True:
-            part = full if cut < 0 else full[: base + cut]
-            try:
-                mode = os.lstat(part).st_mode
-            except OSError:
-                return True
-            if stat.S_ISLNK(mode):
-                return inside(os.path.realpath(full), self.root)
-            if cut < 0:
-                return True
-            cut = rel.find("/", cut + 1)
 
     def resolve(self, path: str | os.PathLike[str]) -> str:
         """The full path inside ``fs`` of workspace-relative ``path``; PathNotAllowed if outside."""
@@ -490,37 +414,13 @@ class Workspace:
         # compete with other processes instead of wasting requests on each other.
         with store.thread_lock(full):
             if store.conditional:
-                return self._compare_and_swap(full, change, base, what, append)
+                return compare_and_swap(
+                    store, full, change, base, what, append=append, url=self.url
+                )
             with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                return self._compare_and_swap(full, change, base, what, append)
-
-    def _compare_and_swap(
-        self,
-        full: str,
-        change: Callable[[bytes], bytes | None],
-        base: tuple[bytes, str | None] | None,
-        what: str,
-        append: bool,
-    ) -> tuple[bytes, str] | None:
-        delay = 0.005
-        if base is None:
-            base = self._store.read_versioned(full) or (b"", None)
-        for _ in range(_APPEND_ATTEMPTS):
-            body = change(base[0])
-            if body is None:
-                return None
-            version = self._store.put_if(full, body, base[1], append=append)
-            if version is not None:
-                return body, version
-            base = self._store.read_versioned(full) or (b"", None)
-            # Full jitter spreads competing writers so that one of them wins each round.
-            _sleep(random.uniform(0, delay))
-            delay = min(delay * 2, 0.25)
-        raise WorkspaceError(
-            f"{what} {self._store.rel(full)!r} in {self.url} failed: the file kept changing "
-            f"({_APPEND_ATTEMPTS} conditional writes lost to other writers)",
-            hint="too many writers append to this one file; spread them over more files",
-        )
+                return compare_and_swap(
+                    store, full, change, base, what, append=append, url=self.url
+                )
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` is an existing file."""
