@@ -1,7 +1,9 @@
 """Settings: every section of harnessmem.toml, its defaults and its checks.
 
-:mod:`~harnessmem.settings.harness` holds ``HarnessSettings``, :mod:`~harnessmem.settings.sections`
-its sections, :mod:`~harnessmem.settings._sources` the config file and the environment.
+:mod:`~harnessmem.settings.harness` holds ``HarnessSettings``; its sections are in
+:mod:`~harnessmem.settings.sections`, :mod:`~harnessmem.settings.context` and
+:mod:`~harnessmem.settings.memory`; :mod:`~harnessmem.settings._sources` reads the config
+file and the environment.
 """
 
 from harnessmem.settings._sources import (
