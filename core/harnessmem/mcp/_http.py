@@ -2,14 +2,15 @@
 
 The token check is the SDK's own bearer middleware with a verifier that knows one token
 (compared in constant time): a request without it, or with another, is answered 401
-before it reaches the MCP session manager, so it reads and writes nothing.
+before it reaches the MCP session manager, so it reads and writes nothing. With
+``mcp.auth = "jwt"`` the verifier takes JWT access tokens instead (:mod:`._auth`).
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -17,8 +18,13 @@ from mcp.server.lowlevel import Server
 from starlette.applications import Starlette
 
 from harnessmem.errors import ConfigError
+from harnessmem.mcp._auth import jwt_app
+from harnessmem.mcp._server import TENANT_HEADER
 from harnessmem.settings import exposure
 from harnessmem.settings.exposure import is_loopback
+
+if TYPE_CHECKING:
+    from harnessmem.access import JwtVerifier
 
 __all__ = ["check_exposure", "http_app", "is_loopback", "parse_address", "serve_http"]
 
@@ -59,14 +65,24 @@ def check_exposure(host: str, token: str | None) -> None:
     )
 
 
-def http_app(server: Server[Any], *, host: str, path: str, token: str | None) -> Starlette:
+def http_app(
+    server: Server[Any],
+    *,
+    host: str,
+    path: str,
+    token: str | None,
+    verifier: JwtVerifier | None = None,
+) -> Starlette:
     """The SDK's streamable HTTP app for ``server`` at ``path``; every request must carry
-    ``Authorization: Bearer <token>`` when ``token`` is set.
+    ``Authorization: Bearer <token>`` when ``token`` is set, or a JWT access token that
+    ``verifier`` accepts when that is given (then ``token`` is not used).
 
-    Refuses (:func:`check_exposure`) to build an app without a token for a non-loopback
-    ``host``. On a loopback host the SDK also checks the Host and Origin headers (DNS
-    rebinding).
+    Refuses (:func:`check_exposure`) to build an app without a token or a verifier for a
+    non-loopback ``host``. On a loopback host the SDK also checks the Host and Origin
+    headers (DNS rebinding).
     """
+    if verifier is not None:
+        return jwt_app(server, host=host, path=path, verifier=verifier, header=TENANT_HEADER)
     check_exposure(host, token)
     if not token:
         return server.streamable_http_app(streamable_http_path=path, host=host)
