@@ -343,3 +343,76 @@ def test_a_public_key_file_that_is_not_one(tmp_path: Path, keys: Keys) -> None:
     )
     with pytest.raises(ConfigError, match="holds no PEM public key"):
         JwtVerifier(_settings(public_key_file=private))
+
+
+# ------------------------------------------------------------------------------ inspector
+
+
+def test_the_inspector_beyond_loopback_takes_the_same_tokens(
+    tmp_path: Path, verifier: JwtVerifier, keys: Keys
+) -> None:
+    """The reading scope for the pages, the forgetting scope for forget; a bad token 401."""
+    pytest.importorskip("starlette", reason="the inspector needs the 'inspect' extra")
+    pytest.importorskip("markdown_it", reason="the inspector needs the 'inspect' extra")
+    from starlette.testclient import TestClient
+
+    from harnessmem import MemoryHarness
+    from harnessmem.inspector import create_app
+
+    settings = HarnessSettings(
+        workspace={"url": str(tmp_path / "ws")}, maintenance={"enabled": False}
+    )
+    reader, forgetter = keys.token(scope="memory:read"), keys.token()
+    with MemoryHarness(settings) as harness:
+        harness.save("- Maya's cat is called Mirko")
+        app = create_app(harness, loopback=False, verifier=verifier)
+        with TestClient(app) as client:
+            assert client.get("/memory").status_code == 401
+            for name, (token, _) in bad_tokens(keys).items():
+                refused = client.get("/memory", headers={"Authorization": f"Bearer {token}"})
+                assert (name, refused.status_code) == (name, 401)
+                assert "Mirko" not in refused.text
+            page = client.get("/memory", headers={"Authorization": f"Bearer {reader}"})
+            assert page.status_code == 200
+            assert "Mirko" in page.text
+            no_scope = keys.token(scope="memory:write")
+            assert (
+                client.get("/memory", headers={"Authorization": f"Bearer {no_scope}"}).status_code
+                == 403
+            )
+            first = client.get(f"/forget?q=Mirko&token={reader}", follow_redirects=False)
+            assert first.status_code == 303
+            preview = client.get("/forget", params={"q": "Mirko"})  # the cookie from now on
+            assert preview.status_code == 200
+            csrf = preview.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            form = {"q": "Mirko", "csrf": csrf}
+            denied = client.post("/forget", data=form)
+            assert denied.status_code == 403
+            assert "'memory:forget'" in denied.text
+            assert "Mirko" in harness.workspace.read_text("MEMORY.md")
+            client.cookies.clear()
+            done = client.post(
+                "/forget", data=form, headers={"Authorization": f"Bearer {forgetter}"}
+            )
+            assert done.status_code == 200, done.text
+        assert "Mirko" not in harness.workspace.read_text("MEMORY.md")
+
+
+def test_inspect_beyond_loopback_reads_the_key_before_the_workspace(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from harnessmem.cli import main
+
+    env = {
+        "HARNESSMEM_MCP__AUTH": "jwt",
+        "HARNESSMEM_MCP__JWT__PUBLIC_KEY_FILE": str(tmp_path / "missing.pem"),
+        "HARNESSMEM_MCP__JWT__ISSUER": ISSUER,
+        "HARNESSMEM_MCP__JWT__AUDIENCE": AUDIENCE,
+    }
+    result = CliRunner(env=env).invoke(
+        main, ["inspect", "--host", "0.0.0.0", "-w", str(tmp_path / "w")]
+    )
+    assert result.exit_code == 3, result.output
+    assert "cannot read mcp.jwt.public_key_file" in result.output
+    assert "without a token" not in result.output
+    assert not (tmp_path / "w").exists()

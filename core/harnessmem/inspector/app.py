@@ -16,7 +16,9 @@ style. Files are read only through the harness (the confinement of ``memory_get`
 names the page itself listed. On a loopback address only ``localhost`` and loopback host
 names are answered (no DNS rebinding); on any other address a token is required
 (``?token=`` once, then a cookie, or ``Authorization: Bearer``), and a wrong or missing one
-gets 401.
+gets 401. With ``mcp.auth = "jwt"`` that token may be a JWT access token the MCP server
+would take (:mod:`harnessmem.access`): the reading scope for the pages, the forgetting
+scope for forget and edit (403 without it).
 
 Needs the ``inspect`` extra: ``pip install 'harnessmem[inspect]'``.
 """
@@ -34,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
-from harnessmem.errors import ConfigError
+from harnessmem.access import FORGET, READ
+from harnessmem.errors import AccessDenied, ConfigError
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
 from harnessmem.memory import files as mf
 from harnessmem.settings import exposure
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from harnessmem.access import JwtVerifier
     from harnessmem.harness import MemoryHarness
 
 HERE = Path(__file__).resolve().parent
@@ -303,12 +307,17 @@ def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, s
 
 
 def create_app(
-    harness: MemoryHarness, *, token: str | None = None, loopback: bool = True
+    harness: MemoryHarness,
+    *,
+    token: str | None = None,
+    loopback: bool = True,
+    verifier: JwtVerifier | None = None,
 ) -> Starlette:
     """The inspector's ASGI application over ``harness`` (which the caller closes).
 
-    ``token``: required of every request when set. ``loopback``: the server listens on a
-    loopback address, so only loopback host names are answered."""
+    ``token``: required of every request when set. ``verifier``: the JWT access tokens it
+    accepts are taken too (then a request needs one or the other). ``loopback``: the server
+    listens on a loopback address, so only loopback host names are answered."""
     try:
         from jinja2 import Environment, FileSystemLoader, select_autoescape
         from starlette.applications import Starlette
@@ -546,7 +555,7 @@ def create_app(
         Route("/file", get_file),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [Middleware(_Guard, token=token)]
+    middleware = [Middleware(_Guard, token=token, verifier=verifier)]
     if loopback:
         hosts = ["localhost", "127.0.0.1", "[::1]", "::1", "testserver"]
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
@@ -576,9 +585,15 @@ _TOO_LARGE = f"413: a form of at most {FORM_LIMIT // 1024} kB is read"
 class _Guard:
     """ASGI middleware: the token check and the security headers of every response."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
+    def __init__(
+        self,
+        app: Callable[..., Awaitable[None]],
+        token: str | None,
+        verifier: JwtVerifier | None = None,
+    ) -> None:
         self.app = app
         self.token = token
+        self.verifier = verifier
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -588,7 +603,7 @@ class _Guard:
         from starlette.responses import PlainTextResponse, RedirectResponse
 
         request = Request(scope)
-        if self.token is not None:
+        if self.token is not None or self.verifier is not None:
             given = request.query_params.get("token")
             header = request.headers.get("authorization", "")
             presented = (
@@ -596,13 +611,14 @@ class _Guard:
                 or (header[7:] if header.lower().startswith("bearer ") else None)
                 or request.cookies.get(COOKIE)
             )
-            if presented is None or not hmac.compare_digest(presented, self.token):
-                response = PlainTextResponse("401: a valid token is required", status_code=401)
-                await response(scope, receive, send)
+            refusal = await self._refusal(request.method, presented)
+            if refusal is not None:
+                status = 401 if refusal.startswith("401") else 403
+                await PlainTextResponse(refusal, status_code=status)(scope, receive, send)
                 return
             if given is not None:  # once in the URL, then a cookie; take it out of the URL
                 redirect = RedirectResponse(request.url.remove_query_params("token"), 303)
-                redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+                redirect.set_cookie(COOKIE, given, httponly=True, samesite="strict")
                 await redirect(scope, receive, send)
                 return
 
@@ -620,6 +636,26 @@ class _Guard:
 
         await self.app(scope, receive, send_with_headers)
 
+    async def _refusal(self, method: str, presented: str | None) -> str | None:
+        """Why a request presenting ``presented`` is refused (``401: ...``, ``403: ...``),
+        or ``None``: it is the token, or a JWT granting what ``method`` does (a POST
+        forgets or edits)."""
+        if presented is None:
+            return "401: a valid token is required"
+        if self.token is not None and hmac.compare_digest(presented, self.token):
+            return None
+        if self.verifier is None:
+            return "401: a valid token is required"
+        import anyio.to_thread
+
+        try:
+            grant = await anyio.to_thread.run_sync(self.verifier.verify, presented)
+            grant.require(FORGET if method == "POST" else READ, "this page")
+        except AccessDenied as exc:
+            refused = exc.message.startswith("bearer token refused")
+            return "401: a valid token is required" if refused else f"403: {exc.message}"
+        return None
+
 
 def serve(
     harness: MemoryHarness,
@@ -627,17 +663,25 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     token: str | None = None,
+    verifier: JwtVerifier | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the inspector until interrupted (SIGINT, SIGTERM); a non-loopback ``host``
-    needs a ``token``. ``ready(url)`` is called once the socket listens."""
-    check_exposure(host, token)
+    needs a ``token``, or ``mcp.auth = "jwt"`` in the harness's settings: then the JWT
+    access tokens of ``mcp.jwt`` are taken (``verifier``, else one made from them).
+    ``ready(url)`` is called once the socket listens."""
     loopback = is_loopback(host)
+    if verifier is None and not loopback and harness.settings.mcp.auth == "jwt":
+        from harnessmem.access import JwtVerifier
+
+        verifier = JwtVerifier(harness.settings.mcp.jwt)
+    if verifier is None:
+        check_exposure(host, token)
     try:
         import uvicorn
     except ImportError as exc:
         raise _missing_extra(exc) from None
-    app = create_app(harness, token=token, loopback=loopback)
+    app = create_app(harness, token=token, loopback=loopback, verifier=verifier)
     # Bound before serving: ``ready`` gets the real port (port 0 picks one).
     sock, bound = exposure.listen(host, port)
     try:
