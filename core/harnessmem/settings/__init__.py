@@ -1,7 +1,8 @@
 """Settings: every section of harnessmem.toml, its defaults and its checks.
 
 :mod:`~harnessmem.settings.harness` holds ``HarnessSettings``, :mod:`~harnessmem.settings.sections`
-its sections, :mod:`~harnessmem.settings._sources` the config file and the environment.
+its sections (:mod:`~harnessmem.settings.mcp` the ``[mcp]`` one),
+:mod:`~harnessmem.settings._sources` the config file and the environment.
 """
 
 from harnessmem.settings._sources import (
@@ -15,6 +16,7 @@ from harnessmem.settings._sources import (
     source_finder,
 )
 from harnessmem.settings.harness import HarnessSettings
+from harnessmem.settings.mcp import McpJwtSettings, McpScopeSettings, McpSettings
 from harnessmem.settings.sections import (
     CompactionSettings,
     ConsolidationSettings,
@@ -23,7 +25,6 @@ from harnessmem.settings.sections import (
     FlushSettings,
     IndexSettings,
     MaintenanceSettings,
-    McpSettings,
     ModelBudgetSettings,
     ModelPurposeSettings,
     ModelSettings,
@@ -48,6 +49,8 @@ __all__ = [
     "HarnessSettings",
     "IndexSettings",
     "MaintenanceSettings",
+    "McpJwtSettings",
+    "McpScopeSettings",
     "McpSettings",
     "ModelBudgetSettings",
     "ModelPurposeSettings",

@@ -8,7 +8,7 @@ defaults. The config file is the one passed explicitly (``--config``,
 ``./harnessmem.toml`` when it exists; TOML or YAML by suffix. Reading the
 config file, telling where a value came from and formatting errors are in
 :mod:`harnessmem.settings._sources`; ``HarnessSettings`` in :mod:`harnessmem.settings.harness`;
-the sections here.
+the sections here (the ``[mcp]`` one in :mod:`harnessmem.settings.mcp`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    SecretStr,
     field_validator,
 )
 
@@ -580,31 +579,3 @@ class PluginSettings(_Section):
     settings: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-plugin options, keyed by plugin name."
     )
-
-
-class McpSettings(_Section):
-    """The MCP server of ``harnessmem mcp`` (needs ``pip install 'harnessmem[mcp]'``)."""
-
-    token: SecretStr | None = Field(
-        None,
-        description=(
-            "Bearer token every HTTP request must carry (Authorization: Bearer <token>); "
-            "without it the server answers 401. Required to serve on a non-loopback address. "
-            "Not used over stdio."
-        ),
-    )
-    path: str = Field("/mcp", description="URL path of the streamable HTTP endpoint.")
-    flush_tool: bool = Field(
-        False,
-        description=(
-            "Also offer the memory_flush tool: a client hands over its messages and their new "
-            "facts go to today's daily log."
-        ),
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _absolute_path(cls, value: str) -> str:
-        if not value.startswith("/") or any(c in value for c in "?# "):
-            raise ValueError("must be a URL path such as '/mcp'")
-        return value
