@@ -12,13 +12,14 @@ them is out of step with the code.
 
 from __future__ import annotations
 
-import dataclasses
+import ast
 import inspect
 import json
 import os
 import re
 import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,8 +43,8 @@ HOOKS_REGION = re.compile(
 
 #: The sections of a hook docstring, in order; "Event" only for observers, "Deprecated"
 #: optional (see harnessmem.hookspecs).
-SECTIONS = ("When", "Arguments", "Event", "Result", "Awaitable", "Since", "Deprecated")
-_ITEM_SECTIONS = ("Arguments", "Event")
+SECTIONS = ("When", "Arguments", "Result", "Awaitable", "Since", "Deprecated")
+_ITEM_SECTIONS = ("Arguments",)
 _HEADER = re.compile(r"^([A-Z][a-z]+):$")
 _ITEM = re.compile(r"^(\w+): (.+)$")
 
@@ -323,6 +324,37 @@ def _event_class(func: Any) -> type | None:
     return found if isinstance(found, type) else None
 
 
+def event_fields(event: type) -> dict[str, tuple[str, str]]:
+    """``name: (type, meaning)`` of an event's fields, then of its properties: a field's
+    meaning is the ``#:`` comment above it in harnessmem/events.py, a property's the first
+    paragraph of its docstring. :class:`HookDocError` names a field without one."""
+    source = inspect.getsource(event)
+    tree = ast.parse(textwrap.dedent(source)).body[0]
+    lines = textwrap.dedent(source).splitlines()
+    assert isinstance(tree, ast.ClassDef)
+    found: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            comment: list[str] = []
+            at = node.lineno - 2
+            while at >= 0 and lines[at].strip().startswith("#:"):
+                comment.insert(0, lines[at].strip()[2:].strip())
+                at -= 1
+            if not comment:
+                raise HookDocError(
+                    f"{event.__name__}.{node.target.id} has no '#:' comment in harnessmem.events"
+                )
+            found[node.target.id] = (ast.unparse(node.annotation), " ".join(comment))
+        elif isinstance(node, ast.FunctionDef) and any(
+            ast.unparse(d) == "property" for d in node.decorator_list
+        ):
+            doc = inspect.cleandoc(ast.get_docstring(node) or "").split("\n\n")[0]
+            if not doc:
+                raise HookDocError(f"{event.__name__}.{node.name} has no docstring")
+            found[node.name] = (ast.unparse(node.returns), doc.replace("\n", " "))
+    return found
+
+
 def _join(lines: list[str]) -> str:
     return " ".join(line.strip() for line in lines if line.strip())
 
@@ -367,12 +399,10 @@ def parse_hook_doc(name: str, func: Any) -> HookDoc:
             raise HookDocError(f"{name}: {header}: the body must be indented by four spaces")
         found[header] = [line[4:] for line in body]
     event = _event_class(func)
-    required = [s for s in SECTIONS if s != "Deprecated" and (s != "Event" or event)]
+    required = [s for s in SECTIONS if s != "Deprecated"]
     missing = [s for s in required if s not in found]
     if missing:
         raise HookDocError(f"{name}: missing sections {missing}")
-    if "Event" in found and event is None:
-        raise HookDocError(f"{name}: an Event section, but {name} receives no event")
     if list(found) != [s for s in SECTIONS if s in found]:
         raise HookDocError(f"{name}: sections {list(found)} are not in the order {SECTIONS}")
     items = {s: _items(name, s, found[s]) for s in _ITEM_SECTIONS if s in found}
@@ -408,11 +438,10 @@ def hook_section(doc: HookDoc) -> str:
     parts += [f"- `{k}`: {_markdown(v)}" for k, v in doc.items["Arguments"].items()]
     parts.append("")
     if doc.event is not None:
-        types = {f.name: str(f.type) for f in dataclasses.fields(doc.event)}
-        parts += [f"**Event** (`harnessmem.events.{doc.event.__name__}`, frozen):", ""]
+        parts += [f"**Event** (`harnessmem.{doc.event.__name__}`, frozen):", ""]
         parts += ["| field | type | meaning |", "| --- | --- | --- |"]
-        for key, meaning in doc.items["Event"].items():
-            kind = types[key].replace("|", "\\|")
+        for key, (kind, meaning) in event_fields(doc.event).items():
+            kind = kind.replace("|", "\\|")
             text = _markdown(meaning).replace("|", "\\|")
             parts.append(f"| `{key}` | `{kind}` | {text} |")
         parts.append("")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harnessmem import HarnessPool, MemoryHarness, hookimpl
+from harnessmem import HarnessPool, MemoryHarness, hookimpl, lifetime
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.events import MaintenanceEvent
 from harnessmem.testing import ScriptedModel
@@ -242,6 +242,39 @@ def test_close_closes_every_harness_and_refuses_more(tmp_path: Path) -> None:
         pool.harness("a")
     with pytest.raises(HarnessMemError, match="closed"):
         shared.files()  # type: ignore[union-attr]
+
+
+def test_one_deadline_bounds_the_close_of_the_whole_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close(timeout) is one budget for every tenant: a tenant whose queued work took two
+    seconds leaves the next one three of the five, not five of its own."""
+    now = [100.0]
+    monkeypatch.setattr(lifetime, "monotonic", lambda: now[0])
+    given: list[float] = []
+
+    def slow_drain(left: float) -> None:
+        given.append(left)
+        now[0] += 2.0  # the queued flushes took two seconds
+
+    pool = HarnessPool(tmp_path / "{tenant}", maintenance={"enabled": False})
+    for tenant in ("a", "b", "c"):
+        pool.harness(tenant).kernel.on_close(slow_drain)
+    pool.close(timeout=5.0)
+    assert given == [5.0, 3.0, 1.0]
+
+
+def test_a_failing_close_still_closes_the_rest_and_raises_the_first(tmp_path: Path) -> None:
+    pool = HarnessPool(tmp_path / "{tenant}", maintenance={"enabled": False})
+    harnesses = [pool.harness(t) for t in ("a", "b", "c")]
+
+    def broken(_left: float) -> None:
+        raise RuntimeError("queue jammed")
+
+    harnesses[0].kernel.on_close(broken)
+    with pytest.raises(HarnessMemError, match=r"closing the harness pool failed: .*queue jammed"):
+        pool.close()
+    assert all(h.kernel.closed for h in harnesses)
 
 
 def test_a_given_model_is_shared_and_closed_once(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from .backends.base import IndexBackend as IndexBackend
 from .backends.base import ModelBackend as ModelBackend
 from .backends.base import SearchHit as SearchHit
 from .backends.base import SearchRequest as SearchRequest
-from .compaction import CompactionResult as CompactionResult
 from .errors import BackendNotFound as BackendNotFound
 from .errors import ConfigError as ConfigError
 from .errors import ContextOverflowError as ContextOverflowError
@@ -21,7 +20,7 @@ from .errors import PluginError as PluginError
 from .errors import WorkspaceError as WorkspaceError
 from .errors import WorkspaceFileNotFound as WorkspaceFileNotFound
 from .events import BudgetExceededEvent as BudgetExceededEvent
-from .events import CompactionEvent as CompactionEvent
+from .events import CompactionResult as CompactionResult
 from .events import ContextOverBudgetEvent as ContextOverBudgetEvent
 from .events import MaintenanceEvent as MaintenanceEvent
 from .events import MemoryConsolidatedEvent as MemoryConsolidatedEvent

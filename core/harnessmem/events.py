@@ -9,19 +9,21 @@ frozen event each, which the behaviour that emits it fills in.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from harnessmem.backends.base import Completion
     from harnessmem.kernel import Kernel
     from harnessmem.maintenance import MaintenanceReport
+    from harnessmem.memory.transcripts import OffloadResult
     from harnessmem.session import Session
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
 
 __all__ = [
     "BudgetExceededEvent",
-    "CompactionEvent",
+    "CompactionResult",
     "ContextOverBudgetEvent",
     "MaintenanceEvent",
     "MemoryConsolidatedEvent",
@@ -79,47 +81,106 @@ class TurnContext:
 
 
 @dataclass(frozen=True)
-class CompactionEvent:
-    """A conversation was compacted, or a compaction was postponed.
+class CompactionResult:
+    """What compaction did in one call: ``ctx.outcomes["compaction"]``, and the event that
+    ``on_compaction`` observers get whenever it rewrote the list or postponed."""
 
-    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"`` or ``"manual"``
-    (:meth:`harnessmem.Session.compact`). ``degraded``: the
-    summariser failed, answered junk or is backed off, so the summary was built without a
-    model (``summary_source="automatic"``; ``reason`` says why), or dropped messages have no
-    copy in the session log. ``postponed``: a failed flush or
-    offload kept every message this time. ``dropped``: messages that left the context.
-    ``flush``: the pre-compaction flush's status (``"done (written)"``,
-    ``"failed: ..."``, ``"disabled"``, ...) and ``flushed_messages`` how many it read.
-    ``offloaded``: messages appended to ``offload_path`` now, on ``offload_lines``
-    (first, last). ``usage``: the summariser's ``model``, ``prompt_tokens``,
-    ``completion_tokens`` and ``cost``. ``truncated_args``: tool arguments cut;
-    ``shrunk``: kept messages moved to files to fit. ``summary_source``: ``"model"`` or
-    ``"automatic"`` (empty when postponed); ``summariser_failures``: the summariser's
-    failures in a row; ``summariser_skipping``: compactions that will not ask it (back-off).
-    """
-
+    #: The session.
     session_id: str
-    messages_before: int
-    messages_after: int
-    tokens_before: int
-    tokens_after: int
-    degraded: bool = False
-    offload_path: str | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
+    #: The list was rewritten.
+    compacted: bool = False
+    #: ``"messages"``, ``"tokens"``, ``"overflow"`` or ``"manual"``
+    #: (:meth:`harnessmem.Session.compact`); ``""`` when nothing fired.
     trigger: str = ""
-    reason: str = ""
-    postponed: bool = False
+    #: Messages before compaction.
+    messages_before: int = 0
+    #: Messages after it.
+    messages_after: int = 0
+    #: Tokens before compaction.
+    tokens_before: int = 0
+    #: Tokens after it.
+    tokens_after: int = 0
+    #: Messages that left the context.
     dropped: int = 0
-    flush: str = ""
-    flushed_messages: int = 0
-    offloaded: int = 0
-    offload_lines: tuple[int, int] | None = None
-    usage: Mapping[str, Any] = field(default_factory=dict)
+    #: The summariser failed, answered junk or is backed off, so the summary was built
+    #: without a model; or dropped messages have no copy in the session log.
+    degraded: bool = False
+    #: A trigger fired but a failed flush or offload kept every message this time.
+    postponed: bool = False
+    #: Why it was degraded or postponed; empty otherwise.
+    reason: str = ""
+    #: The summary written into the context, or None.
+    summary: str | None = None
+    #: The summariser's answer with its token counts, model and cost, or None.
+    usage: Completion | None = None
+    #: The pre-compaction flush's status: ``"done (written)"``, ``"failed: ..."``,
+    #: ``"disabled"`` or ``"nothing to flush"``.
+    flush: str = "disabled"
+    #: The :class:`~harnessmem.memory.flush.FlushResult` of that flush, when there is one.
+    flush_result: Any = None
+    #: What went to the session log (path, messages appended, their lines), or None.
+    offload: OffloadResult | None = None
+    #: Old tool-call arguments cut in what is sent.
     truncated_args: int = 0
-    shrunk: int = 0
+    #: Files that kept messages were moved to so the result fits.
+    shrunk: tuple[str, ...] = ()
+    #: The result is under the limit it had to meet (the triggers, or the overflow budget).
+    fits: bool = True
+    #: ``"model"`` (the summariser's answer) or ``"automatic"`` (built without a model);
+    #: empty when postponed.
     summary_source: str = ""
+    #: The summariser's failures in a row so far.
     summariser_failures: int = 0
+    #: Compactions that will not ask the summariser before it is tried again (back-off).
     summariser_skipping: int = 0
+
+    @property
+    def offload_path(self) -> str | None:
+        """The session log the dropped messages went to (None without one)."""
+        return self.offload.path if self.offload is not None else None
+
+    @property
+    def offloaded(self) -> int:
+        """Messages appended to the session log now."""
+        return self.offload.appended if self.offload is not None else 0
+
+    @property
+    def offload_lines(self) -> tuple[int, int] | None:
+        """Their (first, last) lines in the session log, or None."""
+        offload = self.offload
+        if offload is None or offload.first_line is None or offload.last_line is None:
+            return None
+        return (offload.first_line, offload.last_line)
+
+    @property
+    def flushed_messages(self) -> int:
+        """Messages the pre-compaction flush read."""
+        return int(getattr(self.flush_result, "messages", 0) or 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as JSON-ready data (the replay report keeps them); the summary and
+        the flush's and offload's objects are left out, their figures kept."""
+        usage = self.usage
+        return {
+            **{
+                f.name: getattr(self, f.name)
+                for f in fields(self)
+                if f.name not in ("summary", "usage", "flush_result", "offload", "shrunk")
+            },
+            "shrunk": list(self.shrunk),
+            "offload_path": self.offload_path,
+            "offloaded": self.offloaded,
+            "offload_lines": self.offload_lines,
+            "flushed_messages": self.flushed_messages,
+            "usage": {}
+            if usage is None
+            else {
+                "model": usage.model,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cost": usage.cost,
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -131,13 +192,21 @@ class MemoryFlushedEvent:
     already on file and were not written again.
     """
 
+    #: The session flushed.
     session_id: str
+    #: The daily log written (workspace-relative).
     path: str
+    #: The facts written, after redaction and dedup.
     entries: tuple[str, ...]
+    #: Unflushed messages the model read.
     messages: int
+    #: Extra figures, free-form (``duplicates`` today).
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: Extracted facts already on file, not written again.
     duplicates: int = 0
+    #: The flush model's prompt tokens.
     prompt_tokens: int = 0
+    #: Its completion tokens.
     completion_tokens: int = 0
 
 
@@ -153,16 +222,27 @@ class MemoryConsolidatedEvent:
     previous version went.
     """
 
+    #: Whether the rewrite replaced MEMORY.md.
     accepted: bool
+    #: The daily logs read.
     files: tuple[str, ...]
+    #: MEMORY.md's tokens before.
     tokens_before: int
+    #: Its tokens after.
     tokens_after: int
+    #: Why a rewrite was rejected or failed.
     reason: str = ""
+    #: Extra figures, free-form (``pending``: more log text waits for the next run).
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: ``consolidated``, ``unchanged``, ``rejected`` or ``failed``.
     status: str = ""
+    #: Prior MEMORY.md entries.
     entries_before: int = 0
+    #: Prior entries the rewrite dropped.
     entries_lost: int = 0
+    #: ``memory_save`` entries made while the model ran, kept.
     preserved_appends: int = 0
+    #: Where the previous version went (None when nothing was replaced).
     history_path: str | None = None
 
 
@@ -175,11 +255,17 @@ class BudgetExceededEvent:
     is None when it is not set.
     """
 
+    #: The day (ISO date, workspace time zone).
     day: str
+    #: Tokens spent today.
     tokens: int
+    #: Money spent today (US dollars).
     cost: float
+    #: The token limit, None when not set.
     daily_tokens: int | None
+    #: The cost limit, None when not set.
     daily_cost: float | None
+    #: The purposes now served offline.
     diverted: tuple[str, ...] = ("flush", "consolidation")
 
 
@@ -195,13 +281,21 @@ class ContextOverBudgetEvent:
     estimate from the part read.
     """
 
+    #: The session rendering it.
     session_id: str
+    #: The file (``MEMORY.md``).
     path: str
+    #: Its tokens (an estimate when ``unread_bytes`` > 0).
     tokens: int
+    #: The bound, ``context.max_tokens``.
     max_tokens: int
+    #: The 1-based inclusive line range left out, readable with ``memory_get``.
     omitted_lines: tuple[int, int]
+    #: Whether maintenance was asked to trim the file.
     consolidation_requested: bool = False
+    #: The size of the part left out.
     omitted_bytes: int = 0
+    #: How much of a file too large to read whole was never read.
     unread_bytes: int = 0
 
 
@@ -209,11 +303,17 @@ class ContextOverBudgetEvent:
 class ToolResultEvictedEvent:
     """An oversized tool result was moved to a file."""
 
+    #: The session.
     session_id: str
+    #: The tool that produced the result.
     tool_name: str
+    #: Its tool call's id.
     call_id: str
+    #: The file (workspace-relative; ``harness.get(path)`` reads it).
     path: str
+    #: The result's length.
     original_chars: int
+    #: The placeholder's length.
     kept_chars: int
     #: False when the file already held this content (nothing was written again).
     written: bool = True
@@ -231,9 +331,16 @@ class MaintenanceEvent:
     :class:`~harnessmem.maintenance.MaintenanceReport`.
     """
 
+    #: Each step's outcome, a string starting with ``done``, ``skipped`` or ``failed`` (e.g.
+    #: ``"failed: RuntimeError: the model is down"``).
     steps: Mapping[str, str]
+    #: When the tick started (harness clock).
     started: float
+    #: When it finished.
     finished: float
+    #: Extra figures, free-form (empty today).
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: ``"manual"``, ``"interval"`` or ``"request"``.
     trigger: str = "manual"
+    #: The full ``MaintenanceReport`` (counts per step, what consolidation returned).
     report: MaintenanceReport | None = None

@@ -17,10 +17,10 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from harnessmem.kernel import Kernel
+from harnessmem.lifetime import ClosesOnExit
 from harnessmem.plugins import HookFacade, check_settings, make_plugin_manager
 from harnessmem.session import Session
 from harnessmem.settings import HarnessSettings
@@ -70,7 +70,7 @@ def _close_open_harnesses() -> None:
 atexit.register(_close_open_harnesses)
 
 
-class MemoryHarness:
+class MemoryHarness(ClosesOnExit):
     """Memory for one workspace: sessions, search, flush, consolidation and maintenance.
 
     Build one with :meth:`open`, :meth:`from_config` or ``MemoryHarness(settings=...)``;
@@ -364,17 +364,6 @@ class MemoryHarness:
         finally:
             if self.kernel.closed:
                 _OPEN_HARNESSES.discard(self)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.kernel.closed else "open"

@@ -22,11 +22,13 @@ indented body::
 
     When:        when it fires, and from which method
     Arguments:   one ``name: meaning`` item per parameter of the spec, in order
-    Event:       observers only: one ``field: meaning`` item per field of the event
     Result:      what the return value means and how several implementations' combine
     Awaitable:   "Yes." or "No.", then what that means for an ``async def`` one
     Since:       the harnessmem version that added the hook
     Deprecated:  optional: since when, what replaces it, the version that removes it
+
+An observer's event is documented where it is declared: each field of its dataclass in
+:mod:`harnessmem.events` has a ``#:`` comment, from which docs/hooks.md lists the fields.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 
     from harnessmem.events import (
         BudgetExceededEvent,
-        CompactionEvent,
+        CompactionResult,
         ContextOverBudgetEvent,
         MaintenanceEvent,
         MemoryConsolidatedEvent,
@@ -202,7 +204,7 @@ def overflow(
 
 
 @hookspec
-def on_compaction(event: CompactionEvent) -> None:
+def on_compaction(event: CompactionResult) -> None:
     """A conversation was compacted, or a compaction was postponed.
 
     See docs/compaction.md.
@@ -211,34 +213,8 @@ def on_compaction(event: CompactionEvent) -> None:
         After the built-in compactor acted in ``before_reasoning`` (a trigger fired) or
         ``recover_overflow``, whenever it changed the list or postponed.
     Arguments:
-        event: A frozen ``CompactionEvent``.
-    Event:
-        session_id: The session.
-        trigger: ``"messages"``, ``"tokens"`` or ``"overflow"``.
-        messages_before: Messages before compaction.
-        messages_after: Messages after it.
-        tokens_before: Tokens before compaction.
-        tokens_after: Tokens after it.
-        dropped: Messages that left the context.
-        degraded: The summariser failed, answered junk or is backed off, so the summary
-            was built without a model; or dropped messages have no copy in the session
-            log.
-        postponed: A failed flush or offload kept every message this time.
-        reason: Why it was degraded or postponed; empty otherwise.
-        flush: The pre-compaction flush's status: ``"done (written)"``,
-            ``"failed: ..."``, ``"disabled"``, ...
-        flushed_messages: Messages that flush read.
-        offload_path: The session log the dropped messages went to (None without one).
-        offloaded: Messages appended to the log now.
-        offload_lines: Their (first, last) lines in the log, or None.
-        usage: The summariser's ``model``, ``prompt_tokens``, ``completion_tokens`` and
-            ``cost``.
-        truncated_args: Old tool-call arguments cut in what is sent.
-        shrunk: Kept messages moved to files so the result fits.
-        summary_source: ``"model"`` or ``"automatic"``; empty when postponed.
-        summariser_failures: The summariser's failures in a row.
-        summariser_skipping: Compactions that will not ask it (back-off).
-        details: Extra figures, free-form (empty today).
+        event: The frozen ``CompactionResult``, the object ``ctx.outcomes["compaction"]``
+            holds.
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:
@@ -260,15 +236,6 @@ def on_memory_flushed(event: MemoryFlushedEvent) -> None:
         duplicate.
     Arguments:
         event: A frozen ``MemoryFlushedEvent``.
-    Event:
-        session_id: The session flushed.
-        path: The daily log written (workspace-relative).
-        entries: The facts written, after redaction and dedup.
-        messages: Unflushed messages the model read.
-        duplicates: Extracted facts already on file, not written again.
-        prompt_tokens: The flush model's prompt tokens.
-        completion_tokens: Its completion tokens.
-        details: Extra figures, free-form (``duplicates`` today).
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:
@@ -288,19 +255,6 @@ def on_memory_consolidated(event: MemoryConsolidatedEvent) -> None:
         another process was consolidating, or it is disabled.
     Arguments:
         event: A frozen ``MemoryConsolidatedEvent``.
-    Event:
-        accepted: Whether the rewrite replaced MEMORY.md.
-        status: ``consolidated``, ``unchanged``, ``rejected`` or ``failed``.
-        reason: Why a rewrite was rejected or failed.
-        files: The daily logs read.
-        tokens_before: MEMORY.md's tokens before.
-        tokens_after: Its tokens after.
-        entries_before: Prior MEMORY.md entries.
-        entries_lost: Prior entries the rewrite dropped.
-        preserved_appends: ``memory_save`` entries made while the model ran, kept.
-        history_path: Where the previous version went (None when nothing was replaced).
-        details: Extra figures, free-form (``pending``: more log text waits for the next
-            run).
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:
@@ -322,13 +276,6 @@ def on_budget_exceeded(event: BudgetExceededEvent) -> None:
         ``model.budget.daily_tokens`` or ``model.budget.daily_cost`` is diverted.
     Arguments:
         event: A frozen ``BudgetExceededEvent``.
-    Event:
-        day: The day (ISO date, workspace time zone).
-        tokens: Tokens spent today.
-        cost: Money spent today (US dollars).
-        daily_tokens: The token limit, None when not set.
-        daily_cost: The cost limit, None when not set.
-        diverted: The purposes now served offline.
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:
@@ -350,16 +297,6 @@ def on_context_over_budget(event: ContextOverBudgetEvent) -> None:
         it), once per version of the file.
     Arguments:
         event: A frozen ``ContextOverBudgetEvent``.
-    Event:
-        session_id: The session rendering it.
-        path: The file (``MEMORY.md``).
-        tokens: Its tokens (an estimate when ``unread_bytes`` > 0).
-        max_tokens: The bound, ``context.max_tokens``.
-        omitted_lines: The 1-based inclusive line range left out, readable with
-            ``memory_get``.
-        omitted_bytes: The size of the part left out.
-        consolidation_requested: Whether maintenance was asked to trim the file.
-        unread_bytes: How much of a file too large to read whole was never read.
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:
@@ -379,16 +316,6 @@ def on_tool_result_evicted(event: ToolResultEvictedEvent) -> None:
         a kept result that alone was too large to fit.
     Arguments:
         event: A frozen ``ToolResultEvictedEvent``.
-    Event:
-        session_id: The session.
-        tool_name: The tool that produced the result.
-        call_id: Its tool call's id.
-        path: The file (workspace-relative; ``harness.get(path)`` reads it).
-        original_chars: The result's length.
-        kept_chars: The placeholder's length.
-        written: False when the file already held this content (nothing written again).
-        stage: ``"post_acting"`` (from ``after_tool``), ``"pre_reasoning"`` (the sweep)
-            or ``"compaction"``.
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:
@@ -410,15 +337,6 @@ def on_maintenance(event: MaintenanceEvent) -> None:
         maintenance lease.
     Arguments:
         event: A frozen ``MaintenanceEvent``.
-    Event:
-        steps: Each step's outcome, a string starting with ``done``, ``skipped`` or
-            ``failed`` (e.g. ``"failed: RuntimeError: the model is down"``).
-        started: When the tick started (harness clock).
-        finished: When it finished.
-        trigger: ``"manual"``, ``"interval"`` or ``"request"``.
-        report: The full ``MaintenanceReport`` (counts per step, what consolidation
-            returned).
-        details: Extra figures, free-form (empty today).
     Result:
         Ignored. Observer: every implementation runs.
     Awaitable:

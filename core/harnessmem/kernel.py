@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessmem import layout
 from harnessmem.errors import ConfigError, HarnessMemError
+from harnessmem.lifetime import Closer, Deadline
 from harnessmem.models.routes import ModelRoutes
 from harnessmem.plugins import index_registry
 
@@ -286,6 +287,25 @@ class Kernel(ABC):
         with self._lock:
             self._drainers.append(drain)
 
+    def _stop_maintenance(self, scheduler: MaintenanceScheduler | None, deadline: Deadline) -> None:
+        if scheduler is not None and not scheduler.join(deadline.left()):
+            logger.warning(
+                "a maintenance tick of %s was still running after %gs; abandoning it",
+                self.workspace.url,
+                deadline.seconds,
+            )
+
+    def _mark_closed(self) -> list[Any]:
+        """Mark the kernel closed; the backends it built (or was given) to close."""
+        with self._lock:
+            self._closed = True
+            backends: list[Any] = self.models.backends()
+            if self._index is not None:
+                backends.append(self._index)
+            if self.models.override is not None:
+                backends.append(self.models.override)
+        return backends
+
     def close(self, timeout: float | None = None) -> bool:
         """Drain queued work, stop maintenance, release the backends; False when it was
         closed (or closing) already. See ``MemoryHarness.close``."""
@@ -294,34 +314,19 @@ class Kernel(ABC):
                 return False
             self._closing = True
         budget = self.settings.maintenance.close_timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-        errors: list[Exception] = []
+        deadline = Deadline(budget)
         scheduler: MaintenanceScheduler | None = self._built_component("maintenance")
         if scheduler is not None:
             scheduler.signal_stop()  # no new tick; one already running goes on meanwhile
+        closer = Closer("the harness")
         for drain in list(self._drainers):
-            try:
-                drain(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:  # drain the others, close, then report
-                errors.append(exc)
-        if scheduler is not None and not scheduler.join(max(0.0, deadline - time.monotonic())):
-            logger.warning(
-                "a maintenance tick of %s was still running after %gs; abandoning it",
-                self.workspace.url,
-                budget,
-            )
-        with self._lock:
-            self._closed = True
-            backends: list[Any] = self.models.backends()
-            if self._index is not None:
-                backends.append(self._index)
-            if self.models.override is not None:
-                backends.append(self.models.override)
-        for backend in backends:
-            try:
-                backend.close()
-            except Exception as exc:  # close the others, then report
-                errors.append(exc)
-        if errors:
-            raise HarnessMemError(f"closing the harness failed: {errors[0]}") from errors[0]
+            closer.run(partial(_drain_within, drain, deadline))
+        closer.run(lambda: self._stop_maintenance(scheduler, deadline))
+        for backend in self._mark_closed():
+            closer.run(backend.close)
+        closer.finish()
         return True
+
+
+def _drain_within(drain: Callable[[float], object], deadline: Deadline) -> None:
+    drain(deadline.left())

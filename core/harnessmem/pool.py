@@ -36,12 +36,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.harness import MemoryHarness
+from harnessmem.lifetime import Closer, ClosesOnExit, Deadline
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion, IndexBackend, ModelBackend
@@ -144,7 +145,7 @@ def _shared_model(inner: ModelBackend) -> ModelBackend:
     return SharedModel(inner.options, **inner.context)
 
 
-class HarnessPool:
+class HarnessPool(ClosesOnExit):
     """Many tenants' harnesses in one process; see the module docstring.
 
     ``url_template`` holds ``{tenant}``. ``max_open`` bounds the harnesses open at once.
@@ -365,7 +366,8 @@ class HarnessPool:
     def close(self, timeout: float | None = None) -> None:
         """Close every open harness (queued work drained), the shared index and the runner.
 
-        ``timeout`` is passed to each harness's close. Later calls are no-ops.
+        ``timeout`` (default: the tenants' ``maintenance.close_timeout``) bounds the whole
+        close: each harness gets what is left of it. Later calls are no-ops.
         """
         with self._lock:
             if self._closed:
@@ -376,37 +378,26 @@ class HarnessPool:
             victims = list(self._open.items())
             self._open.clear()
             self._closing.update(tenant for tenant, _ in victims)
-        errors: list[Exception] = []
+        # One budget for the whole pool: each harness gets what is left of it.
+        budget = victims[0][1].settings.maintenance.close_timeout if victims else 0.0
+        deadline = Deadline(budget if timeout is None else timeout)
+        closer = Closer("the harness pool")
         for tenant, harness in victims:
-            try:
-                harness.close(timeout)
-            except Exception as exc:
-                errors.append(exc)
-            finally:
-                with self._lock:
-                    self._closing.discard(tenant)
-        if self._runner is not None:
-            self._runner.stop(timeout)
+            closer.run(partial(_close_within, harness, deadline))
+            with self._lock:
+                self._closing.discard(tenant)
+        runner = self._runner
+        if runner is not None:
+            closer.run(lambda: runner.stop(deadline.left()))
         for backend in (self._index if self._owns_index else None, self._given_model):
             if backend is not None:
-                try:
-                    backend.close()
-                except Exception as exc:
-                    errors.append(exc)
-        if errors:
-            raise HarnessMemError(f"closing the harness pool failed: {errors[0]}") from errors[0]
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+                closer.run(backend.close)
+        closer.finish()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._open)}/{self.max_open} open"
         return f"<HarnessPool {self.url_template} ({state})>"
+
+
+def _close_within(harness: MemoryHarness, deadline: Deadline) -> None:
+    harness.close(deadline.left())

@@ -4,11 +4,8 @@ See :mod:`harnessmem.compaction.compactor`.
 """
 
 from harnessmem.backends.overflow import is_context_overflow
-from harnessmem.compaction.compactor import (
-    CompactionPlugin,
-    CompactionResult,
-    ConversationCompactor,
-)
+from harnessmem.compaction.compactor import CompactionPlugin, ConversationCompactor
+from harnessmem.events import CompactionResult
 
 __all__ = [
     "CompactionPlugin",

@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harnessmem.backends.overflow import is_context_overflow, overflow_limits
@@ -53,7 +53,7 @@ from harnessmem.compaction._summary import (
     last_user_text,
     parse_anchor,
 )
-from harnessmem.events import CompactionEvent
+from harnessmem.events import CompactionResult
 from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
 from harnessmem.plugins import hookimpl
 from harnessmem.tokens import TokenCounter
@@ -70,49 +70,6 @@ Message = dict[str, Any]
 #: An overflow retry aims this far under the limit the provider reported (its count
 #: includes tool schemas and framing ours does not see).
 _OVERFLOW_MARGIN = 0.9
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    """What compaction did for one call (``ctx.outcomes["compaction"]``).
-
-    ``compacted``: the list was rewritten.
-    ``trigger``: ``"messages"``, ``"tokens"``, ``"overflow"``, ``"manual"`` (asked for:
-    :meth:`harnessmem.Session.compact`), or ``""`` when nothing fired.
-    ``postponed``: a trigger fired but a failed flush or offload kept every message.
-    ``flush``: ``"done (...)"``, ``"failed: ..."``, ``"disabled"`` or
-    ``"nothing to flush"``; ``flush_result`` is the
-    :class:`~harnessmem.memory.flush.FlushResult` when there is one. ``offload`` says what
-    went to the session log. ``usage`` is the summariser's :class:`~harnessmem.Completion`.
-    ``fits``: the result is under the limit it had to meet (triggers, or the overflow budget).
-    ``summary_source``: ``"model"`` (the summariser's answer), ``"automatic"`` (built without
-    a model because the summariser failed, answered junk or is backed off: ``degraded``) or
-    ``""``. ``summariser_failures``: the summariser's failures in a row so far;
-    ``summariser_skipping``: compactions that will not ask it before it is tried again.
-    """
-
-    session_id: str
-    compacted: bool = False
-    trigger: str = ""
-    messages_before: int = 0
-    messages_after: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    dropped: int = 0
-    degraded: bool = False
-    postponed: bool = False
-    reason: str = ""
-    summary: str | None = None
-    usage: Completion | None = None
-    flush: str = "disabled"
-    flush_result: Any = None
-    offload: OffloadResult | None = None
-    truncated_args: int = 0
-    shrunk: tuple[str, ...] = ()
-    fits: bool = True
-    summary_source: str = ""
-    summariser_failures: int = 0
-    summariser_skipping: int = 0
 
 
 class ConversationCompactor:
@@ -452,7 +409,7 @@ class ConversationCompactor:
             **fields,
         )
         if result.compacted or result.postponed:
-            self.kernel.hooks.compaction(_event(result))
+            self.kernel.hooks.compaction(result)
         if not fits:
             logger.warning(
                 "session %s: compaction left %d messages / %d tokens, over its limit",
@@ -461,50 +418,6 @@ class ConversationCompactor:
                 tokens,
             )
         return result
-
-
-def _event(result: CompactionResult) -> CompactionEvent:
-    offload = result.offload
-    usage = result.usage
-    flushed = getattr(result.flush_result, "messages", 0) or 0
-    return CompactionEvent(
-        session_id=result.session_id,
-        messages_before=result.messages_before,
-        messages_after=result.messages_after,
-        tokens_before=result.tokens_before,
-        tokens_after=result.tokens_after,
-        degraded=result.degraded,
-        offload_path=offload.path if offload is not None else None,
-        trigger=result.trigger,
-        reason=result.reason,
-        postponed=result.postponed,
-        dropped=result.dropped,
-        flush=result.flush,
-        flushed_messages=int(flushed),
-        offloaded=offload.appended if offload is not None else 0,
-        offload_lines=(
-            (offload.first_line, offload.last_line)
-            if offload is not None
-            and offload.first_line is not None
-            and offload.last_line is not None
-            else None
-        ),
-        usage=(
-            {
-                "model": usage.model,
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "cost": usage.cost,
-            }
-            if usage is not None
-            else {}
-        ),
-        truncated_args=result.truncated_args,
-        shrunk=len(result.shrunk),
-        summary_source=result.summary_source,
-        summariser_failures=result.summariser_failures,
-        summariser_skipping=result.summariser_skipping,
-    )
 
 
 class CompactionPlugin:

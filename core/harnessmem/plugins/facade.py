@@ -35,7 +35,7 @@ from harnessmem.errors import PluginError
 if TYPE_CHECKING:
     from harnessmem.events import (
         BudgetExceededEvent,
-        CompactionEvent,
+        CompactionResult,
         ContextOverBudgetEvent,
         MaintenanceEvent,
         MemoryConsolidatedEvent,
@@ -175,7 +175,7 @@ class HookFacade:
         )
 
     # observers
-    def compaction(self, event: CompactionEvent) -> None:
+    def compaction(self, event: CompactionResult) -> None:
         self._hook.on_compaction(event=event)
 
     def memory_flushed(self, event: MemoryFlushedEvent) -> None:

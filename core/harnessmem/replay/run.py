@@ -17,7 +17,7 @@ from harnessmem.replay.report import ReplayEvent, ReplayReport
 
 if TYPE_CHECKING:
     from harnessmem.events import (
-        CompactionEvent,
+        CompactionResult,
         ContextOverBudgetEvent,
         MemoryFlushedEvent,
         ToolResultEvictedEvent,
@@ -68,12 +68,8 @@ class _Recorder:
         self.events.append(ReplayEvent(self.index, self.clock(), kind, phase or self.phase, data))
 
     @hookimpl
-    def on_compaction(self, event: CompactionEvent) -> None:
-        data = asdict(event)
-        data["details"] = dict(event.details)
-        data["usage"] = dict(event.usage)
-        data["compacted"] = not event.postponed
-        self.add("compaction", data)
+    def on_compaction(self, event: CompactionResult) -> None:
+        self.add("compaction", event.as_dict())
 
     @hookimpl
     def on_memory_flushed(self, event: MemoryFlushedEvent) -> None:

@@ -1,9 +1,9 @@
 """Settings: every section of harnessmem.toml, its defaults and its checks.
 
 :mod:`~harnessmem.settings.harness` holds ``HarnessSettings``; its sections are in
-:mod:`~harnessmem.settings.sections`, :mod:`~harnessmem.settings.context` and
-:mod:`~harnessmem.settings.memory`; :mod:`~harnessmem.settings._sources` reads the config
-file and the environment.
+:mod:`~harnessmem.settings.sections`, :mod:`~harnessmem.settings.context`,
+:mod:`~harnessmem.settings.memory` and :mod:`~harnessmem.settings.mcp`;
+:mod:`~harnessmem.settings._sources` reads the config file and the environment.
 """
 
 from harnessmem.settings._sources import (
@@ -17,6 +17,7 @@ from harnessmem.settings._sources import (
     source_finder,
 )
 from harnessmem.settings.harness import HarnessSettings
+from harnessmem.settings.mcp import McpJwtSettings, McpScopeSettings, McpSettings
 from harnessmem.settings.sections import (
     CompactionSettings,
     ConsolidationSettings,
@@ -25,7 +26,6 @@ from harnessmem.settings.sections import (
     FlushSettings,
     IndexSettings,
     MaintenanceSettings,
-    McpSettings,
     ModelBudgetSettings,
     ModelPurposeSettings,
     ModelSettings,
@@ -50,6 +50,8 @@ __all__ = [
     "HarnessSettings",
     "IndexSettings",
     "MaintenanceSettings",
+    "McpJwtSettings",
+    "McpScopeSettings",
     "McpSettings",
     "ModelBudgetSettings",
     "ModelPurposeSettings",

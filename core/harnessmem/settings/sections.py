@@ -10,9 +10,10 @@ config file, telling where a value came from and formatting errors are in
 :mod:`harnessmem.settings._sources`; ``HarnessSettings`` in :mod:`harnessmem.settings.harness`.
 
 The sections: where things live and what reaches them (workspace, index, model, transfer,
-tools, plugins, mcp) here; what the context holds (compaction, eviction, context) in
+tools, plugins) here; what the context holds (compaction, eviction, context) in
 :mod:`harnessmem.settings.context`; how memory is kept (flush, consolidation, maintenance)
-in :mod:`harnessmem.settings.memory`. This module re-exports them all.
+in :mod:`harnessmem.settings.memory`, both re-exported here; the ``[mcp]`` one in
+:mod:`harnessmem.settings.mcp`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 
 from harnessmem.settings._section import Seconds, Section, parse_duration
 from harnessmem.settings.context import (
@@ -41,7 +42,6 @@ __all__ = [
     "FlushSettings",
     "IndexSettings",
     "MaintenanceSettings",
-    "McpSettings",
     "ModelBudgetSettings",
     "ModelPurposeSettings",
     "ModelSettings",
@@ -253,31 +253,3 @@ class PluginSettings(Section):
     settings: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-plugin options, keyed by plugin name."
     )
-
-
-class McpSettings(Section):
-    """The MCP server of ``harnessmem mcp`` (needs ``pip install 'harnessmem[mcp]'``)."""
-
-    token: SecretStr | None = Field(
-        None,
-        description=(
-            "Bearer token every HTTP request must carry (Authorization: Bearer <token>); "
-            "without it the server answers 401. Required to serve on a non-loopback address. "
-            "Not used over stdio."
-        ),
-    )
-    path: str = Field("/mcp", description="URL path of the streamable HTTP endpoint.")
-    flush_tool: bool = Field(
-        False,
-        description=(
-            "Also offer the memory_flush tool: a client hands over its messages and their new "
-            "facts go to today's daily log."
-        ),
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _absolute_path(cls, value: str) -> str:
-        if not value.startswith("/") or any(c in value for c in "?# "):
-            raise ValueError("must be a URL path such as '/mcp'")
-        return value

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pytest
 
     from harnessmem.events import (
-        CompactionEvent,
+        CompactionResult,
         MaintenanceEvent,
         MemoryConsolidatedEvent,
         MemoryFlushedEvent,
@@ -35,14 +35,14 @@ class EventLog:
     """
 
     def __init__(self) -> None:
-        self.compactions: list[CompactionEvent] = []
+        self.compactions: list[CompactionResult] = []
         self.flushed: list[MemoryFlushedEvent] = []
         self.consolidated: list[MemoryConsolidatedEvent] = []
         self.evicted: list[ToolResultEvictedEvent] = []
         self.maintenance: list[MaintenanceEvent] = []
 
     @hookimpl
-    def on_compaction(self, event: CompactionEvent) -> None:
+    def on_compaction(self, event: CompactionResult) -> None:
         self.compactions.append(event)
 
     @hookimpl

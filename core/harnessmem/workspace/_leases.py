@@ -31,10 +31,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol
 
 from harnessmem.errors import LeaseError
+from harnessmem.lifetime import ClosesOnExit
 from harnessmem.workspace._holders import Holder, this_process
 
 __all__ = ["Lease", "LeaseStore", "Waiter", "acquire_lease"]
@@ -113,7 +113,7 @@ def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
 
 
-class Lease:
+class Lease(ClosesOnExit):
     """A named lease this process holds on a workspace; a context manager that releases it.
 
     ``held`` is the local view (not released and not expired by the clock); only
@@ -224,16 +224,9 @@ class Lease:
             return False
         return self._store.delete_if(self.path, current[1])
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+    def close(self) -> bool:
+        """:meth:`release`, so that ``with lease:`` releases it on leaving the block."""
+        return self.release()
 
     def __repr__(self) -> str:
         state = "held" if self.held else "not held"

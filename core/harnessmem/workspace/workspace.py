@@ -41,7 +41,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from harnessmem.layout import (
 from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
+from harnessmem.workspace._listing import Listing
 from harnessmem.workspace._paths import confined, relative_path
 from harnessmem.workspace.files import FileInfo, Snapshot
 from harnessmem.workspace.store import (
@@ -110,6 +112,8 @@ class Workspace:
         self._written: dict[str, tuple[bytes, str]] = {}
         # Files found not to be clean UTF-8, warned about once each.
         self._damaged: set[str] = set()
+        # The listing of a listing_snapshot() block, per thread.
+        self._listings = threading.local()
 
     @classmethod
     def open(
@@ -246,6 +250,9 @@ class Workspace:
             self._cache[rel] = (at, data)
 
     def _forget(self, rel: str) -> None:
+        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
+        if listing is not None:
+            listing.touched(rel)
         if self._cache or self._written:
             with self._cache_lock:
                 self._cache.pop(rel, None)
@@ -426,11 +433,27 @@ class Workspace:
         """Whether ``path`` is an existing file."""
         return self._store.exists(self.resolve(path))
 
-    def info(self, path: str | os.PathLike[str]) -> FileInfo:
-        """Size, modification time and change token of ``path``; FileNotFoundError if missing."""
+    def info(self, path: str | os.PathLike[str], *, listed: bool = False) -> FileInfo:
+        """Size, modification time and change token of ``path``; FileNotFoundError if missing.
+
+        ``listed``: inside a :meth:`listing_snapshot` block, what its listing says (no
+        request), for a caller to whom a listing made a moment earlier is as good."""
         rel = self._rel(path)
+        if listed:
+            folder = rel.rpartition("/")[0]
+            found = self._listed(folder, False)
+            if found is not None:
+                for info in found:
+                    if info.path == rel:
+                        return info
+                raise FileNotFoundError(rel)
         size, modified, tag = self._store.info(self._full(rel))
         return FileInfo(rel, size, modified, tag)
+
+    @property
+    def listing_active(self) -> bool:
+        """Whether this thread is inside a :meth:`listing_snapshot` block."""
+        return getattr(self._listings, "current", None) is not None
 
     def delete(self, path: str | os.PathLike[str], missing_ok: bool = True) -> None:
         """Delete ``path``; FileNotFoundError when it is missing and not ``missing_ok``."""
@@ -457,8 +480,31 @@ class Workspace:
         Files only (no directories, no directory marker objects, nothing in ``.locks/``);
         a missing directory gives an empty list.
         """
-        found = self._store.find(self._full(self._rel(prefix, allow_root=True)), recursive)
+        rel = self._rel(prefix, allow_root=True)
+        listed = self._listed(rel, recursive)
+        if listed is not None:
+            return [info.path for info in listed]
+        found = self._store.find(self._full(rel), recursive)
         return sorted({p for p in found if p.split("/", 1)[0] != LOCKS_DIR})
+
+    @contextmanager
+    def listing_snapshot(self) -> Iterator[None]:
+        """Within the block, this thread's :meth:`list` and :meth:`scan` are answered from
+        one listing of the whole workspace (made at the first of them), except for the
+        folders this thread writes to meanwhile. A maintenance tick runs in one: on S3
+        its steps cost one LIST instead of one each. Blocks do not nest."""
+        if getattr(self._listings, "current", None) is not None:
+            yield
+            return
+        self._listings.current = Listing(lambda: self._scan_store("", recursive=True))
+        try:
+            yield
+        finally:
+            self._listings.current = None
+
+    def _listed(self, rel: str, recursive: bool) -> builtins.list[FileInfo] | None:
+        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
+        return None if listing is None else listing.scan(rel.strip("/"), recursive)
 
     def scan(self, prefix: str = "", *, recursive: bool = True) -> builtins.list[FileInfo]:
         """:meth:`list` with each file's :meth:`info`, from one listing where the store allows.
@@ -466,7 +512,12 @@ class Workspace:
         On S3 a listing carries size, modification time and ETag (one request per 1,000
         files instead of one per file); locally it is a stat per file.
         """
-        found = self._store.scan(self._full(self._rel(prefix, allow_root=True)), recursive)
+        rel = self._rel(prefix, allow_root=True)
+        listed = self._listed(rel, recursive)
+        return listed if listed is not None else self._scan_store(rel, recursive)
+
+    def _scan_store(self, rel: str, recursive: bool) -> builtins.list[FileInfo]:
+        found = self._store.scan(self._full(rel), recursive)
         return sorted(
             (
                 FileInfo(path, size, modified, tag)
