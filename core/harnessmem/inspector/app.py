@@ -660,7 +660,10 @@ class _Guard:
                 headers += [
                     (b"content-security-policy", _CSP.encode()),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
+                    # same-origin, not no-referrer: under no-referrer a browser sends
+                    # "Origin: null" with the page's own forget form, which the Origin
+                    # check above must refuse; no other site gets a referrer either way.
+                    (b"referrer-policy", b"same-origin"),
                     (b"cache-control", b"no-store"),
                 ]
                 message = {**message, "headers": headers}
