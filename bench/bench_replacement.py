@@ -109,10 +109,10 @@ def _detection(on: bool) -> Iterator[None]:
         return
     from unittest import mock
 
-    from harnessmem.backends.extractive import _consolidate, _jobs
+    from harnessmem.backends.extractive import _consolidate, _facts
 
     with (
-        mock.patch.object(_jobs, "replaces", return_value=False),
+        mock.patch.object(_facts, "replaces", return_value=False),
         mock.patch.object(_consolidate, "replaces", return_value=False),
     ):
         yield

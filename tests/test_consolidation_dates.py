@@ -250,7 +250,8 @@ def test_a_bullet_that_matches_no_input_gets_no_day(open_harness: HarnessFactory
 
 def test_the_flush_keeps_an_update_of_a_fact_already_on_file() -> None:
     """A fact that replaces one in memory is news, not a duplicate of it."""
-    from harnessmem.backends.extractive._jobs import extract_facts, turns_of
+    from harnessmem.backends.extractive._facts import extract_facts
+    from harnessmem.backends.extractive._turns import turns_of
 
     said = "Tom Okafor took over as my manager after Priya Raman left the team."
     turns = turns_of([{"role": "user", "content": said}])

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harnessmem.backends.base import IndexEntry
-from harnessmem.backends.sqlite._store import BLOCK_SLOTS, EntryBlock
+from harnessmem.backends.sqlite._blocks import EntryBlock
+from harnessmem.backends.sqlite._schema import BLOCK_SLOTS
 from harnessmem.index import chunking as _chunking
 from harnessmem.index.chunking import MAX_STORED_CHARS, chunk_markdown
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness
 from harnessmem.backends.base import SearchHit
@@ -114,3 +116,33 @@ def test_the_example_lists_where_else_a_fact_is(example: MemoryHarness) -> None:
     places = {hit.path, *(where.split(":")[0] for where in hit.also)}
     assert "MEMORY.md" in places
     assert any(place.startswith("memory/") for place in places)
+
+
+def _same_text_as_it_was(repeat: frozenset[str], kept: frozenset[str]) -> bool:
+    """The rule as first written: the numbers and codes of ``repeat`` found per pair."""
+    if not repeat:
+        return not kept
+    exact = {w for w in repeat if w.startswith("#") or any(c.isdigit() for c in w)}
+    if not exact <= kept:
+        return False
+    if len(repeat) < 4:
+        return repeat == kept
+    return len(repeat & kept) / len(repeat) >= 0.85
+
+
+_WORDS = st.frozensets(
+    st.sampled_from(
+        ["ship", "thursday", "v0.9.0", "#kx81pq", "port", "5433", "6432", "½", "ⅻ", "三", "a1"]
+        + [f"w{n}" for n in range(6)]
+    ),
+    max_size=9,
+)
+
+
+@given(_WORDS, _WORDS)
+def test_the_repeat_rule_is_the_rule_as_first_written(
+    repeat: frozenset[str], kept: frozenset[str]
+) -> None:
+    """``same_text`` finds each hit's numbers once (collapse_repeats compares every pair):
+    the verdicts are those of the rule as it was written, whatever the words."""
+    assert same_text(repeat, kept) == _same_text_as_it_was(repeat, kept)

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from harnessmem.backends.base import FileUpdate, IndexBackend, IndexEntry
 from harnessmem.backends.sqlite import FILE_SHIFT, SCHEMA_VERSION, SQLiteIndex
-from harnessmem.backends.sqlite import _store as _sqlite_store
-from harnessmem.backends.sqlite._store import stored_entries
+from harnessmem.backends.sqlite import _schema as _sqlite_schema
+from harnessmem.backends.sqlite import _writer as _sqlite_writer
+from harnessmem.backends.sqlite._blocks import stored_entries
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.plugins import index_registry
 from harnessmem.testing import IndexBackendSuite
@@ -491,7 +492,8 @@ def test_a_file_out_of_entry_ids_moves_to_a_new_number(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file whose edits used up its id range is stored anew under a fresh file number."""
-    monkeypatch.setattr(_sqlite_store, "FILE_SPAN", 128)
+    monkeypatch.setattr(_sqlite_schema, "FILE_SPAN", 128)
+    monkeypatch.setattr(_sqlite_writer, "FILE_SPAN", 128)
     index = _open(db_path)
     try:
         first = _entries("MEMORY.md", [(f"w{n % 12} alpha", "", None) for n in range(100)])
@@ -502,7 +504,7 @@ def test_a_file_out_of_entry_ids_moves_to_a_new_number(
         assert len(index.search("beta", limit=200)) == 100
         with closing(sqlite3.connect(db_path)) as db:
             blocks = db.execute("SELECT id FROM entry_blocks").fetchall()
-            numbers = {row[0] << _sqlite_store.BLOCK_SHIFT >> FILE_SHIFT for row in blocks}
+            numbers = {row[0] << _sqlite_schema.BLOCK_SHIFT >> FILE_SHIFT for row in blocks}
             assert numbers == {db.execute("SELECT file_no FROM files").fetchone()[0]} != {1}
     finally:
         index.close()
@@ -530,7 +532,7 @@ def test_path_prefix_over_one_or_several_files(db_path: Path) -> None:
 
 def test_many_workspaces_in_one_file_keep_apart(db_path: Path) -> None:
     """Past the first group of workspaces (one FTS5 table each 16), nothing crosses over."""
-    from harnessmem.backends.sqlite._store import WORKSPACES_PER_TABLE
+    from harnessmem.backends.sqlite._schema import WORKSPACES_PER_TABLE
 
     root = _open(db_path)
     count = 2 * WORKSPACES_PER_TABLE + 3

@@ -369,6 +369,11 @@ def test_every_loopback_bind_answers_only_its_own_names(
             assert "Mirko" in harness.workspace.read_text("MEMORY.md")
             own = {"origin": f"http://{name}:8765"}
             assert "removed 1 fact" in client.post("/forget", data=form, headers=own).text
+            # Under "no-referrer" a browser sends "Origin: null" with the page's own form,
+            # which is refused above; "same-origin" makes it send the page's origin
+            # (tests/test_inspector_browser.py forgets a fact through the real form).
+            policy = client.get("/memory").headers["referrer-policy"]
+            assert policy == "same-origin"
         assert "Mirko" not in harness.workspace.read_text("MEMORY.md")
 
 

@@ -246,6 +246,28 @@ def test_consolidation_result_is_carried_in_the_report(
     assert calls == ["consolidate", "reindex"]
 
 
+def test_a_tick_consolidates_what_its_listing_shows_new(open_harness: HarnessFactory) -> None:
+    """Inside a tick consolidation decides "nothing new" from the tick's listing without
+    its lease; a log flushed since the last run, or a MEMORY.md over budget, still gets a
+    full run (local and S3)."""
+    harness = open_harness(consolidation={"min_new_tokens": 0})
+    harness.flush([{"role": "user", "content": "I live in Porto."}], session_id="a")
+    assert harness.maintain(force=True).step("consolidate").detail.startswith("consolidated")
+    assert "Porto" in harness.workspace.read_text("MEMORY.md")
+    idle = harness.maintain(force=True).step("consolidate")
+    assert "nothing new" in idle.detail
+    harness.flush([{"role": "user", "content": "My dog is called Rex."}], session_id="b")
+    assert harness.maintain(force=True).step("consolidate").detail.startswith("consolidated")
+    assert "Rex" in harness.workspace.read_text("MEMORY.md")
+    # memory_save past the budget: the listing shows no new log, but MEMORY.md is too big.
+    budget = harness.settings.consolidation.max_memory_tokens
+    saved = "\n".join(f"- Saved fact number {n} about the harbour crane {n}." for n in range(400))
+    harness.workspace.append_text("MEMORY.md", "\n" + saved + "\n")
+    assert harness.kernel.consolidator.tokens(harness.workspace.read_text("MEMORY.md")) > budget
+    trimmed = harness.maintain(force=True).step("consolidate")
+    assert "nothing new" not in trimmed.detail
+
+
 def test_disabled_consolidation_is_skipped(
     workspace_target: WorkspaceTarget, clock: FakeClock
 ) -> None:

@@ -272,7 +272,7 @@ def test_a_failing_close_still_closes_the_rest_and_raises_the_first(tmp_path: Pa
         raise RuntimeError("queue jammed")
 
     harnesses[0].kernel.on_close(broken)
-    with pytest.raises(HarnessMemError, match="closing the harness pool failed: .*queue jammed"):
+    with pytest.raises(HarnessMemError, match=r"closing the harness pool failed: .*queue jammed"):
         pool.close()
     assert all(h.kernel.closed for h in harnesses)
 

@@ -411,3 +411,29 @@ def test_directory_objects_are_not_files_and_a_same_size_rewrite_is_seen(
     clock.advance(harness.settings.index.refresh_interval or 30)
     assert [h.path for h in harness.search("pink")] == ["memory/2027-01-14.md"]
     assert "memory/2027-01-14.md" not in [h.path for h in harness.search("grey")]
+
+
+def test_a_maintenance_tick_with_nothing_to_do_costs_seven_requests(
+    s3_faults: S3TestServer, open_harness: Callable[..., MemoryHarness], clock: FakeClock
+) -> None:
+    """One listing serves every step, and consolidation sees from it that nothing is new
+    without taking its lease: the lease, the tick's state, one LIST, the watermark and
+    MEMORY.md (its size decides whether it needs trimming); was 17 requests."""
+    harness = open_harness(ScriptedModel("- Ana lives in Porto"))
+    harness.flush([{"role": "user", "content": "I live in Porto"}], session_id="s")
+    assert harness.maintain(force=True).ok
+    harness.usage(days=1)  # the ledger's batch goes out now, not inside the tick
+    clock.advance(7 * 3600)
+    with s3_faults.record() as requests:
+        report = harness.maintain(force=True)
+    assert report.ok
+    assert "nothing new" in report.step("consolidate").detail
+    assert operations(requests) == {
+        "PutObject .locks/maintenance.lease [If-None-Match]": 1,
+        "GetObject memory/.maintenance_state": 1,
+        "ListObjectsV2 ": 1,
+        "GetObject memory/.consolidation_state": 1,
+        "GetObject MEMORY.md": 1,
+        "PutObject memory/.maintenance_state": 1,
+        "DeleteObject .locks/maintenance.lease [If-Match]": 1,
+    }

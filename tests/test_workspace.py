@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harnessmem.workspace.workspace as workspace_module
+import harnessmem.workspace._conditional as conditional_module
+import harnessmem.workspace._paths as paths_module
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.testing.workspace_suite import FakeClock, WorkspaceSuite
 from harnessmem.workspace import Workspace
@@ -144,12 +146,12 @@ def test_append_gives_up_after_bounded_attempts(monkeypatch: pytest.MonkeyPatch)
     ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
     monkeypatch.setattr(ws._store, "put_if", lambda *args, **kwargs: None)
     naps: list[float] = []
-    monkeypatch.setattr(workspace_module, "_sleep", naps.append)
+    monkeypatch.setattr(conditional_module, "_sleep", naps.append)
     with pytest.raises(
         WorkspaceError, match=r"append 'log\.md' in memory:///test-.* kept changing"
     ):
         ws.append_text("log.md", "x\n")
-    assert len(naps) == workspace_module._APPEND_ATTEMPTS
+    assert len(naps) == conditional_module._APPEND_ATTEMPTS
     assert max(naps) <= 0.25
 
 
@@ -356,7 +358,7 @@ def test_plain_path_shortcut_agrees_with_the_full_check(parts: list[str], lead: 
 
     fast = outcome()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(workspace_module, "_PLAIN", re.compile(r"(?!)"))
+        patch.setattr(paths_module, "_PLAIN", re.compile(r"(?!)"))
         assert outcome() == fast
 
 
@@ -426,3 +428,86 @@ def test_local_scan_agrees_with_find_and_info(tmp_path: Path, recursive: bool) -
     assert not any(
         p.startswith((".locks", "memory/linked-dir")) or p.endswith(_TMP_SUFFIX) for p in paths
     )
+
+
+# -- one listing for a block of lists and scans ---------------------------------------------------
+
+
+class _CountingFinds:
+    """Counts the store's listings (``find`` and ``scan``) of a workspace."""
+
+    def __init__(self, ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[str] = []
+        store = ws.store
+        for name in ("find", "scan"):
+            real = getattr(store, name)
+
+            def counted(directory: str, recursive: bool, real: Any = real, name: str = name) -> Any:
+                self.calls.append(name)
+                return real(directory, recursive)
+
+            monkeypatch.setattr(store, name, counted)
+
+
+@pytest.mark.parametrize("url", ["memory://listing-{n}", "local"])
+def test_a_listing_snapshot_lists_once_and_sees_its_own_writes(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = str(tmp_path / "ws") if url == "local" else url.format(n=id(tmp_path))
+    ws = Workspace.open(target)
+    for path in (
+        "MEMORY.md",
+        "memory/2026-01-01.md",
+        "memory/archive/2025-01-01.md",
+        "sessions/a.log.jsonl",
+    ):
+        ws.write_text(path, "x\n")
+    counting = _CountingFinds(ws, monkeypatch)
+    with ws.listing_snapshot():
+        assert ws.list("memory", recursive=False) == ["memory/2026-01-01.md"]
+        assert ws.list("memory") == ["memory/2026-01-01.md", "memory/archive/2025-01-01.md"]
+        assert [i.path for i in ws.scan("sessions")] == ["sessions/a.log.jsonl"]
+        assert ws.info("MEMORY.md", listed=True).size == 2
+        assert counting.calls == ["scan"], "one listing of the whole workspace"
+        ws.write_text("memory/2026-01-02.md", "y\n")
+        assert ws.list("memory", recursive=False) == [
+            "memory/2026-01-01.md",
+            "memory/2026-01-02.md",
+        ], "a folder this thread wrote to is listed afresh"
+        assert ws.list("sessions") == ["sessions/a.log.jsonl"]
+        assert ws.list() == sorted(
+            [
+                "MEMORY.md",
+                "memory/2026-01-01.md",
+                "memory/2026-01-02.md",
+                "memory/archive/2025-01-01.md",
+                "sessions/a.log.jsonl",
+            ]
+        ), "a recursive listing above a written folder is fresh too"
+        with pytest.raises(FileNotFoundError):
+            ws.info("memory/nope.md", listed=True)
+    counting.calls.clear()
+    ws.list("memory")
+    assert counting.calls[:1] == ["find"], "outside the block every list asks the store"
+
+
+def test_a_listing_snapshot_serves_only_its_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = Workspace.open(str(tmp_path / "ws"))
+    ws.write_text("memory/2026-01-01.md", "x\n")
+    seen: list[list[str]] = []
+    with ws.listing_snapshot():
+        ws.list("memory")
+        other = threading.Thread(
+            target=lambda: (
+                ws.write_text("memory/2026-01-02.md", "y\n"),
+                seen.append(ws.list("memory")),
+            )
+        )
+        other.start()
+        other.join()
+        assert ws.listing_active
+        assert ws.list("memory") == ["memory/2026-01-01.md"], "the block's listing stands"
+    assert seen == [["memory/2026-01-01.md", "memory/2026-01-02.md"]]
+    assert ws.list("memory") == seen[0]

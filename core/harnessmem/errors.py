@@ -7,6 +7,7 @@ following line says how (``hint``). Causes are chained with ``raise ... from``.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDenied",
     "ArchiveError",
     "BackendNotFound",
     "ConfigError",
@@ -44,6 +45,11 @@ class ConfigError(HarnessMemError, ValueError):
     ) -> None:
         self.problems = list(problems or [])
         super().__init__(message, hint=hint)
+
+
+class AccessDenied(HarnessMemError, PermissionError):
+    """A bearer access token that lets no one in (bad signature, expired, another issuer or
+    audience, no valid tenant), or one that does not grant what the request asks."""
 
 
 class ArchiveError(HarnessMemError, ValueError):

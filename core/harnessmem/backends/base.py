@@ -4,21 +4,36 @@ A backend is a class registered under a name in the entry-point group
 ``harnessmem.index`` or ``harnessmem.model``. It owns a pydantic ``Options``
 model that validates the ``options`` table of its config section, so errors
 carry the dotted path (``index.options.url``).
+
+The types a search deals in live in :mod:`harnessmem.backends.search`, those an index
+stores in :mod:`harnessmem.backends.entries`; this module re-exports them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import repeat
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args, overload
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harnessmem.errors import HarnessMemError
+from harnessmem.backends.entries import (
+    EntryColumns,
+    FileUpdate,
+    IndexedFile,
+    IndexEntry,
+    IndexStats,
+)
+from harnessmem.backends.search import (
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SearchTimeout,
+    check_dates,
+    dated_within,
+)
 from harnessmem.settings.validation import parse_options
 
 if TYPE_CHECKING:
@@ -87,7 +102,6 @@ class _Backend:
         return parse_options(cls.Options, raw, where=where, owner=cls.__name__)
 
 
-SearchMode = Literal["any", "all", "phrase"]
 _SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 #: Where indexed text comes from: memory files (MEMORY.md, memory/*.md) or session logs.
@@ -106,209 +120,6 @@ INDEX_SOURCES: tuple[str, ...] = ("memory", "sessions")
 INDEX_CAPABILITIES: frozenset[str] = frozenset(
     {"stemming", "diacritics", "cjk", "phrase", "timeout", "persistent", "concurrent", "dates"}
 )
-
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def check_dates(since: Any = None, until: Any = None) -> tuple[str | None, str | None]:
-    """``since`` and ``until`` (a ``date``, a ``datetime`` or ``"YYYY-MM-DD"``; None: open)
-    as ISO day strings; ``ValueError`` naming the bad one, or when ``since`` is after ``until``."""
-    import datetime as dt
-
-    def day(value: Any, name: str) -> str | None:
-        if value is None:
-            return None
-        if isinstance(value, dt.datetime):
-            return value.date().isoformat()
-        if isinstance(value, dt.date):
-            return value.isoformat()
-        if isinstance(value, str) and _ISO_DAY.fullmatch(value.strip()):
-            try:
-                return dt.date.fromisoformat(value.strip()).isoformat()
-            except ValueError:
-                pass
-        raise ValueError(f"{name} must be a date or 'YYYY-MM-DD'; got {value!r}")
-
-    first, last = day(since, "since"), day(until, "until")
-    if first is not None and last is not None and first > last:
-        raise ValueError(f"since ({first}) is after until ({last})")
-    return first, last
-
-
-def dated_within(date: str | None, since: str | None, until: str | None) -> bool:
-    """Whether an entry's ``date`` lies within ``since``..``until`` (both inclusive); an
-    undated entry lies within no bound."""
-    if since is None and until is None:
-        return True
-    if not date:
-        return False
-    day = date[:10]
-    return (since is None or day >= since) and (until is None or day <= until)
-
-
-class SearchTimeout(HarnessMemError, TimeoutError):
-    """A search ran longer than ``index.search_timeout`` and was stopped."""
-
-
-@dataclass(frozen=True, slots=True)
-class SearchRequest:
-    """A search whose arguments :meth:`IndexBackend.search` checked, for ``_search``."""
-
-    #: The query as the caller wrote it.
-    text: str
-    #: Its terms (:func:`harnessmem.backends.fulltext.parse_query`; stop words kept in
-    #: ``phrase`` mode): never empty.
-    terms: list[QueryTerm]
-    limit: int
-    source: str
-    mode: SearchMode
-    path_prefix: str | None
-    #: Seconds before :class:`SearchTimeout` (None: no limit).
-    timeout: float | None
-    #: ISO days, checked; inclusive (None: unbounded on that side).
-    since: str | None
-    until: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One search result.
-
-    ``path`` is relative to the workspace root; ``start_line`` and ``end_line``
-    are 1-based and inclusive; a higher ``score`` is a better match (scores compare
-    only within one result list). ``context`` is the path of headings above the entry
-    (``"Projects > Kyoto"``), ``date`` the ISO day it belongs to, when known. ``also``
-    lists other places that hold the same text (``"memory/2026-05-01.md:12-12"``), left
-    out of the results so that each hit is a different memory
-    (:func:`harnessmem.index.repeats.collapse_repeats`).
-    """
-
-    path: str
-    start_line: int
-    end_line: int
-    content: str
-    score: float
-    context: str = ""
-    date: str | None = None
-    also: tuple[str, ...] = ()
-
-
-class IndexEntry(NamedTuple):
-    """A chunk of a workspace file as the index stores it (see :mod:`harnessmem.index`).
-
-    ``context`` (headings above the entry) is searched with a lower weight than
-    ``content``; ``date`` is shown with hits; entries with the same ``section``
-    (the ordinal of the heading block they sit in) are neighbours, which a backend
-    may use in ranking. A named tuple, not a dataclass: files are cut into these by
-    the hundred thousand, and a tuple is built in half the time.
-    """
-
-    path: str
-    start_line: int
-    end_line: int
-    content: str
-    context: str = ""
-    date: str | None = None
-    section: int = 0
-
-
-# Builds a named tuple without the keyword-argument layer of its __new__ (half the cost).
-_tuple_new = tuple.__new__
-
-
-class EntryColumns(Sequence[IndexEntry]):
-    """The entries of one file, held column by column, as
-    :func:`harnessmem.index.chunking.chunk_markdown` returns them.
-
-    A sequence of :class:`IndexEntry` to every reader (an entry is built when it is
-    read); a backend that knows this class takes the columns as they are. A daily log
-    of a hundred bullets then costs six list extensions rather than a hundred tuples,
-    and a rebuild does not transpose them back into columns to store them.
-    """
-
-    __slots__ = ("contents", "contexts", "dates", "ends", "path", "sections", "starts")
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.contents: list[str] = []
-        self.contexts: list[str] = []
-        self.dates: list[str | None] = []
-        self.sections: list[int] = []
-
-    def __len__(self) -> int:
-        return len(self.contents)
-
-    def __iter__(self) -> Iterator[IndexEntry]:
-        fields = zip(
-            repeat(self.path),
-            self.starts,
-            self.ends,
-            self.contents,
-            self.contexts,
-            self.dates,
-            self.sections,
-        )
-        return map(_tuple_new, repeat(IndexEntry), fields)
-
-    @overload
-    def __getitem__(self, index: int) -> IndexEntry: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[IndexEntry]: ...
-    def __getitem__(self, index: int | slice) -> IndexEntry | list[IndexEntry]:
-        if isinstance(index, slice):
-            return list(self)[index]
-        return IndexEntry(
-            self.path,
-            self.starts[index],
-            self.ends[index],
-            self.contents[index],
-            self.contexts[index],
-            self.dates[index],
-            self.sections[index],
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, EntryColumns | list | tuple):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
-
-    def __repr__(self) -> str:
-        return f"EntryColumns({list(self)!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class FileUpdate:
-    """One file's new state for :meth:`IndexBackend.sync_files`."""
-
-    path: str
-    content_hash: str
-    entries: Sequence[IndexEntry]
-    source: str = "memory"
-    change_token: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class IndexedFile:
-    """What a backend holds for one file: its content hash and the change token seen."""
-
-    path: str
-    source: str
-    content_hash: str
-    change_token: str | None
-    entries: int
-
-
-@dataclass(frozen=True, slots=True)
-class IndexStats:
-    """What an index holds."""
-
-    files: int
-    entries: int
-    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 def workspace_id_of(context: Mapping[str, Any]) -> str:

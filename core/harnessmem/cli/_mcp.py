@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from harnessmem.cli._common import (
     stopped_by_sigterm,
 )
 
+if TYPE_CHECKING:
+    from harnessmem.access import JwtVerifier
+
 
 @click.command("mcp")
 @common_options(as_json=False)
@@ -25,7 +28,8 @@ from harnessmem.cli._common import (
     metavar="HOST:PORT",
     help="Serve the streamable HTTP transport on HOST:PORT instead of stdio (port 0: any "
     "free port; the URL is printed on stderr). Requests must carry mcp.token as a bearer "
-    "token; a HOST other than a loopback address refuses to start without one.",
+    "token (a HOST other than a loopback address refuses to start without one), or with "
+    "mcp.auth = 'jwt' a JWT access token of mcp.jwt.issuer.",
 )
 @click.option(
     "--flush-tool/--no-flush-tool",
@@ -41,7 +45,8 @@ from harnessmem.cli._common import (
     metavar="URL_TEMPLATE",
     help="With --http: serve every tenant of a workspace URL with {tenant} in it (e.g. "
     "'s3://bucket/agents/{tenant}'), each request from the harness of the tenant its "
-    "X-Harnessmem-Tenant header names; instead of -w.",
+    "X-Harnessmem-Tenant header names (with mcp.auth = 'jwt': the token's tenant claim); "
+    "instead of -w.",
 )
 @click.option(
     "--max-open",
@@ -74,9 +79,20 @@ def mcp_command(
     settings, _ = load_settings(config, workspace, **sections)
     token = settings.mcp.token.get_secret_value() if settings.mcp.token else None
     host = port = None
+    verifier = None
     if address is not None:
         host, port = server_api.parse_address(address)
-        server_api.check_exposure(host, token)  # before the workspace is opened
+        # Before the workspace is opened: the exposure check, or the JWT key file read.
+        if settings.mcp.auth == "jwt":
+            from harnessmem.access import JwtVerifier
+
+            verifier = JwtVerifier(settings.mcp.jwt)
+            jwt = settings.mcp.jwt
+            click.echo(
+                f"harnessmem mcp: JWT access tokens of {jwt.issuer} for {jwt.audience}", err=True
+            )
+        else:
+            server_api.check_exposure(host, token)
         check_port_free(host, port, "--http HOST:PORT")
     if template is not None:
         if host is None or port is None:
@@ -84,7 +100,9 @@ def mcp_command(
         if workspace is not None:
             raise click.UsageError("give --tenants or -w, not both")
         with stopped_by_sigterm() as caught:
-            _serve_tenants(server_api, template, config, sections, host, port, token, max_open)
+            _serve_tenants(
+                server_api, template, config, sections, host, port, token, verifier, max_open
+            )
         _say_stopped(caught)
         return
     with stopped_by_sigterm() as caught, open_harness(settings, maintenance=True) as harness:
@@ -92,8 +110,10 @@ def mcp_command(
         if host is None or port is None:
             server_api.serve_stdio(server)
             return
-        app = server_api.http_app(server, host=host, path=settings.mcp.path, token=token)
-        if not token:
+        app = server_api.http_app(
+            server, host=host, path=settings.mcp.path, token=token, verifier=verifier
+        )
+        if not token and verifier is None:
             click.echo(
                 "warning: no mcp.token: any program on this machine can use this server",
                 err=True,
@@ -120,6 +140,7 @@ def _serve_tenants(
     host: str,
     port: int,
     token: str | None,
+    verifier: JwtVerifier | None,
     max_open: int,
 ) -> None:
     from harnessmem.pool import HarnessPool
@@ -127,19 +148,21 @@ def _serve_tenants(
     path = load_settings(config, None, **sections)[0].mcp.path
     with HarnessPool(template, max_open=max_open, config=config, **sections) as pool:
         app = server_api.http_app(
-            server_api.build_pool_server(pool), host=host, path=path, token=token
+            server_api.build_pool_server(pool), host=host, path=path, token=token, verifier=verifier
         )
-        if not token:
+        if not token and verifier is None:
             click.echo(
                 "warning: no mcp.token: any program on this machine can use this server",
                 err=True,
             )
 
+        named_by = (
+            f"the token's claim {verifier.settings.tenant_claim!r}"
+            if verifier is not None
+            else f"header {server_api.TENANT_HEADER}"
+        )
+
         def ready(url: str) -> None:
-            click.echo(
-                f"harnessmem mcp: tenants of {template} (header {server_api.TENANT_HEADER}) "
-                f"on {url}",
-                err=True,
-            )
+            click.echo(f"harnessmem mcp: tenants of {template} ({named_by}) on {url}", err=True)
 
         server_api.serve_http(app, host, port, path=path, ready=ready)

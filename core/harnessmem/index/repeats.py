@@ -51,14 +51,27 @@ def same_text(repeat: frozenset[str], kept: frozenset[str]) -> bool:
     """Whether a hit with the words ``repeat`` says nothing that one with ``kept`` does not:
     its words are (nearly) all in ``kept``, and every number and code of it is (another
     reservation id is another reservation); short texts must match."""
+    return _repeats(repeat, _exact(repeat), kept)
+
+
+def _exact(words: frozenset[str]) -> frozenset[str]:
+    """The numbers and codes among ``words`` (``isalpha`` first: most words are letters
+    only, and it is one call where the digit test walks the word)."""
+    return frozenset(
+        w
+        for w in words
+        if w.startswith(_CODE_MARK) or (not w.isalpha() and any(c.isdigit() for c in w))
+    )
+
+
+def _repeats(repeat: frozenset[str], exact: frozenset[str], kept: frozenset[str]) -> bool:
     if not repeat:
         return not kept
-    exact = {w for w in repeat if w.startswith(_CODE_MARK) or any(c.isdigit() for c in w)}
-    if not exact <= kept:
-        return False
     if len(repeat) < 4:
         return repeat == kept
-    return len(repeat & kept) / len(repeat) >= COVERED
+    if len(repeat & kept) < COVERED * len(repeat):
+        return False
+    return exact <= kept
 
 
 def location(hit: SearchHit) -> str:
@@ -76,7 +89,8 @@ def collapse_repeats(hits: Sequence[SearchHit], limit: int | None = None) -> lis
     kept: list[tuple[SearchHit, frozenset[str], list[str]]] = []
     for hit in hits:
         words = fact_words(hit.content)
-        home = next((entry for entry in kept if same_text(words, entry[1])), None)
+        exact = _exact(words)  # once per hit, not once per pair
+        home = next((entry for entry in kept if _repeats(words, exact, entry[1])), None)
         if home is not None:
             home[2].append(location(hit))
             home[2].extend(hit.also)

@@ -425,7 +425,7 @@ class IndexSync:
             return _local_tokens(str(root), folder, suffix, exact=exact)
         if exact:
             try:
-                return {suffix: self.workspace.info(suffix).etag_or_hash}
+                return {suffix: self.workspace.info(suffix, listed=True).etag_or_hash}
             except FileNotFoundError:
                 return {}
         return _remote_tokens(self.workspace, folder, suffix)

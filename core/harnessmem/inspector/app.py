@@ -16,7 +16,10 @@ style. Files are read only through the harness (the confinement of ``memory_get`
 names the page itself listed. On a loopback address only the names it was bound with are
 answered, and a request from a page of another site (its ``Origin``) is refused (no DNS
 rebinding); on any other address a token is required (``?token=`` once, then a cookie, or
-``Authorization: Bearer``), and a wrong or missing one gets 401. Odd input (a token beyond
+``Authorization: Bearer``), and a wrong or missing one gets 401. With ``mcp.auth = "jwt"``
+that token may be a JWT access token the MCP server would take (:mod:`harnessmem.access`):
+the reading scope for the pages, the forgetting scope for forget and edit (403 without it).
+Odd input (a token beyond
 ASCII, an encoded ``..``, a symlink that leads out of the workspace) gets a 4xx with one
 line, never a 500.
 
@@ -35,18 +38,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
+from harnessmem.access import FORGET, READ
 from harnessmem.audit import acting_as
-from harnessmem.errors import ConfigError, PathNotAllowed
+from harnessmem.errors import AccessDenied, ConfigError, PathNotAllowed
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
 from harnessmem.memory import files as mf
 from harnessmem.settings import exposure
-from harnessmem.settings.exposure import local_origin, loopback_names, same_secret
+from harnessmem.settings.exposure import is_loopback, local_origin, loopback_names, same_secret
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from harnessmem.access import JwtVerifier
     from harnessmem.harness import MemoryHarness
 
 HERE = Path(__file__).resolve().parent
@@ -307,12 +312,17 @@ def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, s
 
 
 def create_app(
-    harness: MemoryHarness, *, token: str | None = None, host: str = "127.0.0.1"
+    harness: MemoryHarness,
+    *,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    verifier: JwtVerifier | None = None,
 ) -> Starlette:
     """The inspector's ASGI application over ``harness`` (which the caller closes).
 
-    ``token``: required of every request when set. ``host``: the address the server
-    listens on; on a loopback one only the names it is reached by are answered
+    ``token``: required of every request when set. ``verifier``: the JWT access tokens it
+    accepts are taken too (then a request needs one or the other). ``host``: the address
+    the server listens on; on a loopback one only the names it is reached by are answered
     (:func:`~harnessmem.settings.exposure.loopback_names`: ``127.0.0.2`` answers
     ``127.0.0.2`` only), and a request whose ``Origin`` is another site gets 403."""
     try:
@@ -579,7 +589,7 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     names = loopback_names(host)
-    middleware = [Middleware(_Guard, token=token, names=names)]
+    middleware = [Middleware(_Guard, token=token, names=names, verifier=verifier)]
     if names:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=list(names)))
     return Starlette(
@@ -644,11 +654,16 @@ class _Guard:
     """ASGI middleware: the token check and the security headers of every response."""
 
     def __init__(
-        self, app: Callable[..., Awaitable[None]], token: str | None, names: tuple[str, ...]
+        self,
+        app: Callable[..., Awaitable[None]],
+        token: str | None,
+        names: tuple[str, ...],
+        verifier: JwtVerifier | None = None,
     ) -> None:
         self.app = app
         self.token = token
         self.names = names  # on loopback: the names an Origin may carry; else empty
+        self.verifier = verifier
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -666,7 +681,7 @@ class _Guard:
             )
             await response(scope, receive, send)
             return
-        if self.token is not None:
+        if self.token is not None or self.verifier is not None:
             given = request.query_params.get("token")
             header = request.headers.get("authorization", "")
             presented = (
@@ -674,13 +689,14 @@ class _Guard:
                 or (header[7:] if header.lower().startswith("bearer ") else None)
                 or request.cookies.get(COOKIE)
             )
-            if presented is None or not same_secret(presented, self.token):
-                response = PlainTextResponse("401: a valid token is required", status_code=401)
-                await response(scope, receive, send)
+            refusal = await self._refusal(request.method, presented)
+            if refusal is not None:
+                status = 401 if refusal.startswith("401") else 403
+                await PlainTextResponse(refusal, status_code=status)(scope, receive, send)
                 return
             if given is not None:  # once in the URL, then a cookie; take it out of the URL
                 redirect = RedirectResponse(request.url.remove_query_params("token"), 303)
-                redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+                redirect.set_cookie(COOKIE, given, httponly=True, samesite="strict")
                 await redirect(scope, receive, send)
                 return
 
@@ -690,13 +706,36 @@ class _Guard:
                 headers += [
                     (b"content-security-policy", _CSP.encode()),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
+                    # same-origin, not no-referrer: under no-referrer a browser sends
+                    # "Origin: null" with the page's own forget form, which the Origin
+                    # check above must refuse; no other site gets a referrer either way.
+                    (b"referrer-policy", b"same-origin"),
                     (b"cache-control", b"no-store"),
                 ]
                 message = {**message, "headers": headers}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    async def _refusal(self, method: str, presented: str | None) -> str | None:
+        """Why a request presenting ``presented`` is refused (``401: ...``, ``403: ...``),
+        or ``None``: it is the token, or a JWT granting what ``method`` does (a POST
+        forgets or edits)."""
+        if presented is None:
+            return "401: a valid token is required"
+        if self.token is not None and same_secret(presented, self.token):
+            return None
+        if self.verifier is None:
+            return "401: a valid token is required"
+        import anyio.to_thread
+
+        try:
+            grant = await anyio.to_thread.run_sync(self.verifier.verify, presented)
+            grant.require(FORGET if method == "POST" else READ, "this page")
+        except AccessDenied as exc:
+            refused = exc.message.startswith("bearer token refused")
+            return "401: a valid token is required" if refused else f"403: {exc.message}"
+        return None
 
 
 def serve(
@@ -705,16 +744,25 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     token: str | None = None,
+    verifier: JwtVerifier | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the inspector until interrupted (SIGINT, SIGTERM); a non-loopback ``host``
-    needs a ``token``. ``ready(url)`` is called once the socket listens."""
-    check_exposure(host, token)
+    needs a ``token``, or ``mcp.auth = "jwt"`` in the harness's settings: then the JWT
+    access tokens of ``mcp.jwt`` are taken (``verifier``, else one made from them).
+    ``ready(url)`` is called once the socket listens."""
+    loopback = is_loopback(host)
+    if verifier is None and not loopback and harness.settings.mcp.auth == "jwt":
+        from harnessmem.access import JwtVerifier
+
+        verifier = JwtVerifier(harness.settings.mcp.jwt)
+    if verifier is None:
+        check_exposure(host, token)
     try:
         import uvicorn
     except ImportError as exc:
         raise _missing_extra(exc) from None
-    app = create_app(harness, token=token, host=host)
+    app = create_app(harness, token=token, host=host, verifier=verifier)
     # Bound before serving: ``ready`` gets the real port (port 0 picks one).
     sock, bound = exposure.listen(host, port)
     try:

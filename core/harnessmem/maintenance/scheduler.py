@@ -322,7 +322,9 @@ class MaintenanceScheduler:
             report = MaintenanceReport(trigger, started, self.clock(), outcomes, reason)
         else:
             try:
-                outcomes = self._run_steps(kernel, chosen, lease, trigger, started, force)
+                # The steps list their folders from one listing of the workspace.
+                with kernel.workspace.listing_snapshot():
+                    outcomes = self._run_steps(kernel, chosen, lease, trigger, started, force)
             finally:
                 try:
                     lease.release()

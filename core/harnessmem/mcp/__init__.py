@@ -12,6 +12,9 @@ streamable HTTP transport (see docs/mcp.md). From Python::
 Over HTTP one server can serve many tenants: ``build_pool_server(HarnessPool(...))``
 answers each request from the harness of the tenant its ``X-Harnessmem-Tenant`` header
 names (``harnessmem mcp --http HOST:PORT --tenants 's3://bucket/agents/{tenant}'``).
+With ``mcp.auth = "jwt"`` the HTTP app is an OAuth 2.1 resource server instead: it takes
+the JWT access tokens of ``mcp.jwt.issuer``, the tenant from a claim, the tools by scope
+(``http_app(..., verifier=JwtVerifier(settings.mcp.jwt))``, :mod:`harnessmem.access`).
 
 It needs the official MCP SDK, an optional extra: ``pip install 'harnessmem[mcp]'``.
 Importing this package without it raises ``ConfigError`` saying so; nothing else in

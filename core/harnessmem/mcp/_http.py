@@ -2,7 +2,8 @@
 
 The token check is the SDK's own bearer middleware with a verifier that knows one token
 (compared in constant time): a request without it, or with another, is answered 401
-before it reaches the MCP session manager, so it reads and writes nothing.
+before it reaches the MCP session manager, so it reads and writes nothing. With
+``mcp.auth = "jwt"`` the verifier takes JWT access tokens instead (:mod:`._auth`).
 
 On a loopback address the SDK's transport also checks ``Host`` and ``Origin`` against the
 names the server was bound with (:func:`transport_security`): the SDK turns that check on
@@ -13,7 +14,7 @@ would take the requests a rebound web page sends.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -22,8 +23,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
 from harnessmem.errors import ConfigError
+from harnessmem.mcp._auth import jwt_app
+from harnessmem.mcp._server import TENANT_HEADER
 from harnessmem.settings import exposure
 from harnessmem.settings.exposure import is_loopback, loopback_names, same_secret
+
+if TYPE_CHECKING:
+    from harnessmem.access import JwtVerifier
 
 __all__ = [
     "check_exposure",
@@ -86,17 +92,34 @@ def transport_security(host: str) -> TransportSecuritySettings | None:
     )
 
 
-def http_app(server: Server[Any], *, host: str, path: str, token: str | None) -> Starlette:
+def http_app(
+    server: Server[Any],
+    *,
+    host: str,
+    path: str,
+    token: str | None,
+    verifier: JwtVerifier | None = None,
+) -> Starlette:
     """The SDK's streamable HTTP app for ``server`` at ``path``; every request must carry
-    ``Authorization: Bearer <token>`` when ``token`` is set.
+    ``Authorization: Bearer <token>`` when ``token`` is set, or a JWT access token that
+    ``verifier`` accepts when that is given (then ``token`` is not used).
 
-    Refuses (:func:`check_exposure`) to build an app without a token for a non-loopback
-    ``host``. On a loopback host, with a token or without, the transport also checks the
-    Host and Origin headers against the names ``host`` is reached by
+    Refuses (:func:`check_exposure`) to build an app without a token or a verifier for a
+    non-loopback ``host``. On a loopback host, with a token or without, the transport also
+    checks the Host and Origin headers against the names ``host`` is reached by
     (:func:`transport_security`): 421 or 403 before the request reaches the session.
     """
-    check_exposure(host, token)
     security = transport_security(host)
+    if verifier is not None:
+        return jwt_app(
+            server,
+            host=host,
+            path=path,
+            verifier=verifier,
+            header=TENANT_HEADER,
+            security=security,
+        )
+    check_exposure(host, token)
     if not token:
         return server.streamable_http_app(
             streamable_http_path=path, host=host, transport_security=security

@@ -26,9 +26,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from harnessmem.access import METHOD_ACCESS, TOOL_ACCESS
 from harnessmem.audit import acting_as
-from harnessmem.errors import HarnessMemError, WorkspaceFileNotFound
+from harnessmem.errors import AccessDenied, HarnessMemError, WorkspaceFileNotFound
 from harnessmem.layout import MEMORY_DIR, MEMORY_FILE, is_daily_log
+from harnessmem.mcp._auth import grant_of
 from harnessmem.tools import FLUSH_SESSION, run_tool, tool_schemas
 
 if TYPE_CHECKING:
@@ -103,6 +105,18 @@ def _as_client(actor: str, func: Callable[..., T], *args: Any, **kwargs: Any) ->
         return func(*args, **kwargs)
 
 
+def _allow(ctx: Context, access: str | None, what: str) -> None:
+    """A protocol error unless the request's JWT grants ``access`` (with the shared token, or
+    none, everything is granted)."""
+    grant = grant_of(ctx.request)
+    if grant is None:
+        return
+    try:
+        grant.require(access, what)
+    except AccessDenied as exc:
+        raise MCPError(types.INVALID_REQUEST, exc.message) from None
+
+
 class _MemoryServer:
     """The handlers of one harness's server; :func:`build_server` hands them to the SDK."""
 
@@ -129,7 +143,14 @@ class _MemoryServer:
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool.model_copy(deep=True) for tool in self.tools])
+        grant = grant_of(ctx.request)
+        return types.ListToolsResult(
+            tools=[
+                tool.model_copy(deep=True)
+                for tool in self.tools
+                if grant is None or grant.permits(TOOL_ACCESS.get(tool.name))
+            ]
+        )
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
@@ -140,6 +161,7 @@ class _MemoryServer:
                 types.INVALID_PARAMS,
                 f"unknown tool {name!r}; this server's tools: {', '.join(sorted(self.tool_names))}",
             )
+        _allow(ctx, TOOL_ACCESS.get(name), name)
         try:
             self.harness.kernel.check_open()
             result = await _in_thread(
@@ -201,12 +223,14 @@ class _MemoryServer:
     async def list_resources(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        _allow(ctx, METHOD_ACCESS["resources/list"], "resources/list")
         self.harness.kernel.check_open()
         return types.ListResourcesResult(resources=await _in_thread(self._resources))
 
     async def list_resource_templates(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        _allow(ctx, METHOD_ACCESS["resources/templates/list"], "resources/templates/list")
         template = types.ResourceTemplate(
             uri_template=DAILY_TEMPLATE,
             name="daily-log",
@@ -272,6 +296,7 @@ class _MemoryServer:
     async def read_resource(
         self, ctx: Context, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        _allow(ctx, METHOD_ACCESS["resources/read"], "resources/read")
         self.harness.kernel.check_open()
         text, mime = await _in_thread(self._read, params.uri)
         return types.ReadResourceResult(
@@ -283,6 +308,7 @@ class _MemoryServer:
     async def list_prompts(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
+        _allow(ctx, METHOD_ACCESS["prompts/list"], "prompts/list")
         prompt = types.Prompt(
             name=PROMPT_NAME,
             title="Long-term memory for the system prompt",
@@ -301,6 +327,7 @@ class _MemoryServer:
     async def get_prompt(
         self, ctx: Context, params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        _allow(ctx, METHOD_ACCESS["prompts/get"], "prompts/get")
         if params.name != PROMPT_NAME:
             raise MCPError(
                 types.INVALID_PARAMS, f"unknown prompt {params.name!r}; prompts: {PROMPT_NAME}"
@@ -359,10 +386,20 @@ class _TenantServer:
         self.header = header
 
     def tenant(self, ctx: Context) -> str:
+        """The tenant of the request's JWT (the header, if sent, must name the same one),
+        else the one its header names."""
         from harnessmem.pool import check_tenant_id
 
         headers = getattr(ctx.request, "headers", None)
         value = headers.get(self.header) if headers is not None else None
+        grant = grant_of(ctx.request)
+        if grant is not None:
+            if value is not None and value != grant.tenant:
+                raise MCPError(
+                    types.INVALID_REQUEST,
+                    f"{self.header} names another tenant than this access token's; leave it out",
+                )
+            return grant.tenant
         if not value:
             raise MCPError(
                 types.INVALID_PARAMS,

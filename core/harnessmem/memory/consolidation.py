@@ -312,6 +312,12 @@ class MemoryConsolidator:
                     f"in a row (last: {state.last_error})"
                 ),
             )
+        if self.workspace.listing_active:
+            # A maintenance tick: its listing shows most often that nothing is new, which
+            # then costs neither the lease nor a second look.
+            idle = self._nothing_new(settings.max_memory_tokens)
+            if idle is not None:
+                return ConsolidationResult("nothing_new", tokens_before=idle)
         lease = self.workspace.try_lock(layout.CONSOLIDATION_LEASE, ttl=settings.lease_ttl)
         if lease is None:
             self._outcome("busy")
@@ -514,6 +520,30 @@ class MemoryConsolidator:
             watermark.history = None
             self._write_watermark(watermark)
         return watermark, snapshot
+
+    def _nothing_new(self, budget: int) -> int | None:
+        """MEMORY.md's tokens when a run would find nothing to do (every daily log as long
+        as the watermark says it was consolidated, nothing pending, MEMORY.md within
+        budget), else None. Read-only and without the lease: a log written meanwhile is
+        the next run's."""
+        watermark = Watermark.parse(
+            self._read(layout.CONSOLIDATION_STATE), where=layout.CONSOLIDATION_STATE
+        )
+        if watermark.pending is not None or watermark.legacy_since is not None:
+            return None
+        for directory in (layout.ARCHIVE_DIR, layout.MEMORY_DIR):
+            for found in self.workspace.scan(directory, recursive=False):
+                name = found.path.rsplit("/", 1)[-1]
+                record = watermark.files.get(name)
+                if layout.is_daily_log(name) and (
+                    not record or found.size != int(record.get("bytes") or 0)
+                ):
+                    return None
+        prior = self._read(layout.MEMORY_FILE)
+        if watermark.memory_hash and watermark.files and not prior.strip():
+            return None  # MEMORY.md lost: the run starts over (see _run)
+        tokens = self.tokens(prior)
+        return tokens if tokens <= budget else None
 
     # inputs ----------------------------------------------------------------------------------
 

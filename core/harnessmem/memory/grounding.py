@@ -8,14 +8,12 @@ of the message the fact came from (:func:`ground_facts`).
 
 Two steps, so that words that only look like dates are never touched:
 
-1. :func:`find_time_expressions` finds the spans that are relative time expressions,
-   with patterns of its own ("yesterday", "last week", "on Thursday", "two days ago",
-   "last weekend" ...). ``dateparser``'s own search takes "We" for Wednesday, "May I" for
-   May and "for 4 years" for a date; here a weekday needs a word that makes it a day
-   ("on", "last", "next", "this", "by" ...), month names and durations are never
-   expressions, and a weekday already followed by a date is left alone (so grounding a
-   grounded text changes nothing). :func:`has_time_words` is the cheap test before it:
-   a text without any time word never loads ``dateparser``.
+1. :func:`find_time_expressions` (:mod:`harnessmem.memory.time_expressions`) finds the
+   spans that are relative time expressions, with patterns of its own ("yesterday", "last
+   week", "on Thursday", "two days ago", "last weekend" ...), never month names, durations
+   or a weekday already followed by a date (so grounding a grounded text changes nothing).
+   :func:`has_time_words` is the cheap test before it: a text without any time word never
+   loads ``dateparser``.
 2. Each span is resolved by ``dateparser`` (imported on first use) relative to the
    moment said, in that moment's time zone, preferring past or future dates by the
    sentence's tense for a bare weekday ("I went there on Friday": the Friday before;
@@ -29,8 +27,8 @@ The written forms (the daily-log format every part of harnessmem relies on): a d
 preposition of its own ("since yesterday", "by Friday") the span's own "on"/"in" is left
 out: "since 2023-06-12".
 
-:func:`find_time_expressions` is public for other parts that need the same spans (a
-search query that names a time).
+The flush's use is here too: :func:`ground_facts` grounds each fact against the time of
+the message it came from, :func:`transcript_dates` dates a model's transcript.
 """
 
 from __future__ import annotations
@@ -41,6 +39,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import cache
 from typing import Any, Final, Literal
+
+from harnessmem.memory._time_words import ABBREVIATIONS, MONTHS, NUMBERS, WEEKDAYS
+from harnessmem.memory.time_expressions import (
+    TimeExpression,
+    find_time_expressions,
+    has_time_words,
+)
 
 __all__ = [
     "Resolver",
@@ -57,76 +62,6 @@ __all__ = [
 Granularity = Literal["day", "week", "weekend", "month", "year", "vague"]
 Direction = Literal["past", "future", "tense"]
 
-_WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_ABBREVIATIONS: Final = {
-    "mon": 0,
-    "tue": 1,
-    "tues": 1,
-    "wed": 2,
-    "thu": 3,
-    "thur": 3,
-    "thurs": 3,
-    "fri": 4,
-    "sat": 5,
-    "sun": 6,
-}
-_NUMBERS: Final = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-}
-_VAGUE: Final = ("a few", "a couple of", "a couple", "several", "some")
-
-#: Words without which a text holds no relative time expression (the cheap pre-check).
-_TIME_WORDS: Final = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|this|past|coming|"
-    + "|".join(_WEEKDAYS)
-    + r"|the\s+\d{1,2}(?:st|nd|rd|th))\b",
-    re.I,
-)
-
-_NUMBER = r"(?P<count>\d{1,3}|" + "|".join(_NUMBERS) + "|" + "|".join(_VAGUE) + ")"
-_DAY_NAME = "|".join(_WEEKDAYS)
-_ABBREVIATION = "|".join(sorted(_ABBREVIATIONS, key=len, reverse=True))
-#: Words that make a weekday name a day ("on Friday", "last Friday", "by Friday").
-_WEEKDAY_LEAD = (
-    r"on|last|next|this|this\s+coming|coming|this\s+past|past|by|until|till|before|after|since|from"
-)
-#: "on Tuesday evenings": every Tuesday, not a day.
-_HABIT = r"\s+(?:morning|afternoon|evening|night)s\b"
-#: A date written after a weekday: the weekday is part of an absolute date already.
-_DATE_AFTER = re.compile(
-    r"^,?\s*(?:\d{4}-\d\d-\d\d|\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]+|[A-Z][a-z]+\.?\s+\d{1,2}\b"
-    r"|the\s+\d{1,2}(?:st|nd|rd|th))"
-)
-#: English names, whatever the process's locale (strftime's %B follows it).
-_MONTHS: Final = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-_MONTH_NAMES = "|".join(_MONTHS)
-_WHICH = r"last|this|next|this\s+past|this\s+coming"
 _SEASONS: Final = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 # Not "over" ("come over tomorrow") nor "around".
 _PREPOSITION_WORDS = "on in since until till by before after from during through about"
@@ -135,67 +70,6 @@ _CLAUSE_ENDS = ".!?;:,-\u2013\u2014"
 #: A verb right after a time that opens a clause: the time is the subject.
 _SUBJECT_AFTER = re.compile(r"\s+(?:was|is|were|has|had|will|would|seems|seemed)\b", re.I)
 _PREPOSITIONS: Final = frozenset(_PREPOSITION_WORDS.split())
-
-#: Words after "on the 15th" that leave it a day (not "the 15th floor", "the 15th of May").
-_AFTER_ORDINAL = (
-    "and|but|at|in|when|after|before|to|for|with|so|because|as|or|then|"
-    "(?-i:I|we|you|he|she|they|it)"
-)
-#: Words before "this fall" that make it a verb ("let this fall").
-_FALL_VERB = re.compile(
-    r"\b(?:let|lets|let's|make|makes|made|watch|watched|see|saw|help)\s*$", re.I
-)
-
-_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
-    # (kind, pattern); the first pattern that matches at a place wins (longest first).
-    ("day_before_yesterday", r"the\s+day\s+before\s+yesterday"),
-    ("day_after_tomorrow", r"the\s+day\s+after\s+tomorrow"),
-    ("weekends_ago", rf"{_NUMBER}\s+weekends?\s+ago"),
-    ("units_ago", rf"{_NUMBER}\s+(?P<unit>day|week|month|year)s?\s+ago"),
-    (
-        "weekday",
-        rf"(?:(?P<lead>{_WEEKDAY_LEAD})\s+)(?P<weekday>{_DAY_NAME})(?!s\b|\w|{_HABIT})"
-        rf"|(?:(?P<lead2>last|next|this|on|past)\s+)(?P<abbr>(?-i:{_ABBREVIATION.title()}))\b",
-    ),
-    ("weekend", r"(?P<which>last|this\s+past|past|this|next|this\s+coming|coming)\s+weekend"),
-    (
-        "unit",
-        r"(?P<which>last|next|this|this\s+past|this\s+coming)\s+(?P<unit>week|month|year)\b",
-    ),
-    (
-        "month",
-        rf"(?P<which>{_WHICH})\s+(?P<month>(?-i:{_MONTH_NAMES}))\b",
-    ),
-    ("season", rf"(?P<which>{_WHICH})\s+(?P<season>summer|winter|spring|fall|autumn)\b"),
-    (
-        # "on the 15th", not "on the 15th of May" nor "the 15th May"
-        "ordinal",
-        r"(?P<lead>on|since|by|until|till|from|before|after)\s+the\s+(?P<nth>\d{1,2})"
-        r"(?:st|nd|rd|th)\b(?=\s*(?:[.,;:!?)]|$)|\s+(?:" + _AFTER_ORDINAL + r")\b)",
-    ),
-    ("night", r"last\s+night"),
-    ("part", r"this\s+(?:morning|afternoon|evening)"),
-    ("yesterday", r"yesterday"),
-    ("today", r"today|tonight"),
-    ("tomorrow", r"tomorrow"),
-)
-
-
-def _numbered(pattern: str, number: int) -> str:
-    """``pattern`` with its group names made unique: ``count`` of pattern 3 is ``count_3``."""
-    return re.sub(r"\(\?P<(\w+)>", lambda m: f"(?P<{m[1]}_{number}>", pattern)
-
-
-_FINDER: Final = re.compile(
-    "|".join(
-        rf"(?P<k{number}>\b(?:{_numbered(pattern, number)}))"
-        for number, (_, pattern) in enumerate(_PATTERNS)
-    ),
-    re.I,
-)
-#: Words before a "last"/"next" span that make it a duration ("the last week", "over the
-#: past year"), not a time.
-_DURATION_BEFORE = re.compile(r"\b(?:the|for|every|each|all|whole|entire)\s*$", re.I)
 
 _PAST_VERB_WORDS = """
     was were had did went got took made saw met ran bought came said told felt found gave
@@ -214,53 +88,6 @@ _FUTURE: Final = re.compile(
     re.I,
 )
 _WORDS = re.compile(r"[A-Za-z']+")
-
-
-@dataclass(frozen=True)
-class TimeExpression:
-    """One relative time expression of a text: ``text[start:end]``, its ``kind`` (the
-    pattern that found it) and the named parts the pattern matched."""
-
-    start: int
-    end: int
-    text: str
-    kind: str
-    parts: Mapping[str, str]
-
-
-def has_time_words(text: str) -> bool:
-    """Whether ``text`` holds a word that a relative time expression needs (cheap)."""
-    return _TIME_WORDS.search(text) is not None
-
-
-def find_time_expressions(text: str) -> list[TimeExpression]:
-    """The relative time expressions of ``text``, in order (see the module doc for what
-    counts: absolute dates, times of day, durations and month names do not)."""
-    if not has_time_words(text):
-        return []
-    found: list[TimeExpression] = []
-    for match in _FINDER.finditer(text):
-        number = next(int(k[1:]) for k, v in match.groupdict().items() if k[0] == "k" and v)
-        kind = _PATTERNS[number][0]
-        parts = {
-            key.rsplit("_", 1)[0]: value
-            for key, value in match.groupdict().items()
-            if value is not None and key.endswith(f"_{number}")
-        }
-        before = text[: match.start()]
-        if kind in ("unit", "weekend") and _DURATION_BEFORE.search(before):
-            continue  # "the last week", "for the past weekend": a stretch of time
-        if kind == "season" and parts["season"].lower() == "fall" and _FALL_VERB.search(before):
-            continue  # "let this fall apart"
-        if kind == "weekday":
-            if _DATE_AFTER.match(text[match.end() :]):
-                continue  # "on Sunday 2023-06-11", "Friday, June 9": already absolute
-            lead = (parts.get("lead") or parts.get("lead2") or "").lower()
-            if lead == "past" and _DURATION_BEFORE.search(before):
-                continue
-        found.append(TimeExpression(match.start(), match.end(), match.group(0), kind, parts))
-    return found
-
 
 # -- resolving ------------------------------------------------------------------------------------
 
@@ -308,7 +135,7 @@ def _count(raw: str) -> int | None:
     raw = " ".join(raw.lower().split())
     if raw.isdigit():
         return int(raw)
-    return _NUMBERS.get(raw)
+    return NUMBERS.get(raw)
 
 
 def _monday(day: date) -> date:
@@ -344,10 +171,10 @@ def _resolve(
     if kind == "weekday":
         lead = " ".join((parts.get("lead") or parts.get("lead2") or "").lower().split())
         if parts.get("weekday"):
-            index = _WEEKDAYS.index(parts["weekday"].lower())
+            index = WEEKDAYS.index(parts["weekday"].lower())
         else:
-            index = _ABBREVIATIONS[parts["abbr"].lower().rstrip(".")]
-        name = _WEEKDAYS[index]
+            index = ABBREVIATIONS[parts["abbr"].lower().rstrip(".")]
+        name = WEEKDAYS[index]
         if lead in ("last", "past", "this past"):
             phrase, prefer = f"last {name}", "past"
         elif lead == "next":
@@ -377,13 +204,13 @@ def _resolve(
         return _Resolved(day.isoformat(), "on") if day is not None else None
     if kind == "month":
         which = " ".join(parts["which"].lower().split())
-        number = _MONTHS.index(parts["month"]) + 1
+        number = MONTHS.index(parts["month"]) + 1
         year = today.year
         if which in ("last", "this past"):
             year -= 1 if number >= today.month else 0
         elif which in ("next", "this coming"):
             year += 1 if number <= today.month else 0
-        return _Resolved(f"{_MONTHS[number - 1]} {year}", "in")
+        return _Resolved(f"{MONTHS[number - 1]} {year}", "in")
     if kind == "season":
         which = " ".join(parts["which"].lower().split())
         season = parts["season"].lower()
@@ -479,7 +306,7 @@ def _at(day: date, unit: str) -> str:
     if unit == "week":
         return f"the week of {_monday(day).isoformat()}"
     if unit == "month":
-        return f"{_MONTHS[day.month - 1]} {day.year}"
+        return f"{MONTHS[day.month - 1]} {day.year}"
     return str(day.year)
 
 

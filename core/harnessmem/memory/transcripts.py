@@ -22,7 +22,8 @@ Before compaction drops messages from a conversation it appends them to
 - ``message``: the OpenAI message, every key kept, every string value (whatever its key
   and depth, ``reasoning_content`` and dict arguments included) passed through the
   ``transform_memory_text(text, "offload")`` chain (the secret redactor); the structural
-  keys (``role``, ``tool_call_id``, ``name``, ``id``, ``type``) are kept as they are.
+  keys (``role``, ``tool_call_id``, ``name``, ``id``, ``type``) are kept as they are
+  (:mod:`harnessmem.memory._log_text`).
 
 Every message is written exactly once, in order, across repeated compactions and
 processes. What has been written is recorded in a small *offload mark*
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from harnessmem import _text
 from harnessmem._text import content_hash
 from harnessmem.layout import offload_lease, offload_mark_path, session_log_path
+from harnessmem.memory._log_text import Transform, message_texts, redact_message
 from harnessmem.messages import fingerprint
 
 if TYPE_CHECKING:
@@ -67,7 +69,6 @@ logger = logging.getLogger("harnessmem.memory.transcripts")
 Message = dict[str, Any]
 #: ``(position, message)``; position None when it is not known.
 Entry = tuple[int | None, Mapping[str, Any]]
-Transform = Callable[[str, str], str]
 
 _MARK_VERSION = 1
 _LEASE_TTL = 120.0
@@ -191,105 +192,6 @@ class OffloadResult:
     last_line: int | None = None
     lines: tuple[int | None, ...] = field(default=())
     restarted: bool = False
-
-
-# Keys that give a message its shape rather than its words: kept as they are where the
-# OpenAI and Anthropic shapes put them (the message, its content parts, tool calls and their
-# functions), so that tool-call pairing and the log's readers see the same message.
-_STRUCTURAL = frozenset({"role", "tool_call_id", "tool_use_id", "name", "id", "type"})
-# Keys whose value holds more of that shape: content parts, tool calls, a function.
-_SHAPED = frozenset({"content", "tool_calls", "function", "function_call"})
-
-
-def _redact(message: Mapping[str, Any], transform: Transform | None) -> dict[str, Any]:
-    """A copy of ``message`` in which every string, under any key and at any depth, went
-    through the ``offload`` transform chain; only the structural keys are kept as they are.
-
-    A secret can sit in any field: ``reasoning_content``, a legacy ``function_call``, tool
-    arguments given as a dict, a ``tool_result`` part's ``content``, an ``image_url``. The
-    shape is kept: only string values change (a value that JSON would write as ``str()``
-    is transformed as that text).
-    """
-    if transform is None:
-        return dict(message)
-    return _shaped(message, transform)
-
-
-def _shaped(mapping: Mapping[str, Any], transform: Transform) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        if key in _STRUCTURAL:
-            out[key] = value
-        elif key == "arguments" and isinstance(value, str):
-            out[key] = _arguments(value, transform)
-        else:
-            out[key] = _texts(value, transform, key in _SHAPED)
-    return out
-
-
-def _arguments(text: str, transform: Transform) -> str:
-    """Tool-call arguments sent as JSON text: transformed as text, then each of its values as
-    dict arguments are (in the text a value's quotes and line breaks are escaped, which hides
-    "DB_PASSWORD=…" or 'curl -u "ci:…"' from rules that read the plain value)."""
-    text = transform(text, "offload")
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return text
-    if not isinstance(parsed, dict | list):
-        return text
-    redacted = _texts(parsed, transform, False)
-    return text if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
-
-
-def _texts(value: Any, transform: Transform, shaped: bool) -> Any:
-    """``value`` with its strings transformed; ``shaped``: it holds parts or calls."""
-    if isinstance(value, str):
-        return transform(value, "offload")
-    if isinstance(value, Mapping):
-        if shaped:
-            return _shaped(value, transform)
-        return {key: _keyed(key, item, transform) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_texts(item, transform, shaped) for item in value]
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    return transform(str(value), "offload")  # what json.dumps(default=str) would write
-
-
-def _keyed(key: Any, value: Any, transform: Transform) -> Any:
-    """A value of a data mapping (tool arguments given as a dict, an ``image_url``, ...).
-
-    A string is transformed alone, then once more as the JSON pair ``{"key": "value"}``
-    would be written in arguments text, so that a key such as ``password`` or ``api_key``
-    gives the value the same context it has in arguments sent as a string.
-    """
-    if not isinstance(value, str):
-        return _texts(value, transform, False)
-    value = transform(value, "offload")
-    name = str(key)
-    pair = json.dumps({name: value}, ensure_ascii=False)
-    if (redacted := transform(pair, "offload")) == pair:
-        return value
-    try:
-        parsed = json.loads(redacted)
-    except ValueError:
-        return value  # the transform broke the pair: the value alone was transformed
-    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(parsed.get(name), str):
-        return parsed[name]
-    return value
-
-
-def _message_texts(message: Mapping[str, Any]) -> list[str]:
-    """Every text of ``message`` the log redacts (its strings but the structural keys)."""
-    texts: list[str] = []
-
-    def keep(text: str, _source: str) -> str:
-        texts.append(text)
-        return text
-
-    _redact(message, keep)
-    return texts
 
 
 def _parse_lines(data: bytes, first_seq: int) -> Iterator[TranscriptRecord]:
@@ -532,7 +434,7 @@ class SessionTranscript:
                 if moment is not None:
                     record["said"] = _iso(moment)
                 record["fp"] = fp
-                record["message"] = _redact(message, self.transform)
+                record["message"] = redact_message(message, self.transform)
                 # Stored as UTF-8 can hold it (a lone surrogate becomes U+FFFD), so that one
                 # odd character never keeps a whole prefix out of the log.
                 text = _text.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
@@ -579,11 +481,11 @@ class SessionTranscript:
                     continue
                 if not isinstance(message, Mapping):
                     continue
-                said = " ".join(t for t in _message_texts(message) if t and t != marker)
+                said = " ".join(t for t in message_texts(message) if t and t != marker)
                 if not said or not chosen(said):
                     continue
                 found.append((number + 1, said))
-                item["message"] = _redact(message, lambda _text, _source: marker)
+                item["message"] = redact_message(message, lambda _text, _source: marker)
                 ending = "\n" if raw.endswith("\n") else ""
                 lines[number] = json.dumps(item, ensure_ascii=False) + ending
             return "".join(lines) if found and not dry_run else None

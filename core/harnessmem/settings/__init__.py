@@ -1,7 +1,9 @@
 """Settings: every section of harnessmem.toml, its defaults and its checks.
 
-:mod:`~harnessmem.settings.harness` holds ``HarnessSettings``, :mod:`~harnessmem.settings.sections`
-its sections, :mod:`~harnessmem.settings._sources` the config file and the environment.
+:mod:`~harnessmem.settings.harness` holds ``HarnessSettings``; its sections are in
+:mod:`~harnessmem.settings.sections`, :mod:`~harnessmem.settings.context`,
+:mod:`~harnessmem.settings.memory` and :mod:`~harnessmem.settings.mcp`;
+:mod:`~harnessmem.settings._sources` reads the config file and the environment.
 """
 
 from harnessmem.settings._sources import (
@@ -15,6 +17,7 @@ from harnessmem.settings._sources import (
     source_finder,
 )
 from harnessmem.settings.harness import HarnessSettings
+from harnessmem.settings.mcp import McpJwtSettings, McpScopeSettings, McpSettings
 from harnessmem.settings.sections import (
     AuditSettings,
     CompactionSettings,
@@ -24,7 +27,6 @@ from harnessmem.settings.sections import (
     FlushSettings,
     IndexSettings,
     MaintenanceSettings,
-    McpSettings,
     ModelBudgetSettings,
     ModelPurposeSettings,
     ModelSettings,
@@ -51,6 +53,8 @@ __all__ = [
     "HarnessSettings",
     "IndexSettings",
     "MaintenanceSettings",
+    "McpJwtSettings",
+    "McpScopeSettings",
     "McpSettings",
     "ModelBudgetSettings",
     "ModelPurposeSettings",

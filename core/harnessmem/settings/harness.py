@@ -21,6 +21,7 @@ from harnessmem.settings._sources import ENV_PREFIX as ENV_PREFIX
 from harnessmem.settings._sources import FileSource, config_override, setting_sources
 from harnessmem.settings._sources import config_file_path as config_file_path
 from harnessmem.settings._sources import settings_error as settings_error
+from harnessmem.settings.mcp import McpSettings
 from harnessmem.settings.sections import (
     AuditSettings,
     CompactionSettings,
@@ -30,7 +31,6 @@ from harnessmem.settings.sections import (
     FlushSettings,
     IndexSettings,
     MaintenanceSettings,
-    McpSettings,
     ModelSettings,
     PluginSettings,
     TelemetrySettings,

@@ -7,62 +7,59 @@ defaults. The config file is the one passed explicitly (``--config``,
 ``HarnessSettings.load(config=...)``), else ``$HARNESSMEM_CONFIG``, else
 ``./harnessmem.toml`` when it exists; TOML or YAML by suffix. Reading the
 config file, telling where a value came from and formatting errors are in
-:mod:`harnessmem.settings._sources`; ``HarnessSettings`` in :mod:`harnessmem.settings.harness`;
-the sections here.
+:mod:`harnessmem.settings._sources`; ``HarnessSettings`` in :mod:`harnessmem.settings.harness`.
+
+The sections: where things live and what reaches them (workspace, index, model, transfer,
+tools, plugins) here; what the context holds (compaction, eviction, context) in
+:mod:`harnessmem.settings.context`; how memory is kept (flush, consolidation, maintenance)
+in :mod:`harnessmem.settings.memory`; the audit log and telemetry in
+:mod:`harnessmem.settings.observability`, all re-exported here; the ``[mcp]`` one in
+:mod:`harnessmem.settings.mcp`.
 """
 
 from __future__ import annotations
 
-import posixpath
-import re
-from typing import Annotated, Any, Literal
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    SecretStr,
-    field_validator,
+from pydantic import Field, field_validator
+
+from harnessmem.settings._section import Seconds, Section, parse_duration
+from harnessmem.settings.context import (
+    DEFAULT_EXCLUDED_TOOLS,
+    CompactionSettings,
+    ContextSettings,
+    EvictionSettings,
+    TruncateArgsSettings,
 )
+from harnessmem.settings.memory import ConsolidationSettings, FlushSettings, MaintenanceSettings
+from harnessmem.settings.observability import AuditSettings, TelemetrySettings
 
-from harnessmem import layout
-
-DEFAULT_EXCLUDED_TOOLS = (
-    "read_file",
-    "write_file",
-    "edit_file",
-    "grep_files",
-    "glob_files",
-    "list_files",
-    "memory_search",
-    "memory_get",
-    "session_search",
-)
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
-
-
-def parse_duration(value: Any) -> Any:
-    """Seconds from a number or a string such as ``"90s"``, ``"30m"``, ``"6h"``, ``"7d"``."""
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if not match:
-            raise ValueError("expected seconds or a duration such as '30m', '6h' or '7d'")
-        return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    return value
+__all__ = [
+    "DEFAULT_EXCLUDED_TOOLS",
+    "AuditSettings",
+    "CompactionSettings",
+    "ConsolidationSettings",
+    "ContextSettings",
+    "EvictionSettings",
+    "FlushSettings",
+    "IndexSettings",
+    "MaintenanceSettings",
+    "ModelBudgetSettings",
+    "ModelPurposeSettings",
+    "ModelSettings",
+    "PluginSettings",
+    "Seconds",
+    "TelemetrySettings",
+    "ToolsSettings",
+    "TransferSettings",
+    "TruncateArgsSettings",
+    "WorkspaceSettings",
+    "parse_duration",
+]
 
 
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-class WorkspaceSettings(_Section):
+class WorkspaceSettings(Section):
     """Where the workspace lives."""
 
     url: str = Field(
@@ -96,7 +93,7 @@ class WorkspaceSettings(_Section):
         return value
 
 
-class IndexSettings(_Section):
+class IndexSettings(Section):
     """The full-text index backend."""
 
     backend: str = Field(
@@ -133,7 +130,7 @@ class IndexSettings(_Section):
     )
 
 
-class ModelPurposeSettings(_Section):
+class ModelPurposeSettings(Section):
     """A per-purpose override of the model settings."""
 
     backend: str | None = Field(None, description="Backend for this purpose; unset: model.backend.")
@@ -146,7 +143,7 @@ class ModelPurposeSettings(_Section):
     )
 
 
-class ModelBudgetSettings(_Section):
+class ModelBudgetSettings(Section):
     """A daily limit on what the upkeep jobs (flush, consolidation) spend on a metered model."""
 
     daily_tokens: int | None = Field(
@@ -167,7 +164,7 @@ class ModelBudgetSettings(_Section):
     )
 
 
-class ModelSettings(_Section):
+class ModelSettings(Section):
     """The model that writes summaries, extracts facts and consolidates memory."""
 
     backend: str | None = Field(
@@ -212,345 +209,7 @@ class ModelSettings(_Section):
         return self.backend or ("litellm" if self.name else "extractive")
 
 
-class TruncateArgsSettings(_Section):
-    """Pre-pass that shortens long tool-call arguments of old messages before summarising."""
-
-    trigger_messages: int = Field(
-        25, ge=0, description="Run when at least this many messages (0 = off)."
-    )
-    trigger_tokens: int = Field(
-        40_000, ge=0, description="Run when at least this many tokens (0 = off)."
-    )
-    max_arg_chars: int = Field(2_000, gt=0, description="Arguments longer than this are cut.")
-
-
-class CompactionSettings(_Section):
-    """Summarising the old part of a conversation when it grows too long."""
-
-    enabled: bool = Field(True, description="Compact conversations in before_reasoning.")
-    trigger_messages: int = Field(
-        50, ge=0, description="Compact when the conversation has this many messages (0 = off)."
-    )
-    trigger_tokens: int = Field(
-        80_000, ge=0, description="Compact when the conversation has this many tokens (0 = off)."
-    )
-    keep_messages: int = Field(20, ge=0, description="Messages kept verbatim at the tail.")
-    keep_tokens: int = Field(
-        0, ge=0, description="When > 0, keep a tail of this many tokens instead of keep_messages."
-    )
-    flush_before_compact: bool = Field(
-        True, description="Extract facts from the prefix into the daily log before summarising."
-    )
-    offload_before_compact: bool = Field(
-        True, description="Append the raw prefix to sessions/<id>.log.jsonl before summarising."
-    )
-    offload_lease_timeout: Seconds = Field(
-        5.0,
-        description="Seconds a compaction waits for the session log's lease held by another "
-        "live process before it is postponed to the next turn (a dead holder on this "
-        "machine is taken over at once).",
-    )
-    summary_prompt: str | None = Field(
-        None, description="Summary prompt template; unset: the built-in four-section prompt."
-    )
-    summary_max_tokens: int = Field(
-        2_000,
-        gt=0,
-        description=(
-            "Size bound of a summary, also capped at a quarter of trigger_tokens; a longer "
-            "answer is rejected (degraded compaction)."
-        ),
-    )
-    facts_in_summary: bool = Field(
-        True,
-        description=(
-            "Ask for the dropped messages' new facts in the summary call (one model call per "
-            "compaction, not two) when one model serves both; off: a separate flush call."
-        ),
-    )
-    summary_backoff_max: int = Field(
-        16,
-        ge=0,
-        description=(
-            "After a summariser failure, the next 1, 2, 4 ... compactions (at most this many) "
-            "use the automatic summary without asking it; 0 asks it every time."
-        ),
-    )
-    truncate_args: TruncateArgsSettings | None = Field(
-        None, description="Tool-argument truncation pre-pass; unset: off."
-    )
-
-
-class FlushSettings(_Section):
-    """Extracting facts from conversations into daily logs."""
-
-    enabled: bool = Field(True, description="Flush new messages in after_call.")
-    mode: Literal["sync", "background"] = Field(
-        "sync", description="'sync' writes before after_call returns; 'background' queues it."
-    )
-    queue_size: int = Field(64, gt=0, description="Capacity of the background flush queue.")
-    prompt: str | None = Field(None, description="Extraction prompt; unset: the built-in prompt.")
-    batch_tokens: int = Field(
-        4_000,
-        ge=0,
-        description=(
-            "after_call flushes once the unflushed part of the conversation reaches this many "
-            "tokens; compaction, Session.close() and closing the harness flush the rest "
-            "(0 = flush after every call)."
-        ),
-    )
-    transcript: Literal["lean", "full"] = Field(
-        "lean",
-        description=(
-            "'lean' sends tool results and arguments as compact JSON cut to head and tail; "
-            "'full' sends them longer and as they are."
-        ),
-    )
-    reference: Literal["related", "full"] = Field(
-        "related",
-        description=(
-            "Dedup reference: 'related' sends the MEMORY.md and today's-log entries that share "
-            "the most words with the new messages; 'full' sends both files (each cut to "
-            "reference_chars)."
-        ),
-    )
-    reference_chars: int = Field(
-        800,
-        ge=0,
-        description=(
-            "Bound on the dedup reference in characters: in all for 'related', for each of "
-            "MEMORY.md and today's log for 'full' (0 = no reference)."
-        ),
-    )
-    dedup_search: bool = Field(
-        True,
-        description=(
-            "Also drop extracted facts that the index finds verbatim in older memory files "
-            "(write-time dedup across days; skipped while no index is available)."
-        ),
-    )
-    ground_times: bool = Field(
-        True,
-        description=(
-            "Rewrite the relative times of every written fact as absolute dates ('last "
-            "Sunday' said on 2023-06-13: 'on Sunday 2023-06-11'), against the time of the "
-            "message that said it (its timestamp, else the flush's), in workspace.timezone."
-        ),
-    )
-    backoff_max: int = Field(
-        16,
-        ge=0,
-        description=(
-            "After a flush model failure, the session's next 1, 2, 4 ... flushes (at most "
-            "this many) are deferred without asking it; 0 asks it every time."
-        ),
-    )
-    retries: int = Field(
-        3, ge=0, description="Background mode: retries of a failed flush before it is parked."
-    )
-    retry_delay: Seconds = Field(
-        5.0, description="Background mode: wait before the first retry; doubles each time."
-    )
-
-
-class ConsolidationSettings(_Section):
-    """Rewriting MEMORY.md from the daily logs."""
-
-    enabled: bool = Field(True, description="Consolidate daily logs into MEMORY.md.")
-    max_memory_tokens: int = Field(4_000, gt=0, description="Token budget of MEMORY.md.")
-    prompt: str | None = Field(
-        None, description="Consolidation prompt; unset: the built-in prompt."
-    )
-    max_entry_loss: float = Field(
-        0.25,
-        ge=0,
-        le=1,
-        description=(
-            "Reject a rewrite that drops more than this share of the prior entries while the "
-            "prior MEMORY.md was within budget."
-        ),
-    )
-    min_new_tokens: int = Field(
-        2_000,
-        ge=0,
-        description=(
-            "A flush asks for an opportunistic consolidation once the facts it and earlier "
-            "flushes of this process wrote reach this many tokens (0: after every flush); "
-            "scheduled ticks consolidate whatever waits."
-        ),
-    )
-    backoff_max: int = Field(
-        16,
-        ge=0,
-        description=(
-            "After a consolidation model failure or a rejected rewrite, the next 1, 2, 4 ... "
-            "maintenance runs (at most this many) skip it; 0 asks it every time."
-        ),
-    )
-    max_input_tokens: int = Field(
-        32_000,
-        gt=0,
-        description=(
-            "Bound on the new daily-log text sent per run; the rest waits for the next run."
-        ),
-    )
-    lease_ttl: Seconds = Field(
-        600.0,
-        gt=0,
-        description="Lifetime of the consolidation lease; a crashed holder's expires.",
-    )
-    history_keep: int = Field(
-        10, ge=0, description="Previous MEMORY.md versions kept in memory/.history/."
-    )
-
-
-class MaintenanceSettings(_Section):
-    """Background upkeep: archive, consolidate, prune, reindex."""
-
-    enabled: bool = Field(True, description="Run the maintenance scheduler thread.")
-    interval: Seconds = Field(6 * 3600.0, description="Time between ticks (seconds, or '6h').")
-    min_gap: Seconds = Field(
-        30 * 60.0, description="Least time between opportunistic ticks asked for by flushes."
-    )
-    daily_file_retention_days: int = Field(
-        90, gt=0, description="Daily logs older than this move to memory/archive/."
-    )
-    session_retention_days: int = Field(
-        180, gt=0, description="Session logs older than this are deleted."
-    )
-    lease_ttl: Seconds = Field(
-        600.0,
-        gt=0,
-        description=(
-            "Lifetime of the maintenance lease, renewed between steps; a crashed holder's "
-            "expires. Must exceed the longest single step (a consolidation)."
-        ),
-    )
-    close_timeout: Seconds = Field(
-        30.0,
-        description=(
-            "How long close() waits for queued flushes and a running tick before it gives up "
-            "on them (they are logged)."
-        ),
-    )
-
-
-class AuditSettings(_Section):
-    """The audit log: one record per change to the workspace (``audit/YYYY-MM-DD.jsonl``)."""
-
-    enabled: bool = Field(
-        True,
-        description=(
-            "Append a record to audit/<day>.jsonl for every change to the workspace: who "
-            "(session, cli, mcp client, maintenance), when, which files, content hashes "
-            "before and after; never the text."
-        ),
-    )
-    retention_days: int = Field(
-        365,
-        gt=0,
-        description=(
-            "Audit files dated more than this many days before today are deleted by "
-            "maintenance (today's and yesterday's never)."
-        ),
-    )
-
-
-class TelemetrySettings(_Section):
-    """OpenTelemetry traces and metrics of the memory layer (docs/observability.md)."""
-
-    enabled: bool = Field(
-        False,
-        description=(
-            "Emit OpenTelemetry spans and metrics in the GenAI conventions (pip install "
-            "'harnessmem[otel]'), through the providers your program set up, or those of "
-            "telemetry.exporter. Off: no span, no cost, nothing imported."
-        ),
-    )
-    capture_text: bool = Field(
-        False,
-        description=(
-            "Add the opt-in text attributes: a search's query (gen_ai.memory.query.text) and "
-            "the records written or found (gen_ai.memory.records), after redaction. A "
-            "forget's query never."
-        ),
-    )
-    exporter: Literal["none", "otlp", "console"] = Field(
-        "none",
-        description=(
-            "'none': use the tracer and meter providers your program set up (no-ops until it "
-            "does). 'otlp': harnessmem sets up the OpenTelemetry SDK and sends over OTLP/HTTP "
-            "to telemetry.endpoint (pip install 'harnessmem[otel-export]'). 'console': the "
-            "SDK, printing to stdout."
-        ),
-    )
-    endpoint: str | None = Field(
-        None,
-        description=(
-            "Base URL of the OTLP/HTTP receiver (a collector), e.g. http://127.0.0.1:4318; "
-            "/v1/traces and /v1/metrics are added. Unset: OTEL_EXPORTER_OTLP_ENDPOINT, else "
-            "http://localhost:4318."
-        ),
-    )
-    headers: dict[str, SecretStr] = Field(
-        default_factory=dict,
-        description="HTTP headers of every OTLP request (an API key of a hosted backend).",
-    )
-    service_name: str = Field(
-        "harnessmem",
-        description="service.name of the resource, when harnessmem sets up the SDK.",
-    )
-    metric_interval: Seconds = Field(
-        60.0,
-        gt=0,
-        description="Seconds between metric exports, when harnessmem sets up the SDK.",
-    )
-
-
-class EvictionSettings(_Section):
-    """Moving huge tool results out of the conversation into files."""
-
-    enabled: bool = Field(True, description="Evict oversized tool results.")
-    max_result_chars: int = Field(
-        80_000, gt=0, description="Results longer than this many characters are evicted."
-    )
-    preview_chars: int = Field(
-        2_000, ge=0, description="Characters kept from the head and from the tail."
-    )
-    path: str = Field(
-        layout.EVICTION_DIR,
-        description=(
-            "Workspace folder for evicted results: a relative folder other than memory/, "
-            "sessions/, MEMORY.md and hidden names such as .locks."
-        ),
-    )
-    excluded_tools: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_EXCLUDED_TOOLS),
-        description="Tools whose results are never evicted.",
-    )
-    retention_days: int = Field(
-        30, gt=0, description="Evicted results older than this are deleted."
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _own_folder(cls, value: str) -> str:
-        folder = posixpath.normpath(value.strip("/") or ".")
-        parts = folder.split("/")
-        if folder in (".", "..") or parts[0] == ".." or "\\" in value or ":" in parts[0]:
-            raise ValueError(
-                "must name a folder inside the workspace, such as 'large_tool_results'"
-            )
-        if parts[0] in layout.RESERVED_NAMES or any(part.startswith(".") for part in parts):
-            raise ValueError(
-                f"{folder!r} is reserved for harnessmem's own files (MEMORY.md, memory/, "
-                "sessions/ and hidden names such as .locks); use a folder of its own, such "
-                "as 'large_tool_results'"
-            )
-        return value
-
-
-class TransferSettings(_Section):
+class TransferSettings(Section):
     """Moving a workspace: how much ``harnessmem import`` unpacks from an archive."""
 
     max_import_bytes: int = Field(
@@ -573,61 +232,7 @@ class TransferSettings(_Section):
     )
 
 
-class ContextSettings(_Section):
-    """The memory block injected into the system prompt."""
-
-    enabled: bool = Field(
-        True,
-        description=(
-            "Give the model MEMORY.md: in the system message (context.inject) or through "
-            "system_context(); off, neither places anything."
-        ),
-    )
-    inject: Literal["system", "manual"] = Field(
-        "system",
-        description=(
-            "Where the memory block goes: 'system' puts the current block in the system "
-            "message at every before_reasoning (refreshing an earlier copy in place, "
-            "re-reading MEMORY.md only when it changed); 'manual' leaves the messages "
-            "alone and the caller puts system_context() in its prompt."
-        ),
-    )
-    max_tokens: int = Field(
-        8_000,
-        gt=0,
-        description=(
-            "Token bound of the injected MEMORY.md; above it a visible truncation marker, a "
-            "warning event and a consolidation request (never a silent cut)."
-        ),
-    )
-    recall: bool = Field(
-        False,
-        description=(
-            "Recall before replying: at each before_reasoning, search the memory with the "
-            "latest user message and put the best hits not already in the context into a "
-            "<memory_recall> block (searched again only when that message changes)."
-        ),
-    )
-    recall_place: Literal["system", "user"] = Field(
-        "system",
-        description=(
-            "Where the recall block goes: appended to the system message, or as a user-side "
-            "note just before the latest user message. Either way one block, replaced each turn."
-        ),
-    )
-    recall_hits: int = Field(3, ge=1, le=20, description="Most memory hits the recall block shows.")
-    recall_max_tokens: int = Field(
-        400,
-        ge=100,
-        le=8_000,
-        description=(
-            "Token bound of the whole recall block, its preamble included; a hit that does "
-            "not fit is cut with a marker naming the lines to read with memory_get."
-        ),
-    )
-
-
-class ToolsSettings(_Section):
+class ToolsSettings(Section):
     """Which optional agent tools a session offers (the four memory tools always are)."""
 
     forget: bool = Field(
@@ -640,7 +245,7 @@ class ToolsSettings(_Section):
     )
 
 
-class PluginSettings(_Section):
+class PluginSettings(Section):
     """Which hook plugins load."""
 
     autoload: bool = Field(True, description="Load hook plugins from the harnessmem.plugins group.")
@@ -652,31 +257,3 @@ class PluginSettings(_Section):
     settings: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-plugin options, keyed by plugin name."
     )
-
-
-class McpSettings(_Section):
-    """The MCP server of ``harnessmem mcp`` (needs ``pip install 'harnessmem[mcp]'``)."""
-
-    token: SecretStr | None = Field(
-        None,
-        description=(
-            "Bearer token every HTTP request must carry (Authorization: Bearer <token>); "
-            "without it the server answers 401. Required to serve on a non-loopback address. "
-            "Not used over stdio."
-        ),
-    )
-    path: str = Field("/mcp", description="URL path of the streamable HTTP endpoint.")
-    flush_tool: bool = Field(
-        False,
-        description=(
-            "Also offer the memory_flush tool: a client hands over its messages and their new "
-            "facts go to today's daily log."
-        ),
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _absolute_path(cls, value: str) -> str:
-        if not value.startswith("/") or any(c in value for c in "?# "):
-            raise ValueError("must be a URL path such as '/mcp'")
-        return value

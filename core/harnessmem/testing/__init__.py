@@ -26,7 +26,7 @@ from harnessmem.testing.scripted import ModelCall, ScriptedModel
 from harnessmem.testing.threads import run_at_once
 
 _SUITES = {
-    "FakeClock": "workspace_suite",
+    "FakeClock": "clock",
     "WorkspaceSuite": "workspace_suite",
     "IndexBackendSuite": "index_suite",
     "ModelBackendSuite": "model_suite",

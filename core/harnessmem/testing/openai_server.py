@@ -21,21 +21,28 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import hashlib
 import itertools
 import json
-import math
-import re
 import socket
 import struct
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any
+
+from harnessmem.testing.openai_script import Fault, RecordedRequest, ServerReply, is_reply
+from harnessmem.testing.openai_wire import (
+    EMBEDDING_DIMENSIONS,
+    assistant_message,
+    finish_reason,
+    hashed_embedding,
+    include_usage,
+    parse_body,
+    pieces,
+    request_problem,
+)
 
 if TYPE_CHECKING:
     from harnessmem.tokens import TokenCounter
@@ -44,160 +51,9 @@ __all__ = ["FakeOpenAIServer", "Fault", "RecordedRequest", "ServerReply", "hashe
 
 _CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 _EMBEDDING_PATHS = frozenset({"/v1/embeddings", "/embeddings"})
-_EMBEDDING_DIMENSIONS = 64
-_WORDS = re.compile(r"\w+")
-
-
-def hashed_embedding(text: str, dimensions: int = _EMBEDDING_DIMENSIONS) -> list[float]:
-    """A deterministic unit vector for ``text``: its lower-cased words hashed into buckets.
-
-    Texts that share words have a positive cosine; a text without words gets the first
-    unit vector. Meant for tests, not for retrieval quality.
-    """
-    vector = [0.0] * dimensions
-    for word in _WORDS.findall(text.lower()):
-        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
-        bucket = int.from_bytes(digest[:4], "little") % dimensions
-        vector[bucket] += 1.0 if digest[4] & 1 else -1.0
-    norm = math.sqrt(sum(v * v for v in vector))
-    if not norm:
-        vector[0] = norm = 1.0
-    return [v / norm for v in vector]
-
 
 #: How long ``close()`` waits for a connection's thread after hanging up on it.
 _JOIN_TIMEOUT = 5.0
-
-FaultKind: TypeAlias = Literal["status", "timeout", "empty_choice", "malformed", "disconnect"]
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """A failure the server injects instead of a normal answer; build one with a factory."""
-
-    kind: FaultKind
-    status_code: int = 200
-    error: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    max_wait: float = 30.0
-
-    @classmethod
-    def status(
-        cls,
-        code: int,
-        message: str | None = None,
-        *,
-        error_type: str | None = None,
-        error_code: str | None = None,
-        param: str | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Fault:
-        """Answer HTTP ``code`` (400-599) with an OpenAI error body.
-
-        ``message`` and ``error_type`` default to what OpenAI sends for the code.
-        """
-        if not 400 <= code <= 599:
-            raise ValueError(f"Fault.status needs an HTTP error code (400-599); got {code}")
-        if error_type is None:
-            error_type = "server_error" if code >= 500 else "invalid_request_error"
-        error = {
-            "message": message or _DEFAULT_MESSAGES.get(code) or HTTPStatus(code).phrase,
-            "type": error_type,
-            "param": param,
-            "code": error_code,
-        }
-        return cls("status", status_code=code, error=error, headers=dict(headers or {}))
-
-    @classmethod
-    def rate_limit(cls, retry_after: int | None = 1, message: str | None = None) -> Fault:
-        """HTTP 429 as OpenAI sends it; ``retry_after`` seconds go in ``Retry-After``.
-
-        Keep ``retry_after`` small: clients that honour it really wait.
-        """
-        headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
-        return cls.status(
-            429,
-            message
-            or "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1.",
-            error_type="requests",
-            error_code="rate_limit_exceeded",
-            headers=headers,
-        )
-
-    @classmethod
-    def server_error(cls, message: str | None = None) -> Fault:
-        """HTTP 500 with OpenAI's body for an internal error."""
-        return cls.status(500, message)
-
-    @classmethod
-    def context_length(cls, limit: int = 128_000, requested: int = 130_000) -> Fault:
-        """HTTP 400 with OpenAI's exact body for a request over the context window.
-
-        Clients recognise the overflow from this body (litellm raises
-        ``ContextWindowExceededError``), so the wording is OpenAI's own.
-        """
-        return cls.status(
-            400,
-            f"This model's maximum context length is {limit} tokens. However, your "
-            f"messages resulted in {requested} tokens. Please reduce the length of the "
-            "messages.",
-            error_type="invalid_request_error",
-            error_code="context_length_exceeded",
-            param="messages",
-        )
-
-    @classmethod
-    def timeout(cls, max_wait: float = 30.0) -> Fault:
-        """Send nothing until the client gives up; hang up after ``max_wait`` or on close."""
-        return cls("timeout", max_wait=max_wait)
-
-    @classmethod
-    def empty_choice(cls) -> Fault:
-        """HTTP 200 whose ``choices`` list is empty."""
-        return cls("empty_choice")
-
-    @classmethod
-    def malformed(cls) -> Fault:
-        """HTTP 200 whose body is cut off mid-JSON."""
-        return cls("malformed")
-
-    @classmethod
-    def disconnect(cls) -> Fault:
-        """Close the connection without sending any response."""
-        return cls("disconnect")
-
-
-_DEFAULT_MESSAGES = {
-    500: "The server had an error while processing your request. Sorry about that!",
-    503: "The engine is currently overloaded, please try again later.",
-}
-
-#: One scripted answer: assistant text, a full assistant message (OpenAI shape,
-#: e.g. with ``tool_calls``), or a fault.
-ServerReply: TypeAlias = "str | Mapping[str, Any] | Fault"
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """A request the server received, recorded before it was answered."""
-
-    method: str
-    path: str
-    #: Header names are lower-cased.
-    headers: dict[str, str]
-    #: The parsed JSON body; ``{}`` when there was none or it was not a JSON object.
-    body: dict[str, Any]
-
-    @property
-    def authorization(self) -> str | None:
-        """The ``Authorization`` header as sent (the server requires none)."""
-        return self.headers.get("authorization")
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The chat messages of the body; empty when there are none."""
-        messages = self.body.get("messages")
-        return messages if isinstance(messages, list) else []
 
 
 class FakeOpenAIServer:
@@ -235,7 +91,7 @@ class FakeOpenAIServer:
         elif isinstance(replies, Sequence):
             self._script = tuple(replies)
             for position, item in enumerate(self._script):
-                if not _is_reply(item):
+                if not is_reply(item):
                     raise TypeError(
                         f"FakeOpenAIServer reply item {position} is {type(item).__name__}; "
                         "items must be str, an assistant message dict, or a Fault"
@@ -337,7 +193,7 @@ class FakeOpenAIServer:
             )
             self._problem(message)
             return Fault.status(500, message, error_code="reply_function_error")
-        if not _is_reply(reply):
+        if not is_reply(reply):
             message = (
                 f"FakeOpenAIServer: reply function returned {type(reply).__name__} for "
                 f"request {number}; expected str, an assistant message dict, or a Fault"
@@ -362,10 +218,6 @@ class FakeOpenAIServer:
 
             self._counter = TokenCounter()
         return self._counter
-
-
-def _is_reply(item: object) -> bool:
-    return isinstance(item, str | Fault | Mapping)
 
 
 class _LoopbackServer(ThreadingHTTPServer):
@@ -441,7 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         path = self.path.split("?", 1)[0]
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body, parse_error = _parse_body(raw)
+        body, parse_error = parse_body(raw)
         chat = method == "POST" and path in _CHAT_PATHS
         headers = {name.lower(): value for name, value in self.headers.items()}
         number = fake._record(RecordedRequest(method, path, headers, body), chat=chat)
@@ -456,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "invalid_request_error",
             )
             return
-        problem = parse_error or _request_problem(body)
+        problem = parse_error or request_problem(body)
         if problem is not None:
             # A malformed request is the client's bug: reject it without using a reply.
             fake._problem(f"FakeOpenAIServer: request {number} rejected: {problem}")
@@ -467,7 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply, Fault):
             self._send_fault(reply, body, stream=stream)
         else:
-            message = _assistant_message(reply)
+            message = assistant_message(reply)
             if stream:
                 self._send_stream(message, body)
             else:
@@ -498,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
         as_base64 = body.get("encoding_format") == "base64"
         data = []
         for position, text in enumerate(inputs):
-            vector = [float(v) for v in fake.embed(text, size or _EMBEDDING_DIMENSIONS)]
+            vector = [float(v) for v in fake.embed(text, size or EMBEDDING_DIMENSIONS)]
             encoded: Any = vector
             if as_base64:
                 packed = struct.pack(f"<{len(vector)}f", *vector)
@@ -521,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
             "index": 0,
             "message": message,
             "logprobs": None,
-            "finish_reason": _finish_reason(message),
+            "finish_reason": finish_reason(message),
         }
         payload = self._envelope(body, "chat.completion")
         payload["choices"] = [choice]
@@ -531,17 +383,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_stream(self, message: dict[str, Any], body: Mapping[str, Any]) -> None:
         self._start_stream()
         envelope = self._envelope(body, "chat.completion.chunk")
-        with_usage = _include_usage(body)
+        with_usage = include_usage(body)
 
-        def chunk(delta: Mapping[str, Any], finish_reason: str | None = None) -> None:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        def chunk(delta: Mapping[str, Any], reason: str | None = None) -> None:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
             event: dict[str, Any] = {**envelope, "choices": [choice]}
             if with_usage:
                 event["usage"] = None  # OpenAI marks every chunk but the last this way
             self._send_event(event)
 
         chunk({"role": "assistant", "content": "", "refusal": None})
-        for piece in _pieces(message.get("content") or ""):
+        for piece in pieces(message.get("content") or ""):
             chunk({"content": piece})
         # Like OpenAI: a tool call's id and name first, then its arguments.
         for index, call in enumerate(message.get("tool_calls") or []):
@@ -555,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
             arguments = {"index": index, "function": {"arguments": function.get("arguments", "")}}
             chunk({"tool_calls": [opening]})
             chunk({"tool_calls": [arguments]})
-        chunk({}, _finish_reason(message))
+        chunk({}, finish_reason(message))
         if with_usage:
             self._send_event({**envelope, "choices": [], "usage": self._usage(body, message)})
         self._end_stream()
@@ -654,50 +506,3 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
-
-
-def _parse_body(raw: bytes) -> tuple[dict[str, Any], str | None]:
-    """The JSON object in ``raw`` (``{}`` when empty) and why it could not be read, if so."""
-    if not raw:
-        return {}, None
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        return {}, f"We could not parse the JSON body of your request: {exc}"
-    if not isinstance(body, dict):
-        return {}, "The JSON body of your request must be an object."
-    return body, None
-
-
-def _request_problem(body: Mapping[str, Any]) -> str | None:
-    """What OpenAI would reject in a chat request: no model, or no list of messages."""
-    if not isinstance(body.get("model"), str):
-        return "you must provide a model parameter"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "'messages' is a required property and must be a non-empty array"
-    if not all(isinstance(m, dict) for m in messages):
-        return "every item of 'messages' must be an object"
-    return None
-
-
-def _assistant_message(reply: str | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(reply, str):
-        return {"role": "assistant", "content": reply, "refusal": None}
-    message = {"role": "assistant", "content": None, "refusal": None}
-    message.update(reply)
-    return message
-
-
-def _finish_reason(message: Mapping[str, Any]) -> str:
-    return "tool_calls" if message.get("tool_calls") else "stop"
-
-
-def _include_usage(body: Mapping[str, Any]) -> bool:
-    options = body.get("stream_options")
-    return isinstance(options, dict) and options.get("include_usage") is True
-
-
-def _pieces(text: str) -> list[str]:
-    """Split ``text`` into word-sized deltas that join back to it exactly."""
-    return re.findall(r"\s*\S+|\s+$", text)

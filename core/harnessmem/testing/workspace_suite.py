@@ -13,6 +13,10 @@ return an empty workspace opened with ``clock=clock``::
             return Workspace.open("mystore://bucket/test-ws", {...}, clock=clock)
 
 Tests that a store cannot run (symlinks exist only on local disks) skip with the reason.
+
+The tests live by concern: paths in :mod:`~harnessmem.testing.workspace_paths`, leases in
+:mod:`~harnessmem.testing.workspace_leases`; this module gathers them and adds the tests of
+files.
 """
 
 from __future__ import annotations
@@ -22,67 +26,27 @@ from itertools import pairwise
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harnessmem.errors import LeaseError, PathNotAllowed
-from harnessmem.testing._suite import ConformanceSuite
-from harnessmem.workspace import ORIGINALS_DIR, Workspace, safe_id
+from harnessmem.errors import PathNotAllowed
+from harnessmem.testing._workspace_base import FUZZ
+from harnessmem.testing.clock import FakeClock
+from harnessmem.testing.workspace_leases import WorkspaceLeaseTests
+from harnessmem.testing.workspace_paths import WorkspacePathTests
+from harnessmem.workspace import ORIGINALS_DIR, Workspace
 from harnessmem.workspace.store import store_class
 
 __all__ = ["FakeClock", "WorkspaceSuite"]
 
-_SAFE_SEGMENT = st.text(alphabet="abcxyz019_-.", min_size=1, max_size=8).filter(
-    lambda s: s.strip(".") != ""
-)
-_NASTY_SEGMENT = st.sampled_from(
-    ["..", ".", "", "a", "b.md", "..\\x", "C:", "s3:", "file:", "\x00", "~", " ", ".locks"]
-)
 #: Lone surrogates, which strategies for text leave out (``str`` can hold them).
 _SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
-_NASTY_PREFIX = st.sampled_from(["", "/", "//", "s3://", "file:///", "memory://", "C:/", "\\"])
-# Each subclass runs these on its own store (hence differing executors), and the fixtures
-# are only read, never changed, by the examples (hence function-scoped fixtures are fine).
-_SHARED_PROPERTY = [HealthCheck.differing_executors, HealthCheck.function_scoped_fixture]
-_FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=_SHARED_PROPERTY)
 
 
-def _is_safe(text: str) -> bool:
-    return all(c.isascii() and (c.isalnum() or c in "._-") for c in text)
-
-
-class FakeClock:
-    """A clock for lease expiry that moves only when told; call it for the time."""
-
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move the clock forward by ``seconds``."""
-        self.now += seconds
-
-
-class WorkspaceSuite(ConformanceSuite):
+class WorkspaceSuite(WorkspacePathTests, WorkspaceLeaseTests):
     """The contract every workspace store meets; override the ``workspace`` fixture."""
 
     __harnessmem_suite__: ClassVar[bool] = True
-
-    @pytest.fixture
-    def clock(self) -> FakeClock:
-        """The clock the ``workspace`` fixture must pass to ``Workspace.open``."""
-        return FakeClock()
-
-    @pytest.fixture
-    def workspace(self, clock: FakeClock) -> Workspace:
-        """Override: an empty Workspace opened with ``clock=clock``."""
-        raise NotImplementedError("override the workspace fixture of WorkspaceSuite")
-
-    def _reopen(self, workspace: Workspace, clock: Any) -> Workspace:
-        """A second instance on the same storage, as another replica would open it."""
-        return Workspace.open(workspace.url, workspace.storage_options, clock=clock)
 
     # Files.
     def test_roundtrip_bytes_and_text(self, workspace: Workspace) -> None:
@@ -117,7 +81,7 @@ class WorkspaceSuite(ConformanceSuite):
         assert workspace.read_text("c.md") == workspace.read_text("u.md") == "report-\ufffd.txt"
 
     @given(text=st.text(st.characters() | _SURROGATES, max_size=40))
-    @settings(_FUZZ, max_examples=40)
+    @settings(FUZZ, max_examples=40)
     def test_any_str_can_be_written(self, workspace: Workspace, text: str) -> None:
         """Every ``str`` (surrogates included) is written; what UTF-8 can hold is kept.
 
@@ -401,210 +365,3 @@ class WorkspaceSuite(ConformanceSuite):
         assert not workspace.exists("deep/er/c.md")
         assert workspace.list() == []
         assert not workspace.exists("deep/er"), "exists() is for files, not folders"
-
-    # Paths.
-    def test_rejects_paths_that_leave(self, workspace: Workspace) -> None:
-        """Escaping, absolute, URL, backslash, NUL and lock paths raise PathNotAllowed.
-
-        If this fails: Workspace path normalisation lets one of these through.
-        """
-        for bad in (
-            "../x.md",
-            "memory/../../x.md",
-            "/etc/passwd",
-            "s3://other-bucket/x",
-            "file:///etc/passwd",
-            "memory://x",
-            "C:/Windows",
-            "a\\..\\..\\b",
-            "a\x00b",
-            ".locks/maintenance.lease",
-            "",
-        ):
-            with pytest.raises(PathNotAllowed) as info:
-                workspace.write_text(bad, "x")
-            assert repr(bad) in str(info.value)
-            assert workspace.url in str(info.value)
-        assert workspace.list() == []
-        assert workspace.resolve("memory/../MEMORY.md") == workspace.resolve("MEMORY.md")
-
-    @_FUZZ
-    @given(prefix=_NASTY_PREFIX, segments=st.lists(_NASTY_SEGMENT, max_size=6))
-    def test_resolve_never_leaves_root(
-        self, workspace: Workspace, prefix: str, segments: list[str]
-    ) -> None:
-        """Any path built from '..', schemes, absolute prefixes etc. resolves inside or fails.
-
-        If this fails: the example hypothesis prints resolved outside the workspace root,
-        or a path that climbs above the root was accepted.
-        """
-        path = prefix + "/".join(segments)
-        depth, climbs = 0, False
-        for segment in path.split("/"):
-            if segment == "..":
-                depth -= 1
-                climbs = climbs or depth < 0
-            elif segment not in ("", "."):
-                depth += 1
-        try:
-            full = workspace.resolve(path)
-        except PathNotAllowed:
-            return
-        assert full.startswith(workspace.resolve("x")[: -len("x")])
-        assert not climbs, "a path that climbs above the root was accepted"
-        assert not prefix, "an absolute path or URL was accepted"
-        assert "\x00" not in path
-        assert "\\" not in path
-
-    @_FUZZ
-    @given(segments=st.lists(_SAFE_SEGMENT, min_size=1, max_size=5))
-    def test_valid_relative_paths_resolve(self, workspace: Workspace, segments: list[str]) -> None:
-        """Plain relative paths resolve to root + the same path.
-
-        If this fails: normalisation rejects or rewrites an ordinary path.
-        """
-        assume(segments[0] != ".locks")
-        path = "/".join(segments)
-        full = workspace.resolve(path).replace("\\", "/")
-        assert full == f"{workspace.root.replace(chr(92), '/')}/{path}"
-
-    def test_symlinks_out_of_the_workspace_are_refused(
-        self, workspace: Workspace, tmp_path_factory: pytest.TempPathFactory
-    ) -> None:
-        """A symlink inside the workspace that points outside cannot be read or written.
-
-        If this fails: resolve() does not check the real path of local files.
-        """
-        if workspace.local_root is None:
-            pytest.skip("symlinks exist only in local workspaces")
-        outside = tmp_path_factory.mktemp("outside")
-        (outside / "secret.txt").write_text("secret")
-        try:
-            (workspace.local_root / "link").symlink_to(outside, target_is_directory=True)
-            (workspace.local_root / "inner").symlink_to(workspace.local_root / "real")
-            (workspace.local_root / "leaf.md").symlink_to(outside / "secret.txt")
-            (workspace.local_root / "real").mkdir()
-            (workspace.local_root / "real" / "hop").symlink_to(workspace.local_root / "link")
-        except OSError as exc:  # e.g. Windows without the privilege
-            pytest.skip(f"cannot create symlinks here: {exc}")
-        with pytest.raises(PathNotAllowed, match="symlink"):
-            workspace.read_text("link/secret.txt")
-        with pytest.raises(PathNotAllowed, match="symlink"):
-            workspace.read_text("leaf.md")  # the last part is the link
-        with pytest.raises(PathNotAllowed, match="symlink"):
-            workspace.read_text("inner/hop/secret.txt")  # in, then out through a second link
-        with pytest.raises(PathNotAllowed):
-            workspace.write_text("link/new.txt", "x")
-        assert not (outside / "new.txt").exists()
-        workspace.write_text("real/ok.md", "ok")
-        assert workspace.read_text("inner/ok.md") == "ok"
-        assert "link/secret.txt" not in workspace.list()
-
-    @settings(max_examples=200, deadline=None, suppress_health_check=_SHARED_PROPERTY)
-    @given(st.text(max_size=200), st.text(max_size=200))
-    def test_safe_id_properties(self, a: str, b: str) -> None:
-        """safe_id: safe charset, bounded, never '.'/'..', idempotent, distinct stays distinct.
-
-        If this fails: the hash suffix is missing for a changed id or the cleaning is wrong.
-        """
-        for text in (a, b):
-            out = safe_id(text)
-            assert out not in ("", ".", "..")
-            assert len(out) <= 80
-            assert _is_safe(out)
-            assert safe_id(out) == out
-        if a != b:
-            assert safe_id(a) != safe_id(b)
-        if a.strip(".") and len(a) <= 80 and _is_safe(a):
-            assert safe_id(a) == a, "an already safe id was changed"
-
-    # Leases.
-    def test_lease_excludes_other_holders(self, workspace: Workspace, clock: FakeClock) -> None:
-        """A held lease refuses other holders in this and other instances until released.
-
-        If this fails: the exclusive create (O_EXCL / If-None-Match) is not exclusive.
-        """
-        other = self._reopen(workspace, clock)
-        lease = workspace.lock("maintenance", ttl=30)
-        assert lease.held
-        with pytest.raises(LeaseError, match=r"'maintenance' is held by .+ until "):
-            other.lock("maintenance")
-        assert other.try_lock("maintenance") is None
-        assert workspace.try_lock("maintenance") is None
-        with other.lock("something-else"):
-            pass
-        assert lease.release() is True
-        assert not lease.held
-        with other.lock("maintenance") as second:
-            assert second.held
-        assert workspace.try_lock("maintenance") is not None
-
-    def test_lease_expiry_takeover_with_clock(self, workspace: Workspace, clock: FakeClock) -> None:
-        """A lease past its expiry (by the injected clock) is taken over by another instance.
-
-        If this fails: expiry is judged by the wall clock instead of the injected one, or
-        the takeover is not a conditional replace.
-        """
-        other = self._reopen(workspace, clock)
-        first = workspace.lock("maintenance", ttl=10)
-        clock.advance(9)
-        assert other.try_lock("maintenance") is None, "taken over before it expired"
-        clock.advance(2)
-        assert not first.held
-        second = other.lock("maintenance", ttl=10)
-        assert second.held
-        with pytest.raises(LeaseError, match="lost"):
-            first.renew()
-        assert first.release() is False, "released a lease someone else holds"
-        assert workspace.try_lock("maintenance") is None
-        second.release()
-
-    def test_lease_renew_and_release(self, workspace: Workspace, clock: FakeClock) -> None:
-        """renew() extends the expiry; release() is idempotent; the context manager releases.
-
-        If this fails: check the conditional write of renew and the token check of release.
-        """
-        other = self._reopen(workspace, clock)
-        lease = workspace.lock("flush", ttl=10)
-        clock.advance(8)
-        lease.renew()
-        assert lease.expires == clock.now + 10
-        clock.advance(8)
-        assert lease.held
-        assert other.try_lock("flush") is None, "a renewed lease was taken over"
-        assert lease.release() is True
-        assert lease.release() is False
-        with pytest.raises(LeaseError):
-            lease.renew()
-        with pytest.raises(RuntimeError), workspace.lock("flush"):
-            raise RuntimeError("boom")
-        assert other.try_lock("flush") is not None, "the context manager did not release"
-
-    def test_lock_waits_for_release(self, workspace: Workspace, clock: FakeClock) -> None:
-        """lock(timeout=...) keeps polling while the lease is held and gets it once released.
-
-        If this fails: the polling loop gives up early or never re-reads the lease.
-        """
-        holder = workspace.lock("maintenance")
-        attempts = threading.Semaphore(0)
-        got: list[bool] = []
-
-        def counting_clock() -> float:
-            attempts.release()  # each acquisition attempt reads the clock once
-            return clock()
-
-        def wait_for_it() -> None:
-            waiter_ws = Workspace.open(
-                workspace.url, workspace.storage_options, clock=counting_clock
-            )
-            with waiter_ws.lock("maintenance", timeout=30) as lease:
-                got.append(lease.held)
-
-        waiter = threading.Thread(target=wait_for_it)
-        waiter.start()
-        # Two clock reads: the first attempt has finished (and found the lease held).
-        assert attempts.acquire(timeout=30)
-        assert attempts.acquire(timeout=30)
-        holder.release()
-        waiter.join()
-        assert got == [True]

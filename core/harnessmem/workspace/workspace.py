@@ -24,7 +24,9 @@ URL's protocol in the entry-point group ``harnessmem.storage``, where a plugin c
 (a GCS or Azure store with their generation or ETag preconditions).
 
 :meth:`Workspace.update_text` is the general form of an append: read, change, write back
-only if nobody wrote in between, else read again and change again.
+only if nobody wrote in between, else read again and change again (the loop is in
+:mod:`harnessmem.workspace._conditional`). Paths are checked by
+:mod:`harnessmem.workspace._paths`.
 
 Inside :func:`~harnessmem.workspace.changes.watch_changes` every write is noted with the
 content hashes of the file before and after it (what the audit log records).
@@ -40,13 +42,10 @@ import builtins
 import errno
 import logging
 import os
-import random
-import re
-import stat
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,61 +56,27 @@ from harnessmem.layout import (
     LOCKS_DIR,
     lease_path,
     original_path,
-    path_problem,
 )
+from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
-from harnessmem.workspace._stores import inside
+from harnessmem.workspace._listing import Listing
+from harnessmem.workspace._paths import confined, relative_path
 from harnessmem.workspace.changes import ChangeWatch, current_watch
+from harnessmem.workspace.files import FileInfo, Snapshot
 from harnessmem.workspace.store import (
     WorkspaceStore,
     store_class,
     url_protocol,
 )
 
+__all__ = ["ORIGINALS_DIR", "FileInfo", "Snapshot", "Workspace"]
+
 logger = logging.getLogger("harnessmem.workspace")
 
 #: Where the original bytes of a file that was not clean UTF-8 are kept before the first
 #: write that replaces them (beside consolidation's previous versions of MEMORY.md).
 ORIGINALS_DIR = HISTORY_DIR
-
-# A relative path that _rel would return as it is: parts of common file-name characters
-# that do not start with a dot (so no '.', '..', '.locks' or hidden file takes this path).
-_PLAIN = re.compile(r"(?:[\w@+=,-][\w.@+=,-]*/)*[\w@+=,-][\w.@+=,-]*", re.ASCII)
-_APPEND_ATTEMPTS = 60
-_sleep = time.sleep  # the append backoff; tests replace it
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    """What :meth:`Workspace.info` knows about one file.
-
-    ``etag_or_hash`` changes whenever the content does: the ETag on object stores; locally
-    ``"<mtime_ns>-<size>-<inode>"`` (a change token, not a content hash: cheap to get, and
-    atomic writes always make a new inode); elsewhere the store's checksum or a blake2b hash.
-    """
-
-    path: str
-    size: int
-    modified: float | None
-    etag_or_hash: str
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A file's text and the version it was read at (:meth:`Workspace.read_snapshot`).
-
-    ``version`` is None when the file does not exist (``text`` is then ""). ``token`` is
-    the file's change token as :meth:`Workspace.info` gives it (``etag_or_hash``) when it
-    is known without another request, else None. ``original`` holds the stored bytes
-    when they were not clean UTF-8 (``text`` is then their tolerant reading, see
-    :meth:`Workspace.read_text`), else None.
-    """
-
-    text: str
-    version: str | None
-    token: str | None = None
-    original: bytes | None = field(default=None, repr=False)
 
 
 class Workspace:
@@ -151,6 +116,8 @@ class Workspace:
         self._written: dict[str, tuple[bytes, str]] = {}
         # Files found not to be clean UTF-8, warned about once each.
         self._damaged: set[str] = set()
+        # The listing of a listing_snapshot() block, per thread.
+        self._listings = threading.local()
 
     @classmethod
     def open(
@@ -194,56 +161,17 @@ class Workspace:
 
     # Paths.
     def _rel(self, path: str | os.PathLike[str], *, allow_root: bool = False) -> str:
-        raw = os.fspath(path)
-
-        def deny(why: str) -> PathNotAllowed:
-            return PathNotAllowed(
-                f"path {raw!r} is not allowed in workspace {self.url}: {why}",
-                hint="use a relative POSIX path inside the workspace, like 'memory/2026-11-30.md'",
-            )
-
-        if type(raw) is str and _PLAIN.fullmatch(raw):
-            return raw  # already normal: no '.', '..' or empty part, scheme, NUL or backslash
-        if not isinstance(raw, str):
-            raise deny("paths are str, not bytes")
-        rel, why = path_problem(raw, allow_root=allow_root)
-        if why is not None:
-            raise deny(why)
-        return rel
+        return relative_path(path, self.url, allow_root=allow_root)
 
     def _full(self, rel: str) -> str:
         full = self._store.join(rel)
-        if self.is_local and not self._confined(rel, full):
+        if self.is_local and not confined(rel, full, self.root):
             raise PathNotAllowed(
                 f"path {rel!r} is not allowed in workspace {self.url}: "
                 "a symlink on it leads outside the workspace",
                 hint="replace the symlink with the file itself",
             )
         return full
-
-    def _confined(self, rel: str, full: str) -> bool:
-        """Whether ``full`` (``rel`` under the root) resolves inside the workspace.
-
-        ``lstat`` of each part below the (already real) root; only a path through a
-        symlink pays for ``realpath`` (a third of the cost of reading a small file).
-        A missing part ends the walk: nothing below it can lead anywhere.
-        """
-        if not rel:
-            return True
-        # ``full`` is the root's prefix + ``rel`` with its separators in the same places.
-        base = len(full) - len(rel)
-        cut = rel.find("/")
-        while True:
-            part = full if cut < 0 else full[: base + cut]
-            try:
-                mode = os.lstat(part).st_mode
-            except OSError:
-                return True
-            if stat.S_ISLNK(mode):
-                return inside(os.path.realpath(full), self.root)
-            if cut < 0:
-                return True
-            cut = rel.find("/", cut + 1)
 
     def resolve(self, path: str | os.PathLike[str]) -> str:
         """The full path inside ``fs`` of workspace-relative ``path``; PathNotAllowed if outside."""
@@ -326,6 +254,9 @@ class Workspace:
             self._cache[rel] = (at, data)
 
     def _forget(self, rel: str) -> None:
+        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
+        if listing is not None:
+            listing.touched(rel)
         if self._cache or self._written:
             with self._cache_lock:
                 self._cache.pop(rel, None)
@@ -526,56 +457,48 @@ class Workspace:
         # compete with other processes instead of wasting requests on each other.
         with store.thread_lock(full):
             if store.conditional:
-                written = self._compare_and_swap(full, change, base, what, append)
+                written = compare_and_swap(
+                    store, full, change, base, what, append=append, url=self.url
+                )
             else:
                 with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                    written = self._compare_and_swap(full, change, base, what, append)
-        if written is not None:
-            watch = self._watching(rel, what)
-            if watch is not None:
-                before = written[2]
-                after = _text.content_hash(written[0])
-                watch.note(rel, None if before is None else _text.content_hash(before), after)
-        return None if written is None else (written[0], written[1])
-
-    def _compare_and_swap(
-        self,
-        full: str,
-        change: Callable[[bytes], bytes | None],
-        base: tuple[bytes, str | None] | None,
-        what: str,
-        append: bool,
-    ) -> tuple[bytes, str, bytes | None] | None:
-        """The bytes written, their version and the bytes they replaced (None: a new file)."""
-        delay = 0.005
-        if base is None:
-            base = self._store.read_versioned(full) or (b"", None)
-        for _ in range(_APPEND_ATTEMPTS):
-            body = change(base[0])
-            if body is None:
-                return None
-            version = self._store.put_if(full, body, base[1], append=append)
-            if version is not None:
-                return body, version, None if base[1] is None else base[0]
-            base = self._store.read_versioned(full) or (b"", None)
-            # Full jitter spreads competing writers so that one of them wins each round.
-            _sleep(random.uniform(0, delay))
-            delay = min(delay * 2, 0.25)
-        raise WorkspaceError(
-            f"{what} {self._store.rel(full)!r} in {self.url} failed: the file kept changing "
-            f"({_APPEND_ATTEMPTS} conditional writes lost to other writers)",
-            hint="too many writers append to this one file; spread them over more files",
-        )
+                    written = compare_and_swap(
+                        store, full, change, base, what, append=append, url=self.url
+                    )
+        if written is None:
+            return None
+        watch = self._watching(rel, what)
+        if watch is not None:
+            replaced = written[2]
+            before = None if replaced is None else _text.content_hash(replaced)
+            watch.note(rel, before, _text.content_hash(written[0]))
+        return written[0], written[1]
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` is an existing file."""
         return self._store.exists(self.resolve(path))
 
-    def info(self, path: str | os.PathLike[str]) -> FileInfo:
-        """Size, modification time and change token of ``path``; FileNotFoundError if missing."""
+    def info(self, path: str | os.PathLike[str], *, listed: bool = False) -> FileInfo:
+        """Size, modification time and change token of ``path``; FileNotFoundError if missing.
+
+        ``listed``: inside a :meth:`listing_snapshot` block, what its listing says (no
+        request), for a caller to whom a listing made a moment earlier is as good."""
         rel = self._rel(path)
+        if listed:
+            folder = rel.rpartition("/")[0]
+            found = self._listed(folder, False)
+            if found is not None:
+                for info in found:
+                    if info.path == rel:
+                        return info
+                raise FileNotFoundError(rel)
         size, modified, tag = self._store.info(self._full(rel))
         return FileInfo(rel, size, modified, tag)
+
+    @property
+    def listing_active(self) -> bool:
+        """Whether this thread is inside a :meth:`listing_snapshot` block."""
+        return getattr(self._listings, "current", None) is not None
 
     def delete(self, path: str | os.PathLike[str], missing_ok: bool = True) -> None:
         """Delete ``path``; FileNotFoundError when it is missing and not ``missing_ok``."""
@@ -613,8 +536,31 @@ class Workspace:
         Files only (no directories, no directory marker objects, nothing in ``.locks/``);
         a missing directory gives an empty list.
         """
-        found = self._store.find(self._full(self._rel(prefix, allow_root=True)), recursive)
+        rel = self._rel(prefix, allow_root=True)
+        listed = self._listed(rel, recursive)
+        if listed is not None:
+            return [info.path for info in listed]
+        found = self._store.find(self._full(rel), recursive)
         return sorted({p for p in found if p.split("/", 1)[0] != LOCKS_DIR})
+
+    @contextmanager
+    def listing_snapshot(self) -> Iterator[None]:
+        """Within the block, this thread's :meth:`list` and :meth:`scan` are answered from
+        one listing of the whole workspace (made at the first of them), except for the
+        folders this thread writes to meanwhile. A maintenance tick runs in one: on S3
+        its steps cost one LIST instead of one each. Blocks do not nest."""
+        if getattr(self._listings, "current", None) is not None:
+            yield
+            return
+        self._listings.current = Listing(lambda: self._scan_store("", recursive=True))
+        try:
+            yield
+        finally:
+            self._listings.current = None
+
+    def _listed(self, rel: str, recursive: bool) -> builtins.list[FileInfo] | None:
+        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
+        return None if listing is None else listing.scan(rel.strip("/"), recursive)
 
     def scan(self, prefix: str = "", *, recursive: bool = True) -> builtins.list[FileInfo]:
         """:meth:`list` with each file's :meth:`info`, from one listing where the store allows.
@@ -622,7 +568,12 @@ class Workspace:
         On S3 a listing carries size, modification time and ETag (one request per 1,000
         files instead of one per file); locally it is a stat per file.
         """
-        found = self._store.scan(self._full(self._rel(prefix, allow_root=True)), recursive)
+        rel = self._rel(prefix, allow_root=True)
+        listed = self._listed(rel, recursive)
+        return listed if listed is not None else self._scan_store(rel, recursive)
+
+    def _scan_store(self, rel: str, recursive: bool) -> builtins.list[FileInfo]:
+        found = self._store.scan(self._full(rel), recursive)
         return sorted(
             (
                 FileInfo(path, size, modified, tag)

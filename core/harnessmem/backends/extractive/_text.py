@@ -2,7 +2,7 @@
 artifacts, markdown, and verbs in the third person (who a fact is about: ``_person``).
 
 Classical and deterministic: regular expressions, a stop-word list and counts. Nothing
-here knows about the jobs (see ``_extract_jobs``).
+here knows about the jobs (see ``_summary`` and ``_facts``).
 """
 
 from __future__ import annotations

@@ -33,12 +33,9 @@ from pydantic import Field
 
 from harnessmem.backends.base import PURPOSES, BackendOptions, Completion, ModelBackend
 from harnessmem.backends.extractive._consolidate import consolidate
-from harnessmem.backends.extractive._jobs import (
-    Turn,
-    extract_facts,
-    summarise,
-    turns_of,
-)
+from harnessmem.backends.extractive._facts import extract_facts
+from harnessmem.backends.extractive._summary import summarise
+from harnessmem.backends.extractive._turns import Turn, turns_of
 from harnessmem.errors import ModelResponseError
 from harnessmem.prompts import FACTS_TOKENS, NO_REPLY, parse_conversation, read_blocks
 

@@ -3,7 +3,7 @@
 See :mod:`harnessmem.backends.sqlite.backend`.
 """
 
-from harnessmem.backends.sqlite._store import FILE_SHIFT, SCHEMA_VERSION, TOKENIZER
+from harnessmem.backends.sqlite._schema import FILE_SHIFT, SCHEMA_VERSION, TOKENIZER
 from harnessmem.backends.sqlite.backend import (
     SQLiteIndex,
     SQLiteIndexOptions,

@@ -18,11 +18,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from harnessmem.backends.sqlite._store import (
+from harnessmem.backends.sqlite._blocks import EntryBlock
+from harnessmem.backends.sqlite._schema import (
     FTS_TABLES,
     SCHEMA_VERSION,
     TOKENIZER,
-    EntryBlock,
     file_blocks,
     fts_table,
     is_corrupt,

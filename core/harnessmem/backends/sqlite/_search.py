@@ -10,23 +10,17 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from harnessmem.backends._fts import QueryTerm, fts5_expression, select_terms
 from harnessmem.backends.base import SearchHit, SearchMode, SearchTimeout, dated_within
-from harnessmem.backends.sqlite._store import (
-    FILE_SHIFT,
-    FILE_SPAN,
-    load_hits,
-    load_places,
-    neighbour_scores,
-    workspace_range,
-)
+from harnessmem.backends.sqlite._blocks import load_hits, load_places
+from harnessmem.backends.sqlite._schema import FILE_SHIFT, FILE_SPAN, workspace_range
 
-__all__ = ["EntrySearcher", "interrupt_after"]
+__all__ = ["EntrySearcher", "interrupt_after", "neighbour_scores"]
 
 #: bm25 weights of the columns: content, context (headings), before (the entry before).
 #: ``before`` ranks but never matches alone: a query matches ``{content context}`` and
@@ -46,7 +40,7 @@ class EntrySearcher:
 
     Holds the ranking options and a cache of term document frequencies, which the owner
     empties (:meth:`forget_frequencies`) after every write. Every statement is confined
-    to one workspace's rowid range (:func:`~harnessmem.backends.sqlite._store.workspace_range`),
+    to one workspace's rowid range (:func:`~harnessmem.backends.sqlite._schema.workspace_range`),
     which FTS5 seeks to in each term's doclist: another workspace's entries are neither
     returned nor counted, and cost a search little however many there are. (bm25's corpus
     figures, the row count and average length FTS5 keeps per table, are the file's.)
@@ -251,3 +245,28 @@ def interrupt_after(db: sqlite3.Connection, timeout: float | None, path: Path) -
         ) from None
     finally:
         db.set_progress_handler(None, 0)
+
+
+def neighbour_scores(places: Sequence[Any], scores: dict[int, float], weight: float) -> None:
+    """Add ``weight`` times the scores of matching section neighbours, in place.
+
+    ``places`` holds ``(id, seq, section)`` of the candidates in ``scores``; the file is
+    ``id >> FILE_SHIFT``. Only candidates gain, from their original scores: a match next
+    to other matches is likelier the passage wanted than an isolated one with the same
+    bm25.
+    """
+    at = {
+        (entry_id >> FILE_SHIFT, seq): (section, scores[entry_id])
+        for entry_id, seq, section in places
+    }
+    lent_to: dict[int, float] = {}
+    for entry_id, seq, section in places:
+        lent = 0.0
+        for near in (seq - 1, seq + 1):
+            neighbour = at.get((entry_id >> FILE_SHIFT, near))
+            if neighbour is not None and neighbour[0] == section:
+                lent += neighbour[1]
+        if lent:
+            lent_to[entry_id] = lent
+    for entry_id, lent in lent_to.items():
+        scores[entry_id] += weight * lent

@@ -2,7 +2,7 @@
 
 Each function runs on the DBAPI connection of a write transaction that
 :class:`harnessmem.backends.sqlite.SQLiteIndex` has begun (``BEGIN IMMEDIATE``); the entry
-rows themselves go through :class:`harnessmem.backends.sqlite._store.BatchWriter`. Every
+rows themselves go through :class:`harnessmem.backends.sqlite._writer.BatchWriter`. Every
 statement names the workspace (its number): no write of one reaches another's rows.
 """
 
@@ -14,16 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from harnessmem.backends.base import INDEX_SOURCES, FileUpdate, IndexEntry
-from harnessmem.backends.sqlite._store import (
+from harnessmem.backends.sqlite._schema import (
     BLOCK_SHIFT,
     MAX_WORKSPACES,
     WORKSPACES_PER_TABLE,
-    BatchWriter,
     fts_group,
     fts_statements,
     fts_table,
     workspace_range,
 )
+from harnessmem.backends.sqlite._writer import BatchWriter
 
 __all__ = [
     "all_current",

@@ -1,7 +1,7 @@
 """The default index backend: SQLite FTS5 through SQLAlchemy (entry point ``sqlite``).
 
 One database file (``workspace.index_path``; by default ``memory_index.db`` beside a
-local workspace); its schema is in :mod:`harnessmem.backends.sqlite._store`. Each source
+local workspace); its schema is in :mod:`harnessmem.backends.sqlite._schema`. Each source
 has its own contentless FTS5 table (``porter unicode61 remove_diacritics 2``, CJK as
 bigrams), so that long session logs never slow memory searches down nor skew their term
 statistics; entry blocks (64 entries to a row) hold the text, line ranges and dates.
@@ -79,14 +79,8 @@ from harnessmem.backends.sqlite._engine import (
     index_damage,
     prepare_schema,
 )
+from harnessmem.backends.sqlite._schema import SCHEMA_VERSION, TOKENIZER, fts_table, is_corrupt
 from harnessmem.backends.sqlite._search import EntrySearcher, interrupt_after
-from harnessmem.backends.sqlite._store import (
-    SCHEMA_VERSION,
-    TOKENIZER,
-    WorkspaceFull,
-    fts_table,
-    is_corrupt,
-)
 from harnessmem.backends.sqlite._sync import (
     all_current,
     apply_updates,
@@ -95,6 +89,7 @@ from harnessmem.backends.sqlite._sync import (
     find_workspace,
     remove_file,
 )
+from harnessmem.backends.sqlite._writer import WorkspaceFull
 from harnessmem.errors import ConfigError, HarnessMemError
 
 logger = logging.getLogger("harnessmem.index")

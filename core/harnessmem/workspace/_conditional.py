@@ -1,0 +1,53 @@
+"""A workspace's conditional write: read, change, write back only if nobody wrote in
+between, else read and change again, with jittered backoff, a bounded number of times."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+from harnessmem.errors import WorkspaceError
+from harnessmem.workspace.store import WorkspaceStore
+
+__all__ = ["compare_and_swap"]
+
+_APPEND_ATTEMPTS = 60
+_sleep = time.sleep  # the append backoff; tests replace it
+
+
+def compare_and_swap(
+    store: WorkspaceStore,
+    full: str,
+    change: Callable[[bytes], bytes | None],
+    base: tuple[bytes, str | None] | None,
+    what: str,
+    *,
+    append: bool,
+    url: str,
+) -> tuple[bytes, str, bytes | None] | None:
+    """Write ``change(the bytes at base)`` to ``full`` if it is still at ``base`` (None:
+    read it first), else read again and change again; the bytes written, their version and
+    the bytes they replaced (None: the file was new), or None when ``change`` returned
+    None. WorkspaceError (naming ``what`` and the workspace ``url``) after a bounded number
+    of lost writes.
+    """
+    delay = 0.005
+    if base is None:
+        base = store.read_versioned(full) or (b"", None)
+    for _ in range(_APPEND_ATTEMPTS):
+        body = change(base[0])
+        if body is None:
+            return None
+        version = store.put_if(full, body, base[1], append=append)
+        if version is not None:
+            return body, version, None if base[1] is None else base[0]
+        base = store.read_versioned(full) or (b"", None)
+        # Full jitter spreads competing writers so that one of them wins each round.
+        _sleep(random.uniform(0, delay))
+        delay = min(delay * 2, 0.25)
+    raise WorkspaceError(
+        f"{what} {store.rel(full)!r} in {url} failed: the file kept changing "
+        f"({_APPEND_ATTEMPTS} conditional writes lost to other writers)",
+        hint="too many writers append to this one file; spread them over more files",
+    )
