@@ -19,8 +19,7 @@ from click.testing import CliRunner
 
 from harnessmem import MemoryHarness
 from harnessmem.agent import Agent, Tool
-from harnessmem.cli import main
-from harnessmem.cli._common import EXIT_MODEL
+from harnessmem.cli import EXIT_MODEL, main
 from harnessmem.errors import ContextOverflowError, ModelUnavailableError
 from harnessmem.testing import FakeOpenAIServer, Fault
 

@@ -16,17 +16,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness
-from harnessmem.compaction import CompactionPlugin, CompactionResult
-from harnessmem.compaction._cutoff import (
+from harnessmem.compaction import (
     TRUNCATION_MARK,
+    CompactionPlugin,
+    CompactionResult,
     choose_cut,
     head_length,
+    parse_anchor,
     truncate_tool_args,
 )
-from harnessmem.compaction._summary import SUMMARY_NAME, parse_anchor
 from harnessmem.errors import MessageFormatError, ModelUnavailableError
 from harnessmem.memory.transcripts import SessionTranscript
 from harnessmem.messages import fingerprint, pair_tool_calls, safe_cut_points, validate_messages
+from harnessmem.prompts import SUMMARY_NAME
 from harnessmem.testing import ScriptedModel
 from harnessmem.tokens import TokenCounter
 

@@ -191,14 +191,14 @@ def _cli_statuses() -> dict[str, int]:
     given to ``sys.exit``, ``click.exceptions.Exit`` or a ``code=`` argument."""
     import ast
 
-    from harnessmem.cli import _common
+    import harnessmem.cli
 
     found: dict[str, int] = {}
-    for path in sorted(Path(_common.__file__).parent.glob("*.py")):
+    for path in sorted(Path(harnessmem.cli.__file__).parent.glob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id.startswith("EXIT_"):
-                found[node.id] = getattr(_common, node.id)
+                found[node.id] = getattr(harnessmem.cli, node.id)
             elif isinstance(node, ast.Call):
                 name = getattr(node.func, "attr", getattr(node.func, "id", ""))
                 given = [*node.args[:1]] if name in ("exit", "Exit") else []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from harnessmem import (
     BackendNotFound,
@@ -21,7 +22,7 @@ from harnessmem import (
     WorkspaceFileNotFound,
     hookimpl,
 )
-from harnessmem.cli._common import EXIT_INPUT, exit_code_of
+from harnessmem.cli import EXIT_INPUT, main
 from harnessmem.testing.scripted import ScriptedModel
 
 USER = {"role": "user", "content": "book a flight to Lisbon"}
@@ -238,7 +239,11 @@ def test_get_of_a_missing_file_is_a_harnessmem_error(harness: MemoryHarness) -> 
     # Code that caught the bare error keeps working; the CLI reports bad input.
     assert isinstance(error, FileNotFoundError | HarnessMemError | WorkspaceError)
     assert isinstance(error.__cause__, FileNotFoundError)
-    assert exit_code_of(error) == EXIT_INPUT
+    harness.save("The CLI reports a missing file as bad input.")  # a workspace the CLI opens
+    args = ["get", "memory/./absent.md", "-s", "3", "-w", str(harness.workspace.url)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert "does not exist" in result.stderr
 
 
 def test_default_backends_are_resolved_by_name(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harnessmem.backends._fts import (
+from harnessmem.backends.fulltext import (
     MAX_QUERY_CHARS,
     QueryTerm,
     fts5_expression,

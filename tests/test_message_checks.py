@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness, MessageFormatError, Session
-from harnessmem.cli import main
-from harnessmem.cli._common import EXIT_INPUT
+from harnessmem.cli import EXIT_INPUT, main
 from harnessmem.messages import validate_messages
 from harnessmem.messages._checks import MAX_DEPTH, check_messages, nesting_problem
 from harnessmem.replay import load_transcript

@@ -12,7 +12,7 @@ from tests.conftest import flight_chat
 
 from harnessmem import ContextOverflowError, MemoryHarness
 from harnessmem.backends.overflow import OVERFLOW_PHRASES, is_context_overflow, overflow_limits
-from harnessmem.compaction._summary import parse_anchor
+from harnessmem.compaction import parse_anchor
 from harnessmem.errors import ModelUnavailableError
 from harnessmem.messages import validate_messages
 from harnessmem.testing import ScriptedModel

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -12,7 +13,6 @@ from click.testing import CliRunner
 from harnessmem import MemoryHarness
 from harnessmem.backends.inmemory import InMemoryIndex
 from harnessmem.cli import main
-from harnessmem.cli._dates import parse_day, today_in
 from harnessmem.settings import HarnessSettings
 
 
@@ -88,22 +88,38 @@ def test_the_memory_search_tool_takes_since_and_until(tmp_path: Path) -> None:
         assert "after until" in wrong
 
 
-def test_the_cli_reads_days_as_people_write_them() -> None:
-    today = date(2026, 11, 30)
-    assert parse_day("2026-11-02", today) == date(2026, 11, 2)
-    assert parse_day("today", today) == today
-    assert parse_day("Yesterday", today) == date(2026, 11, 29)
-    assert parse_day("last week", today) == date(2026, 11, 23)
-    assert parse_day("3 days ago", today) == date(2026, 11, 27)
-    assert parse_day("2 weeks ago", today) == date(2026, 11, 16)
-    assert parse_day("last month", today) == date(2026, 10, 31)
-    with pytest.raises(Exception, match="not a day I can read"):
-        parse_day("the day before the storm", today)
+def _today() -> date:
+    """Today where the CLI counts days from: the default workspace time zone."""
+    return datetime.now(ZoneInfo(HarnessSettings().workspace.timezone)).date()
+
+
+@pytest.mark.parametrize(
+    ("text", "days_back"),
+    [
+        ("today", 0),
+        ("Yesterday", 1),
+        ("last week", 7),
+        ("3 days ago", 3),
+        ("2 weeks ago", 14),
+        ("last month", 30),
+    ],
+)
+def test_the_cli_reads_days_as_people_write_them(tmp_path: Path, text: str, days_back: int) -> None:
+    root = tmp_path / "ws"
+    with harness_on(root) as harness:
+        write_logs(harness, {"2026-11-02": "- a note about the lighthouse\n"})
+    result = CliRunner().invoke(main, ["search", "x", "-w", str(root), "--since", text])
+    assert result.exit_code == 0, result.output
+    assert f"dated {_today() - timedelta(days=days_back)} to ..." in result.output
+    dated = CliRunner().invoke(main, ["search", "x", "-w", str(root), "--until", "2026-11-02"])
+    assert "dated ... to 2026-11-02" in dated.output
+    bad = ["search", "x", "-w", str(root), "--since", "the day before the storm"]
+    assert "not a day I can read" in CliRunner().invoke(main, bad).output
 
 
 def test_cli_search_since_a_relative_day(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    today = today_in(HarnessSettings().workspace.timezone)
+    today = _today()
     with harness_on(root) as harness:
         write_logs(
             harness,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harnessmem.compaction._summary import SECTIONS, normalise_summary
+from harnessmem.compaction import SECTIONS, normalise_summary
 from harnessmem.prompts import load_template
 
 CORPUS = Path(__file__).parent / "data" / "summary-answers.txt"

@@ -14,6 +14,9 @@ offered to third-party index backends so that every backend reads a query the sa
 - :func:`neighbour_texts` gives each entry of a file the text of the entry before it in
   its section, for a low-weight column that ranks an entry but never matches it alone
   (the ``sqlite`` backend's ``before`` column; a reply then ranks by its question too).
+- :func:`fts5_expression` writes terms as an SQLite FTS5 ``MATCH`` expression with every
+  token quoted, so no user text reaches FTS5 as syntax (the query sanitiser the ``sqlite``
+  backend uses, property-tested; for any backend built on FTS5).
 
 These names are re-exported from a private module; import them from here.
 """
@@ -23,6 +26,7 @@ from harnessmem.backends._fts import (
     NEIGHBOUR_CHARS,
     STOP_WORDS,
     QueryTerm,
+    fts5_expression,
     has_cjk,
     neighbour_texts,
     parse_query,
@@ -35,6 +39,7 @@ __all__ = [
     "NEIGHBOUR_CHARS",
     "STOP_WORDS",
     "QueryTerm",
+    "fts5_expression",
     "has_cjk",
     "neighbour_texts",
     "parse_query",

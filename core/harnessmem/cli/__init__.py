@@ -41,7 +41,19 @@ from harnessmem.cli._commands import (
     usage_command,
     why_command,
 )
-from harnessmem.cli._common import HarnessmemGroup, debug_option, enable_logging
+from harnessmem.cli._common import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_MODEL,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WORKSPACE,
+    HarnessmemGroup,
+    debug_option,
+    enable_logging,
+)
 from harnessmem.cli._forget import edit_command, forget_command
 from harnessmem.cli._init import init_command
 from harnessmem.cli._inspect import inspect_command
@@ -50,7 +62,18 @@ from harnessmem.cli._replay import replay_command
 from harnessmem.cli._status import status_command
 from harnessmem.cli._transfer import export_command, import_command
 
-__all__ = ["main"]
+# The exit statuses of the table above, by name, for scripts and tests that run the CLI.
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_MODEL",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_WORKSPACE",
+    "main",
+]
 
 
 @click.group(
