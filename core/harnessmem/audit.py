@@ -336,9 +336,11 @@ def _merged(written: list[FileChange], noted: list[FileChange]) -> list[FileChan
 
 
 def _wanted(path: str, kind: str) -> bool:
-    """What a change records: every file but harnessmem's bookkeeping, the audit log's own
-    appends and the usage ledger's (made by whatever model call runs meanwhile)."""
-    if kind == "append" and path.split("/", 1)[0] in (layout.AUDIT_DIR, layout.USAGE_DIR):
+    """What a change records: every file but harnessmem's bookkeeping, the usage ledger
+    (telemetry, not memory: its appends come from whatever model call runs meanwhile, and
+    the prune step counts the days it deletes) and the audit log's own appends."""
+    top = path.split("/", 1)[0]
+    if top == layout.USAGE_DIR or (kind == "append" and top == layout.AUDIT_DIR):
         return False
     return not layout.bookkeeping(path)
 
