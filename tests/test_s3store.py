@@ -337,8 +337,15 @@ def test_a_consolidation_lease_renewal_retries_through_a_fault(
 
 # -- cost: requests per operation ---------------------------------------------------------------
 
+#: What the audit log (on by default) adds to every change: its record, appended to the
+#: day's file with the conditional write the daily logs use.
+AUDIT_APPEND = {
+    f"GetObject audit/{TODAY.rsplit('/', 1)[-1].removesuffix('.md')}.jsonl": 1,
+    f"PutObject audit/{TODAY.rsplit('/', 1)[-1].removesuffix('.md')}.jsonl [If-Match]": 1,
+}
 
-def test_a_flush_costs_five_requests(
+
+def test_a_flush_costs_five_requests_and_its_audit_record_two(
     s3_faults: S3TestServer, open_harness: Callable[..., MemoryHarness]
 ) -> None:
     """Once a session has flushed, each flush is: read today's log and then the tombstones
@@ -358,17 +365,22 @@ def test_a_flush_costs_five_requests(
             "GetObject memory/.tombstones.json": 2,
             "PutObject memory/.flush_state/s.json": 1,
             f"PutObject {TODAY} [If-Match]": 1,
+            **AUDIT_APPEND,
         }
 
 
-def test_memory_save_costs_two_requests_and_a_search_between_sweeps_none(
+def test_memory_save_costs_two_requests_and_its_audit_record_two(
     s3_faults: S3TestServer, open_harness: Callable[..., MemoryHarness], clock: FakeClock
 ) -> None:
     harness = open_harness()
     harness.save("- Ana likes tea")
     with s3_faults.record() as requests:
         harness.save("- Ana likes green tea")
-    assert operations(requests) == {"GetObject MEMORY.md": 1, "PutObject MEMORY.md [If-Match]": 1}
+    assert operations(requests) == {
+        "GetObject MEMORY.md": 1,
+        "PutObject MEMORY.md [If-Match]": 1,
+        **AUDIT_APPEND,
+    }
     assert {h.path for h in harness.search("green tea")} == {"MEMORY.md"}
     with s3_faults.record() as requests:
         harness.search("tea")

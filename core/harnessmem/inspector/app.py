@@ -28,23 +28,24 @@ Needs the ``inspect`` extra: ``pip install 'harnessmem[inspect]'``.
 
 from __future__ import annotations
 
-import difflib
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
-from harnessmem.access import FORGET, READ
 from harnessmem.audit import acting_as
-from harnessmem.errors import AccessDenied, ConfigError, PathNotAllowed
+from harnessmem.errors import ConfigError, PathNotAllowed
+from harnessmem.inspector.charts import compaction_chart, upkeep_chart
+from harnessmem.inspector.guard import Guard
+from harnessmem.inspector.text import diff_rows, marked, message_text, render_markdown
 from harnessmem.layout import HISTORY_DIR, MEMORY_DIR, MEMORY_FILE, SESSIONS_DIR
 from harnessmem.memory import files as mf
 from harnessmem.settings import exposure
-from harnessmem.settings.exposure import is_loopback, local_origin, loopback_names, same_secret
+from harnessmem.settings.exposure import is_loopback, loopback_names, same_secret
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -55,12 +56,7 @@ if TYPE_CHECKING:
     from harnessmem.harness import MemoryHarness
 
 HERE = Path(__file__).resolve().parent
-COOKIE = "harnessmem_inspect"
 _STAMP = re.compile(r"MEMORY-(\d{8}T\d{6}Z)")
-_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 #: The longest text of one message the session page shows (the rest: "get" it).
 MESSAGE_CHARS = 2_000
 #: The latest audit records the audit page shows.
@@ -152,44 +148,6 @@ def _sessions(harness: MemoryHarness) -> list[tuple[str, str, int]]:
     return [(sid, path, size) for sid, path, size, _ in found]
 
 
-def _render_markdown(text: str) -> str:
-    from markdown_it import MarkdownIt
-
-    # commonmark without raw HTML: memory text is shown, never run; markdown-it's link
-    # check drops javascript:, vbscript:, file: and data: (but image) links.
-    return str(MarkdownIt("commonmark", {"html": False}).render(text))
-
-
-def _diff_rows(old: str, new: str) -> list[tuple[str, str, str]]:
-    """(kind, sign, text) of a unified diff: kind is ``add``, ``del``, ``hunk`` or
-    ``same``; the sign (``+``, a minus sign U+2212, or a space) apart from the line's
-    own text, so that it never runs into a bullet's ``-``."""
-    rows = []
-    for line in difflib.unified_diff(
-        old.splitlines(), new.splitlines(), "older", "newer", lineterm="", n=2
-    ):
-        if line.startswith(("---", "+++")):
-            continue
-        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
-        if kind == "hunk":
-            rows.append((kind, "", line))
-        else:
-            rows.append((kind, {"add": "+", "del": "\u2212"}.get(kind, " "), line[1:]))
-    return rows
-
-
-def _marked(text: str, query: str) -> str:
-    """``text`` escaped, with the query's words wrapped in ``<mark>``."""
-    from markupsafe import Markup, escape
-
-    words = sorted({w for w in re.findall(r"\w+", query) if len(w) > 1}, key=len, reverse=True)
-    escaped = str(escape(text))
-    if not words:
-        return Markup(escaped)
-    pattern = re.compile("|".join(re.escape(str(escape(w))) for w in words), re.IGNORECASE)
-    return Markup(pattern.sub(lambda m: f"<mark>{m[0]}</mark>", escaped))
-
-
 def _timeline(records: Sequence[Any]) -> list[dict[str, Any]]:
     """One row per offload (a compaction): when, how many messages, their tokens."""
     from harnessmem.tokens import TokenCounter
@@ -206,73 +164,6 @@ def _timeline(records: Sequence[Any]) -> list[dict[str, Any]]:
         rows[-1]["tokens"] += counter.count_messages([record.message])
         rows[-1]["last"] = record.seq
     return rows
-
-
-def _bar_chart(
-    bars: Sequence[tuple[str, int, str]], *, what: str, along: str, width: int = 640
-) -> str:
-    """An inline SVG bar chart with labelled axes: one bar per ``(label, value, title)``,
-    ``what`` the values (the y axis), ``along`` the bars (the x axis)."""
-    from markupsafe import Markup, escape
-
-    if not bars:
-        return Markup("")
-    height, left, bottom, top_pad = 170, 64, 34, 16
-    plot_w, plot_h = width - left - 8, height - bottom - top_pad
-    top = max(value for _, value, _ in bars) or 1
-    step = plot_w / len(bars)
-    every = max(1, len(bars) // 12)  # at most a dozen labels under the bars
-    parts = [
-        f'<line class="axis" x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}"/>',
-        f'<line class="axis" x1="{left}" y1="{top_pad + plot_h}" x2="{width - 8}" '
-        f'y2="{top_pad + plot_h}"/>',
-        f'<text class="tick" x="{left - 6}" y="{top_pad + 4}" text-anchor="end">{top:,}</text>',
-        f'<text class="tick" x="{left - 6}" y="{top_pad + plot_h}" text-anchor="end">0</text>',
-        f'<text class="axis-label" x="12" y="{top_pad + plot_h / 2:.0f}" '
-        f'transform="rotate(-90 12 {top_pad + plot_h / 2:.0f})" text-anchor="middle">'
-        f"{escape(what)}</text>",
-        f'<text class="axis-label" x="{left + plot_w / 2:.0f}" y="{height - 2}" '
-        f'text-anchor="middle">{escape(along)}</text>',
-    ]
-    for i, (label, value, title) in enumerate(bars):
-        tall = max(1.0, plot_h * value / top)
-        x = left + i * step + step * 0.15
-        parts.append(
-            f'<rect x="{x:.1f}" y="{top_pad + plot_h - tall:.1f}" width="{step * 0.7:.1f}" '
-            f'height="{tall:.1f}"><title>{escape(title)}</title></rect>'
-        )
-        if i % every == 0:
-            parts.append(
-                f'<text class="tick" x="{x + step * 0.35:.1f}" y="{top_pad + plot_h + 14}" '
-                f'text-anchor="middle">{escape(label)}</text>'
-            )
-    return Markup(
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{escape(what)} by {escape(along)}">{"".join(parts)}</svg>'
-    )
-
-
-def _chart(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The tokens each compaction of a session moved out of the context, as bars."""
-    bars = [
-        (
-            str(number),
-            int(row["tokens"]),
-            f"{row['when']}: {row['messages']} messages, {row['tokens']:,} tokens",
-        )
-        for number, row in enumerate(rows, 1)
-    ]
-    return _bar_chart(bars, what="tokens moved out", along="compaction")
-
-
-def _upkeep_chart(per_day: Mapping[str, Any]) -> str:
-    """The tokens memory upkeep sent to its models each day, as bars."""
-    bars = [
-        (day[5:], int(totals.total_tokens), f"{day}: {totals.calls:,} calls, "
-         f"{totals.total_tokens:,} tokens")
-        for day, totals in per_day.items()
-    ]  # fmt: skip
-    return _bar_chart(bars, what="upkeep tokens", along="day")
 
 
 def _recent_changes(harness: MemoryHarness, limit: int = 10) -> list[dict[str, str]]:
@@ -365,9 +256,9 @@ def create_app(
             sessions=_sessions(harness),
             stats=stats,
             total=usage.total,
-            html=_render_markdown(memory),
+            html=render_markdown(memory),
             changes=_recent_changes(harness),
-            upkeep=_upkeep_chart(recent.per_day),
+            upkeep=upkeep_chart(recent.per_day),
         )
 
     async def memory(request: Request) -> Response:
@@ -375,7 +266,7 @@ def create_app(
         return page(
             "memory.html",
             request,
-            html=_render_markdown(_read(harness, MEMORY_FILE)),
+            html=render_markdown(_read(harness, MEMORY_FILE)),
             versions=versions,
         )
 
@@ -387,7 +278,7 @@ def create_app(
         if new_key not in versions or old_key not in versions:
             return PlainTextResponse("no such version of MEMORY.md", status_code=404)
         old, new = versions[old_key], versions[new_key]
-        rows = _diff_rows(_read(harness, old.path), _read(harness, new.path))
+        rows = diff_rows(_read(harness, old.path), _read(harness, new.path))
         return page(
             "diff.html", request, rows=rows, old=old, new=new, versions=list(versions.values())
         )
@@ -405,7 +296,7 @@ def create_app(
             request,
             day=day,
             path=found[day],
-            html=_render_markdown(_read(harness, found[day])),
+            html=render_markdown(_read(harness, found[day])),
             daily=sorted(found),
         )
 
@@ -413,7 +304,7 @@ def create_app(
         query = request.query_params.get("q", "")[:500]
         source = "sessions" if request.query_params.get("source") == "sessions" else "memory"
         hits = harness.search(query, limit=20, source=source) if query.strip() else []
-        return query, source, [(hit, _marked(hit.content, query)) for hit in hits]
+        return query, source, [(hit, marked(hit.content, query)) for hit in hits]
 
     async def search(request: Request) -> Response:
         query, source, hits = hits_of(request)
@@ -518,7 +409,7 @@ def create_app(
                 "role": r.message.get("role", "?"),
                 "name": r.message.get("name"),
                 "said": _when(r.said or r.message.get("timestamp") or r.ts),
-                "text": _message_text(r.message)[:MESSAGE_CHARS],
+                "text": message_text(r.message)[:MESSAGE_CHARS],
             }
             for r in records
         ]
@@ -528,7 +419,7 @@ def create_app(
             sid=sid,
             path=known[sid],
             timeline=rows,
-            chart=_chart(rows),
+            chart=compaction_chart(rows),
             messages=messages,
             evicted=evicted,
         )
@@ -589,7 +480,7 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     names = loopback_names(host)
-    middleware = [Middleware(_Guard, token=token, names=names, verifier=verifier)]
+    middleware = [Middleware(Guard, token=token, names=names, verifier=verifier)]
     if names:
         middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=list(names)))
     return Starlette(
@@ -630,112 +521,9 @@ def _sessions_by_id(harness: MemoryHarness) -> dict[str, str]:
     return {sid: path for sid, path, _ in _sessions(harness)}
 
 
-def _message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        content = " ".join(
-            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
-        )
-    text = content if isinstance(content, str) else ""
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            function = call.get("function", {}) if isinstance(call, Mapping) else {}
-            text += f"\n→ {function.get('name', '?')}({function.get('arguments', '')})"
-    return text.strip()
-
-
 #: The largest form the inspector reads (a forget form is a few hundred bytes).
 FORM_LIMIT = 64 * 1024
 _TOO_LARGE = f"413: a form of at most {FORM_LIMIT // 1024} kB is read"
-
-
-class _Guard:
-    """ASGI middleware: the token check and the security headers of every response."""
-
-    def __init__(
-        self,
-        app: Callable[..., Awaitable[None]],
-        token: str | None,
-        names: tuple[str, ...],
-        verifier: JwtVerifier | None = None,
-    ) -> None:
-        self.app = app
-        self.token = token
-        self.names = names  # on loopback: the names an Origin may carry; else empty
-        self.verifier = verifier
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        from starlette.requests import Request
-        from starlette.responses import PlainTextResponse, RedirectResponse
-
-        request = Request(scope)
-        origin = request.headers.get("origin")
-        if self.names and origin is not None and not local_origin(origin, self.names):
-            # A page of another site (a rebound name, or any page posting here).
-            response = PlainTextResponse(
-                "403: requests from a page of another site are refused", status_code=403
-            )
-            await response(scope, receive, send)
-            return
-        if self.token is not None or self.verifier is not None:
-            given = request.query_params.get("token")
-            header = request.headers.get("authorization", "")
-            presented = (
-                given
-                or (header[7:] if header.lower().startswith("bearer ") else None)
-                or request.cookies.get(COOKIE)
-            )
-            refusal = await self._refusal(request.method, presented)
-            if refusal is not None:
-                status = 401 if refusal.startswith("401") else 403
-                await PlainTextResponse(refusal, status_code=status)(scope, receive, send)
-                return
-            if given is not None:  # once in the URL, then a cookie; take it out of the URL
-                redirect = RedirectResponse(request.url.remove_query_params("token"), 303)
-                redirect.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-                await redirect(scope, receive, send)
-                return
-
-        async def send_with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers += [
-                    (b"content-security-policy", _CSP.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    # same-origin, not no-referrer: under no-referrer a browser sends
-                    # "Origin: null" with the page's own forget form, which the Origin
-                    # check above must refuse; no other site gets a referrer either way.
-                    (b"referrer-policy", b"same-origin"),
-                    (b"cache-control", b"no-store"),
-                ]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-    async def _refusal(self, method: str, presented: str | None) -> str | None:
-        """Why a request presenting ``presented`` is refused (``401: ...``, ``403: ...``),
-        or ``None``: it is the token, or a JWT granting what ``method`` does (a POST
-        forgets or edits)."""
-        if presented is None:
-            return "401: a valid token is required"
-        if self.token is not None and same_secret(presented, self.token):
-            return None
-        if self.verifier is None:
-            return "401: a valid token is required"
-        import anyio.to_thread
-
-        try:
-            grant = await anyio.to_thread.run_sync(self.verifier.verify, presented)
-            grant.require(FORGET if method == "POST" else READ, "this page")
-        except AccessDenied as exc:
-            refused = exc.message.startswith("bearer token refused")
-            return "401: a valid token is required" if refused else f"403: {exc.message}"
-        return None
 
 
 def serve(

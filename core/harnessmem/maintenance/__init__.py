@@ -4,6 +4,7 @@ See :mod:`harnessmem.maintenance.scheduler`.
 """
 
 from harnessmem.maintenance._runner import MaintenanceRunner
+from harnessmem.maintenance._state import STATE_PATH
 from harnessmem.maintenance._steps import (
     ARCHIVE_DIR,
     DEFAULT_STEPS,
@@ -11,13 +12,8 @@ from harnessmem.maintenance._steps import (
     StepDone,
     StepSkipped,
 )
-from harnessmem.maintenance.scheduler import (
-    OPPORTUNISTIC_STEPS,
-    STATE_PATH,
-    MaintenanceReport,
-    MaintenanceScheduler,
-    StepOutcome,
-)
+from harnessmem.maintenance.report import MaintenanceReport, StepOutcome
+from harnessmem.maintenance.scheduler import OPPORTUNISTIC_STEPS, MaintenanceScheduler
 
 __all__ = [
     "ARCHIVE_DIR",

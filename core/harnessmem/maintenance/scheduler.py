@@ -43,14 +43,11 @@ sleeping.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
@@ -58,21 +55,22 @@ from harnessmem.audit import acting_as
 from harnessmem.errors import LeaseError, WorkspaceError
 from harnessmem.events import MaintenanceEvent
 from harnessmem.maintenance._runner import MaintenanceRunner
+from harnessmem.maintenance._state import STATE_PATH, TickState
 from harnessmem.maintenance._steps import (
     DEFAULT_STEPS,
     MaintenanceStep,
     StepDone,
     StepSkipped,
 )
+from harnessmem.maintenance.report import MaintenanceReport, StepOutcome, iso_utc
 from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.kernel import Kernel
-    from harnessmem.workspace import Lease, Workspace
+    from harnessmem.workspace import Lease
 
 logger = logging.getLogger("harnessmem.maintenance")
 
-STATE_PATH = layout.MAINTENANCE_STATE
 LEASE_NAME = layout.MAINTENANCE_LEASE
 #: What a flush's request runs: the steps that make its new facts count.
 OPPORTUNISTIC_STEPS = ("consolidate", "reindex")
@@ -80,158 +78,6 @@ OPPORTUNISTIC_STEPS = ("consolidate", "reindex")
 # wall clock delays a tick by at most this much.
 _MAX_WAIT = 60.0
 _DETAIL_CHARS = 300
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-# ------------------------------------------------------------------------------ report
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """What one step of a tick did.
-
-    ``status`` is ``"done"``, ``"skipped"`` (not run: within the window, disabled, the
-    lease was lost, or the step raised :class:`StepSkipped`) or ``"failed"`` (it raised
-    anything else; logged). ``counts`` holds the step's figures (files archived,
-    deleted, ...); ``result`` whatever the component returned (e.g. a consolidation result).
-    """
-
-    name: str
-    status: str
-    detail: str = ""
-    counts: Mapping[str, int] = field(default_factory=dict)
-    started: float | None = None
-    seconds: float = 0.0
-    result: Any = None
-
-    @property
-    def outcome(self) -> str:
-        """``"<status>: <detail>"``, as events and the CLI show it."""
-        return f"{self.status}: {self.detail}" if self.detail else self.status
-
-    @property
-    def ran(self) -> bool:
-        """Whether the step was attempted in this tick (anything but skipped)."""
-        return self.status != "skipped"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "detail": self.detail,
-            "counts": dict(self.counts),
-            "started": self.started,
-            "seconds": round(self.seconds, 6),
-        }
-
-
-@dataclass(frozen=True)
-class MaintenanceReport:
-    """The outcome of one tick: every requested step, in order, with its outcome.
-
-    ``skipped_reason`` is set when the tick did not run at all (another process held the
-    lease); each step then reads ``skipped``. ``trigger`` is ``"manual"``, ``"interval"``
-    or ``"request"``.
-    """
-
-    trigger: str
-    started: float
-    finished: float
-    steps: tuple[StepOutcome, ...]
-    skipped_reason: str | None = None
-
-    def step(self, name: str) -> StepOutcome:
-        """The outcome of step ``name``; KeyError naming the steps of this tick."""
-        for outcome in self.steps:
-            if outcome.name == name:
-                return outcome
-        raise KeyError(f"no step {name!r} in this tick; steps: {[s.name for s in self.steps]}")
-
-    @property
-    def outcomes(self) -> dict[str, str]:
-        """Step name to ``"<status>: <detail>"``."""
-        return {s.name: s.outcome for s in self.steps}
-
-    @property
-    def ran(self) -> bool:
-        """Whether any step was attempted."""
-        return any(s.ran for s in self.steps)
-
-    @property
-    def failed(self) -> tuple[str, ...]:
-        """Names of the steps that raised."""
-        return tuple(s.name for s in self.steps if s.status == "failed")
-
-    @property
-    def ok(self) -> bool:
-        """True when no step failed (skipped steps are not failures)."""
-        return not self.failed
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``harnessmem maintain --json`` prints it)."""
-        return {
-            "trigger": self.trigger,
-            "started": self.started,
-            "finished": self.finished,
-            "ran": self.ran,
-            "ok": self.ok,
-            "skipped_reason": self.skipped_reason,
-            "steps": [s.as_dict() for s in self.steps],
-        }
-
-    def __str__(self) -> str:
-        head = f"maintenance tick ({self.trigger}) at {_iso(self.started)}"
-        if self.skipped_reason:
-            head += f": skipped, {self.skipped_reason}"
-        width = max((len(s.name) for s in self.steps), default=0)
-        return "\n".join([head, *(f"  {s.name.ljust(width)}  {s.outcome}" for s in self.steps)])
-
-
-# ------------------------------------------------------------------------------ state
-
-
-class _State:
-    """``memory/.maintenance_state``: when each step last ran, and the last tick."""
-
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        data = data or {}
-        steps = data.get("steps")
-        self.steps: dict[str, dict[str, Any]] = dict(steps) if isinstance(steps, dict) else {}
-        last = data.get("last_tick")
-        self.last_tick: dict[str, Any] | None = dict(last) if isinstance(last, dict) else None
-
-    @classmethod
-    def read(cls, workspace: Workspace) -> _State:
-        try:
-            raw = workspace.read_text(STATE_PATH)
-        except FileNotFoundError:
-            return cls()
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            # Writes are atomic, so this is a hand edit: losing it means steps may run
-            # once more, which every step tolerates.
-            logger.warning("%s is not JSON; starting it afresh", STATE_PATH)
-            return cls()
-        return cls(data if isinstance(data, dict) else None)
-
-    def last_run(self, name: str) -> float | None:
-        at = self.steps.get(name, {}).get("at")
-        return float(at) if isinstance(at, int | float) else None
-
-    def last_full_tick(self) -> float | None:
-        tick = self.last_tick or {}
-        started = tick.get("started")
-        if tick.get("trigger") == "request" or not isinstance(started, int | float):
-            return None
-        return float(started)
-
-    def write(self, workspace: Workspace) -> None:
-        data = {"version": 1, "steps": self.steps, "last_tick": self.last_tick}
-        workspace.write_text(STATE_PATH, json.dumps(data, indent=2, sort_keys=True))
 
 
 # ------------------------------------------------------------------------------ scheduler
@@ -363,7 +209,7 @@ class MaintenanceScheduler:
         started: float,
         force: bool,
     ) -> tuple[StepOutcome, ...]:
-        state = _State.read(kernel.workspace)
+        state = TickState.read(kernel.workspace)
         window = self.settings.min_gap
         outcomes: list[StepOutcome] = []
         lost: str | None = None
@@ -381,7 +227,7 @@ class MaintenanceScheduler:
                     StepOutcome(
                         step.name,
                         "skipped",
-                        f"ran at {_iso(last)}, within maintenance.min_gap ({window:g}s)",
+                        f"ran at {iso_utc(last)}, within maintenance.min_gap ({window:g}s)",
                     )
                 )
                 continue
@@ -420,7 +266,7 @@ class MaintenanceScheduler:
         return None
 
     @staticmethod
-    def _save(state: _State, kernel: Kernel) -> None:
+    def _save(state: TickState, kernel: Kernel) -> None:
         try:
             state.write(kernel.workspace)
         except Exception as exc:
@@ -576,7 +422,7 @@ class MaintenanceScheduler:
         now = self._started_at
         due = now + self.settings.interval
         try:
-            last = _State.read(self._workspace).last_full_tick()
+            last = TickState.read(self._workspace).last_full_tick()
         except Exception as exc:
             logger.warning("reading %s failed: %s", STATE_PATH, exc)
             return due
@@ -629,7 +475,7 @@ class MaintenanceScheduler:
     def _due_after_tick(self) -> float:
         now = self.clock()
         try:
-            last = _State.read(self._workspace).last_full_tick()
+            last = TickState.read(self._workspace).last_full_tick()
         except Exception:
             last = None
         if last is None:

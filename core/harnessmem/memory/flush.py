@@ -55,14 +55,13 @@ from harnessmem.memory._flush_queue import BackgroundFlushes
 from harnessmem.memory._flush_request import dedup_reference, flush_prompt, render_transcript
 from harnessmem.memory._flush_result import FlushResult
 from harnessmem.memory._tombstones import read_tombstones
+from harnessmem.memory.flush_plugin import MemoryFlushPlugin
 from harnessmem.memory.grounding import ground_facts, transcript_dates
 from harnessmem.models.backoff import Backoff, BackoffState
-from harnessmem.plugins import hookimpl
 from harnessmem.telemetry import names
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
-    from harnessmem.events import TurnContext
     from harnessmem.kernel import Kernel
     from harnessmem.memory._flush_queue import BackgroundFlushes
     from harnessmem.tokens import TokenCounter
@@ -401,7 +400,7 @@ class MemoryFlusher:
             logger.warning(
                 "the flush model declined session %r (%s); nothing written",
                 session_id,
-                _one_line(completion.text)[:120],
+                " ".join(completion.text.split())[:120],
             )
             self._save_state(state_path, session_id, State(mark))
             return replace(base, warnings=("the answer was a refusal, not facts; nothing written",))
@@ -415,7 +414,7 @@ class MemoryFlusher:
         body = kernel.hooks.transform_memory_text(mf.bullet_block(facts), "flush")
         facts = list(dict.fromkeys(mf.parse_facts(body)))
         facts, indexed = self._drop_indexed(facts)
-        heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {_one_line(session_id)}"
+        heading = f"{mf.FLUSH_HEADING}{mf.iso_utc(now)} · session {' '.join(session_id.split())}"
         fresh: list[str] = []
         forgotten = 0
         pending: dict[str, Any] | None = None
@@ -598,57 +597,3 @@ class MemoryFlusher:
             self._states.move_to_end(path)
             while len(self._states) > _STATES_KEPT:
                 self._states.popitem(last=False)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-# ------------------------------------------------------------------------------ the plugin
-
-
-class MemoryFlushPlugin:
-    """The built-in ``post_call`` plugin (entry point ``flush``): flush after every call.
-
-    Never lets a flush failure break the agent's loop: the error is logged, the mark stays,
-    and ``ctx.outcomes["flush"]`` holds the ``failed`` :class:`FlushResult`.
-    """
-
-    name = "flush"
-
-    # tryfirst: this call's facts reach the log before any post_call maintenance runs.
-    @hookimpl(tryfirst=True)
-    def post_call(self, ctx: TurnContext) -> None:
-        try:
-            kernel = ctx.kernel
-            session_id = ctx.session_id
-        except AttributeError:
-            return  # not a session's turn (a bare facade call)
-        settings = kernel.settings.flush
-        if not settings.enabled:
-            ctx.outcomes["flush"] = FlushResult(session_id, "disabled")
-            return
-        flusher = kernel.flusher
-        try:
-            if settings.mode == "background":
-                ctx.outcomes["flush"] = flusher.submit(ctx.messages, session_id=session_id)
-            else:
-                ctx.outcomes["flush"] = flusher.flush(
-                    ctx.messages, session_id=session_id, backoff=True, batch=True
-                )
-        except Exception as exc:
-            ctx.outcomes["flush"] = flusher.failed(session_id, exc)
-
-    @hookimpl(tryfirst=True)
-    def session_end(self, ctx: TurnContext) -> None:
-        """Flush what batching held back: the conversation ended (``Session.close``)."""
-        kernel, session_id = ctx.kernel, ctx.session_id
-        if not kernel.settings.flush.enabled:
-            return
-        flusher = kernel.flusher
-        try:
-            result = flusher.finish(session_id, ctx.messages)
-        except Exception as exc:
-            result = flusher.failed(session_id, exc)
-        if result is not None:
-            ctx.outcomes["flush"] = result

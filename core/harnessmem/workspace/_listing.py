@@ -11,10 +11,15 @@ a listing made a moment earlier.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-__all__ = ["Listing"]
+if TYPE_CHECKING:
+    from harnessmem.workspace.files import FileInfo
+
+__all__ = ["Listing", "Listings"]
 
 
 class _Listed(Protocol):
@@ -54,3 +59,36 @@ class Listing(Generic[F]):
             if rest and (recursive or "/" not in rest):
                 found.append(info)
         return found
+
+
+class Listings:
+    """The :meth:`listing_snapshot` blocks of a workspace, one per thread."""
+
+    _listings: threading.local
+
+    def _scan_store(self, rel: str, recursive: bool) -> list[FileInfo]:
+        raise NotImplementedError
+
+    @contextmanager
+    def listing_snapshot(self) -> Iterator[None]:
+        """Within the block, this thread's :meth:`list` and :meth:`scan` are answered from
+        one listing of the whole workspace (made at the first of them), except for the
+        folders this thread writes to meanwhile. A maintenance tick runs in one: on S3
+        its steps cost one LIST instead of one each. Blocks do not nest."""
+        if getattr(self._listings, "current", None) is not None:
+            yield
+            return
+        self._listings.current = Listing(lambda: self._scan_store("", recursive=True))
+        try:
+            yield
+        finally:
+            self._listings.current = None
+
+    def _listed(self, rel: str, recursive: bool) -> list[FileInfo] | None:
+        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
+        return None if listing is None else listing.scan(rel.strip("/"), recursive)
+
+    @property
+    def listing_active(self) -> bool:
+        """Whether this thread is inside a :meth:`listing_snapshot` block."""
+        return getattr(self._listings, "current", None) is not None

@@ -44,8 +44,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +53,13 @@ from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
 from harnessmem.layout import (
     HISTORY_DIR,
     LOCKS_DIR,
-    lease_path,
     original_path,
 )
 from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
-from harnessmem.workspace._leases import REAL_TIME, Lease, acquire_lease
-from harnessmem.workspace._listing import Listing
+from harnessmem.workspace._leases import REAL_TIME
+from harnessmem.workspace._leasing import Leasing
+from harnessmem.workspace._listing import Listing, Listings
 from harnessmem.workspace._paths import confined, relative_path
 from harnessmem.workspace.changes import ChangeWatch, current_watch
 from harnessmem.workspace.files import FileInfo, Snapshot
@@ -79,7 +78,7 @@ logger = logging.getLogger("harnessmem.workspace")
 ORIGINALS_DIR = HISTORY_DIR
 
 
-class Workspace:
+class Workspace(Leasing, Listings):
     """A workspace folder on any fsspec filesystem; open one with :meth:`open`.
 
     Attributes: ``url`` (normalised, no trailing slash), ``protocol``, ``is_local``,
@@ -495,11 +494,6 @@ class Workspace:
         size, modified, tag = self._store.info(self._full(rel))
         return FileInfo(rel, size, modified, tag)
 
-    @property
-    def listing_active(self) -> bool:
-        """Whether this thread is inside a :meth:`listing_snapshot` block."""
-        return getattr(self._listings, "current", None) is not None
-
     def delete(self, path: str | os.PathLike[str], missing_ok: bool = True) -> None:
         """Delete ``path``; FileNotFoundError when it is missing and not ``missing_ok``."""
         rel = self._rel(path)
@@ -543,25 +537,6 @@ class Workspace:
         found = self._store.find(self._full(rel), recursive)
         return sorted({p for p in found if p.split("/", 1)[0] != LOCKS_DIR})
 
-    @contextmanager
-    def listing_snapshot(self) -> Iterator[None]:
-        """Within the block, this thread's :meth:`list` and :meth:`scan` are answered from
-        one listing of the whole workspace (made at the first of them), except for the
-        folders this thread writes to meanwhile. A maintenance tick runs in one: on S3
-        its steps cost one LIST instead of one each. Blocks do not nest."""
-        if getattr(self._listings, "current", None) is not None:
-            yield
-            return
-        self._listings.current = Listing(lambda: self._scan_store("", recursive=True))
-        try:
-            yield
-        finally:
-            self._listings.current = None
-
-    def _listed(self, rel: str, recursive: bool) -> builtins.list[FileInfo] | None:
-        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
-        return None if listing is None else listing.scan(rel.strip("/"), recursive)
-
     def scan(self, prefix: str = "", *, recursive: bool = True) -> builtins.list[FileInfo]:
         """:meth:`list` with each file's :meth:`info`, from one listing where the store allows.
 
@@ -582,32 +557,6 @@ class Workspace:
             ),
             key=lambda info: info.path,
         )
-
-    # Leases.
-    def _lease_path(self, name: str) -> str:
-        return self._store.join(lease_path(name))
-
-    def lock(self, name: str, ttl: float = 60.0, *, timeout: float | None = 0) -> Lease:
-        """Take the named lease, excluding other holders across threads, processes, replicas.
-
-        Acquired on call; use as ``with ws.lock("maintenance"):`` to release on exit.
-        ``timeout`` 0 tries once, a positive value waits that many seconds, None waits
-        forever; LeaseError (naming the holder and its expiry) when still held. A lease
-        whose expiry has passed by the workspace clock is taken over, and so is one held
-        by a process of this machine that is no longer running (see ``_holders``).
-        """
-        lease = acquire_lease(
-            self._store,
-            name,
-            self._lease_path(name),
-            ttl=ttl,
-            clock=self.clock,
-            timeout=timeout,
-            required=True,
-            waiter=self.lease_waiter,
-        )
-        assert lease is not None
-        return lease
 
     def check_reachable(self) -> None:
         """Fail early, with a hint, when an object-store workspace's bucket cannot be reached.
@@ -630,15 +579,3 @@ class Workspace:
                 hint=hint(exc)
                 or "check workspace.url and workspace.storage_options (endpoint_url, credentials)",
             ) from exc
-
-    def try_lock(self, name: str, ttl: float = 60.0) -> Lease | None:
-        """Take the named lease if it is free (or expired); None when someone holds it."""
-        return acquire_lease(
-            self._store,
-            name,
-            self._lease_path(name),
-            ttl=ttl,
-            clock=self.clock,
-            timeout=0,
-            required=False,
-        )
