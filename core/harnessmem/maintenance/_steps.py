@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -313,26 +313,31 @@ def prune_usage_ledger(kernel: Kernel, now: float) -> StepDone:
     its day, so ``harness.usage(days=n)`` reports the same for every retained day, and one
     listing dates every file.
     """
-    workspace = kernel.workspace
     days = kernel.settings.maintenance.session_retention_days
+    return _prune_days(kernel, now, ledger_files(kernel.workspace), days, "usage ledger file")
+
+
+def _prune_days(
+    kernel: Kernel, now: float, files: Iterable[tuple[date, str]], days: int, what: str
+) -> StepDone:
+    """Delete the ``(day, path)`` files dated more than ``days`` before today (in
+    ``workspace.timezone``); never today's or yesterday's."""
     today = datetime.fromtimestamp(now, ZoneInfo(kernel.settings.workspace.timezone)).date()
-    # Yesterday's file stays whatever the setting: a replica whose clock or time zone
-    # lags may still append to it.
+    # Yesterday's file stays whatever the setting: a writer whose clock or time zone lags
+    # may still append to it.
     cutoff = today - timedelta(days=max(days, 1))
     tally = _Tally()
-    for day, path in ledger_files(workspace):
+    for day, path in files:
         if day >= cutoff:
             tally.kept += 1
             continue
         try:
-            workspace.delete(path)
+            kernel.workspace.delete(path)
             tally.deleted += 1
         except Exception as exc:
             tally.failed(path, exc)
-    detail = (
-        f"deleted {_plural(tally.deleted, 'usage ledger file')} dated before "
-        f"{cutoff.isoformat()}, kept {tally.kept}"
-    )
+    deleted = _plural(tally.deleted, what)
+    detail = f"deleted {deleted} dated before {cutoff.isoformat()}, kept {tally.kept}"
     return StepDone(
         detail,
         {"deleted": tally.deleted, "kept": tally.kept},
@@ -378,32 +383,8 @@ def prune_evicted_results(kernel: Kernel, now: float) -> StepDone:
 def prune_audit_log(kernel: Kernel, now: float) -> StepDone:
     """Delete ``audit/<day>.jsonl`` dated more than ``audit.retention_days`` before today
     (``workspace.timezone``); never today's or yesterday's."""
-    workspace = kernel.workspace
     days = kernel.settings.audit.retention_days
-    today = datetime.fromtimestamp(now, ZoneInfo(kernel.settings.workspace.timezone)).date()
-    # Yesterday's stays whatever the setting: a writer whose clock or time zone lags may
-    # still append to it.
-    cutoff = today - timedelta(days=max(days, 1))
-    tally = _Tally()
-    for day, path in audit_files(workspace):
-        if day >= cutoff:
-            tally.kept += 1
-            continue
-        try:
-            workspace.delete(path)
-            tally.deleted += 1
-        except Exception as exc:
-            tally.failed(path, exc)
-    detail = (
-        f"deleted {_plural(tally.deleted, 'audit file')} dated before {cutoff.isoformat()}, "
-        f"kept {tally.kept}"
-    )
-    return StepDone(
-        detail,
-        {"deleted": tally.deleted, "kept": tally.kept},
-        errors=tuple(tally.errors),
-        idle=not (tally.deleted or tally.errors),
-    )
+    return _prune_days(kernel, now, audit_files(kernel.workspace), days, "audit file")
 
 
 def reindex_workspace(kernel: Kernel, now: float) -> StepDone:
