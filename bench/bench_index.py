@@ -42,7 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench._util import Row, interleaved_times, search_rows
-from harnessmem.backends.sqlite._store import TOKENIZER
+from harnessmem.backends.sqlite import TOKENIZER
 
 LOCOMO = (
     Path(
