@@ -62,17 +62,7 @@ __all__ = [
 logger = logging.getLogger("harnessmem.audit")
 
 #: The operations that write audit records.
-OPERATIONS = (
-    "flush",
-    "save",
-    "consolidate",
-    "edit",
-    "forget",
-    "import",
-    "archive",
-    "prune",
-    "reindex",
-)
+OPERATIONS = layout.AUDIT_OPERATIONS
 #: Operations whose error message could quote what they removed: their records keep only
 #: the exception's type.
 _TEXT_FREE_ERRORS = frozenset({"forget", "edit"})
@@ -216,16 +206,7 @@ def parse_line(line: str) -> AuditRecord | None:
 
 def audit_files(workspace: Workspace) -> list[tuple[date, str]]:
     """The audit log's day files as ``(day, path)``, oldest first, from one listing."""
-    found = []
-    for path in workspace.list(layout.AUDIT_DIR, recursive=False):
-        day = layout.audit_day(path)
-        if day is None:
-            continue
-        try:
-            found.append((date.fromisoformat(day), path))
-        except ValueError:  # 2026-13-45.jsonl is a name, not a date
-            continue
-    return sorted(found)
+    return layout.day_files(layout.AUDIT_DIR, workspace.list(layout.AUDIT_DIR, recursive=False))
 
 
 def read_audit(

@@ -29,7 +29,8 @@ import hashlib
 import os
 import re
 import time
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import date, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
@@ -39,6 +40,7 @@ from harnessmem._text import content_hash
 __all__ = [
     "ARCHIVE_DIR",
     "AUDIT_DIR",
+    "AUDIT_OPERATIONS",
     "CONSOLIDATION_LEASE",
     "CONSOLIDATION_STATE",
     "EVICTION_DIR",
@@ -60,12 +62,12 @@ __all__ = [
     "TOMBSTONES",
     "USAGE_DIR",
     "archive_path",
-    "audit_day",
     "audit_path",
     "bookkeeping",
     "daily_log_date",
     "daily_log_path",
     "daily_path",
+    "day_files",
     "default_index_path",
     "eviction_path",
     "file_lock_path",
@@ -84,7 +86,6 @@ __all__ = [
     "session_log_path",
     "session_stem",
     "source_of",
-    "usage_day",
     "usage_path",
 ]
 
@@ -311,11 +312,21 @@ def usage_path(day: str) -> str:
     return f"{USAGE_DIR}/{day}.jsonl"
 
 
-def usage_day(path: str) -> str | None:
-    """The day of a usage ledger path, None for other paths."""
-    head, _, name = path.rpartition("/")
-    match = _JSONL_DAY.fullmatch(name)
-    return match.group(1) if match and head == USAGE_DIR else None
+def day_files(folder: str, paths: Iterable[str]) -> list[tuple[date, str]]:
+    """The ``<folder>/<YYYY-MM-DD>.jsonl`` files among ``paths`` (a listing of ``folder``:
+    the usage ledger's, the audit log's) as ``(day, path)``, oldest first; other names,
+    and names that are not dates (2026-13-45.jsonl), are left out."""
+    found = []
+    for path in paths:
+        head, _, name = path.rpartition("/")
+        match = _JSONL_DAY.fullmatch(name)
+        if match is None or head != folder:
+            continue
+        try:
+            found.append((date.fromisoformat(match.group(1)), path))
+        except ValueError:
+            continue
+    return sorted(found)
 
 
 def bookkeeping(path: str) -> bool:
@@ -327,16 +338,23 @@ def bookkeeping(path: str) -> bool:
     )
 
 
+#: The operations that write audit records (``audit/<day>.jsonl``), the ``op`` of each.
+AUDIT_OPERATIONS = (
+    "flush",
+    "save",
+    "consolidate",
+    "edit",
+    "forget",
+    "import",
+    "archive",
+    "prune",
+    "reindex",
+)
+
+
 def audit_path(day: str) -> str:
     """The audit log of one day (``YYYY-MM-DD``): ``audit/<day>.jsonl``."""
     return f"{AUDIT_DIR}/{day}.jsonl"
-
-
-def audit_day(path: str) -> str | None:
-    """The day of an audit log path, None for other paths."""
-    head, _, name = path.rpartition("/")
-    match = _JSONL_DAY.fullmatch(name)
-    return match.group(1) if match and head == AUDIT_DIR else None
 
 
 #: Lock files of a local workspace's appends and compare-and-swaps (see :func:`file_lock_path`).

@@ -10,20 +10,9 @@ import click
 
 from harnessmem.cli._common import common_options, load_settings, plural, print_table
 from harnessmem.cli._dates import FORMS, parse_day, today_in
+from harnessmem.layout import AUDIT_OPERATIONS
 
 __all__ = ["audit_command"]
-
-_OPERATIONS = (
-    "flush",
-    "save",
-    "consolidate",
-    "edit",
-    "forget",
-    "import",
-    "archive",
-    "prune",
-    "reindex",
-)
 
 
 @click.command("audit")
@@ -34,7 +23,7 @@ _OPERATIONS = (
     "--op",
     "ops",
     multiple=True,
-    type=click.Choice(_OPERATIONS),
+    type=click.Choice(AUDIT_OPERATIONS),
     help="Only this operation (repeat for several).",
 )
 @click.option(

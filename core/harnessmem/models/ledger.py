@@ -30,16 +30,7 @@ def ledger_files(workspace: Workspace) -> list[tuple[date, str]]:
     ``workspace.timezone``), so the name dates every line in it; names that are not
     dates are left out.
     """
-    found = []
-    for path in workspace.list(layout.USAGE_DIR, recursive=False):
-        day = layout.usage_day(path)
-        if day is None:
-            continue
-        try:
-            found.append((date.fromisoformat(day), path))
-        except ValueError:  # 2026-13-45.jsonl is a name, not a date
-            continue
-    return sorted(found)
+    return layout.day_files(layout.USAGE_DIR, workspace.list(layout.USAGE_DIR, recursive=False))
 
 
 class UsageLedger:
