@@ -414,14 +414,10 @@ class MemoryConsolidator:
         )
         if watermark.pending is not None or watermark.legacy_since is not None:
             return None
-        for directory in (layout.ARCHIVE_DIR, layout.MEMORY_DIR):
-            for found in self.workspace.scan(directory, recursive=False):
-                name = found.path.rsplit("/", 1)[-1]
-                record = watermark.files.get(name)
-                if layout.is_daily_log(name) and (
-                    not record or found.size != int(record.get("bytes") or 0)
-                ):
-                    return None
+        for name, found in self._daily_logs().items():
+            record = watermark.files.get(name)
+            if not record or found.size != int(record.get("bytes") or 0):
+                return None
         prior = self._read(layout.MEMORY_FILE)
         if watermark.memory_hash and watermark.files and not prior.strip():
             return None  # MEMORY.md lost: the run starts over (see _run)
@@ -430,19 +426,22 @@ class MemoryConsolidator:
 
     # inputs ----------------------------------------------------------------------------------
 
+    def _daily_logs(self) -> dict[str, FileInfo]:
+        """The daily logs by name, live and archived (a live log wins over an archived one),
+        with the size and time the listing gives: no HEAD per log."""
+        names: dict[str, FileInfo] = {}
+        for directory in (layout.ARCHIVE_DIR, layout.MEMORY_DIR):
+            for found in self.workspace.scan(directory, recursive=False):
+                name = found.path.rsplit("/", 1)[-1]
+                if layout.is_daily_log(name):
+                    names[name] = found
+        return names
+
     def _collect(self, watermark: Watermark) -> tuple[list[Segment], bool]:
         """Log text past the watermark, oldest first, bounded; and whether more is left."""
         settings = self.kernel.settings.consolidation
         limit = watermark.input_limit or settings.max_input_tokens
-        names: dict[str, FileInfo] = {}
-        for directory in (
-            layout.ARCHIVE_DIR,
-            layout.MEMORY_DIR,
-        ):  # a live log wins over an archived one
-            for found in self.workspace.scan(directory, recursive=False):
-                name = found.path.rsplit("/", 1)[-1]
-                if layout.is_daily_log(name):
-                    names[name] = found  # size and mtime from the listing: no HEAD per log
+        names = self._daily_logs()
         watermark.live = set(names)
         segments: list[Segment] = []
         used = 0
