@@ -51,6 +51,7 @@ ORDER = [
     "postgres",
     "tenants",
     "s3",
+    "fleet",
     "workspace",
     "eviction",
     "observability",

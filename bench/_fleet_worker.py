@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from bench._fleet import Conversation, Journal, Message, agent_turns, marker, read_journal
-from harnessmem import HarnessPool, hookimpl
+from harnessmem import HarnessPool, MemoryHarness, hookimpl
 from harnessmem.events import MemoryFlushedEvent
 from harnessmem.telemetry import Span, Telemetry, names
+from harnessmem.tokens import TokenCounter
 
 
 class _Statements:
@@ -143,27 +144,38 @@ class _Replay:
         self.plain.append(answer)
         return time.perf_counter() - started
 
-    def harness_turn(self, pool: HarnessPool) -> float:
-        """The same turn through the harness's session API."""
+    def harness_turn(self, harness: MemoryHarness, parts: dict[str, float]) -> float:
+        """The same turn through the harness's session API; ``parts`` gets each call's
+        seconds, by name."""
         started = time.perf_counter()
         *incoming, answer = self.turns[self.next]
-        session = pool.harness(self.conversation.tenant).session(self.conversation.session)
+        session = harness.session(self.conversation.session)
+
+        def timed(name: str, call: Callable[..., Any], *args: Any) -> Any:
+            begun = time.perf_counter()
+            try:
+                return call(*args)
+            finally:
+                parts[name] = parts.get(name, 0.0) + time.perf_counter() - begun
+
         for message in incoming:
             if message["role"] == "user" and self.context[-1]["role"] == "assistant":
-                session.after_call(self.context)  # the agent's call ended
+                timed("after_call", session.after_call, self.context)  # the agent's call ended
                 self.context.append(message)
             elif message["role"] == "tool":
                 call = _call_of(self.context, message.get("tool_call_id"))
-                text = session.after_tool(call, str(message.get("content") or ""))
+                text = timed(
+                    "after_tool", session.after_tool, call, str(message.get("content") or "")
+                )
                 self.context.append({**message, "content": text})
             else:
                 self.context.append(message)
-        self.context = session.before_reasoning(self.context)
+        self.context = timed("before_reasoning", session.before_reasoning, self.context)
         json.dumps(self.context)
         self.context.append(answer)
         if self.next == len(self.turns) - 1:  # the conversation ends with this answer
-            session.after_call(self.context)
-            session.close(self.context)
+            timed("after_call", session.after_call, self.context)
+            timed("close", session.close, self.context)
         return time.perf_counter() - started
 
 
@@ -203,6 +215,8 @@ def _pool(config: dict[str, Any], **extra: Any) -> HarnessPool:
 
 
 def replay(config: dict[str, Any]) -> None:
+    """Replay this worker's conversations; ``lanes`` threads, each serving its part of the
+    window in turn (a server answering several tenants at once)."""
     runs = [r["traj"] for r in json.loads(Path(config["data"]).read_text(encoding="utf-8"))]
     done, marked = _resume(config["previous"])
     journal = Journal(config["journal"])
@@ -213,54 +227,98 @@ def replay(config: dict[str, Any]) -> None:
         if done.get(c[1], 0) < len(agent_turns(runs[c[2]], config["turns"]))
     ]
     waiting.reverse()
-    active: list[_Replay] = []
+    lock = threading.Lock()
     pool = _pool(config, plugins=[_FactRecorder(journal)], telemetry=_TickRecorder(journal))
-    try:
-        while waiting or active:
-            while waiting and len(active) < config["window"]:
-                c = waiting.pop()
-                active.append(_Replay(c, runs[c.run], config["turns"], done.get(c.session, 0)))
-            for conversation in list(active):
-                tenant = conversation.conversation.tenant
-                if tenant not in marked and conversation.conversation.session.endswith("-c0"):
-                    # The tenant's unique word, saved as the agent's memory_save tool would.
-                    text = f"The fleet marker of this tenant is {marker(int(tenant[1:]))}"
-                    pool.harness(tenant).session(conversation.conversation.session).call_tool(
-                        "memory_save", {"text": text}
-                    )
-                    marked.add(tenant)
-                    journal.add("marked", tenant=tenant)
-                plain = conversation.plain_turn()
-                ours = conversation.harness_turn(pool)
+
+    def lane() -> None:
+        active: list[_Replay] = []
+        while True:
+            with lock:
+                while waiting and len(active) < config["window"] // config["lanes"]:
+                    c = waiting.pop()
+                    active.append(_Replay(c, runs[c.run], config["turns"], done.get(c.session, 0)))
+            if not active:
+                return
+            for replay in list(active):
+                tenant, session = replay.conversation.tenant, replay.conversation.session
+                started = time.perf_counter()
+                with pool.use(tenant) as harness:
+                    parts = {"pool": time.perf_counter() - started}  # a miss opens the harness
+                    if tenant not in marked and session.endswith("-c0"):
+                        # The tenant's unique word, saved as the agent's memory_save would.
+                        text = f"The fleet marker of this tenant is {marker(int(tenant[1:]))}"
+                        harness.session(session).call_tool("memory_save", {"text": text})
+                        marked.add(tenant)
+                        journal.add("marked", tenant=tenant)
+                    plain = replay.plain_turn()
+                    ours = parts["pool"] + replay.harness_turn(harness, parts)
                 journal.add(
                     "turn",
-                    session=conversation.conversation.session,
-                    n=conversation.next,
+                    session=session,
+                    n=replay.next,
                     ours=ours,
                     plain=plain,
+                    parts=parts,
                     statements=statements.count,
                 )
-                conversation.next += 1
-                if conversation.finished:
-                    active.remove(conversation)
+                replay.next += 1
+                if replay.finished:
+                    active.remove(replay)
+
+    try:
+        if waiting:  # start-up is not a turn: imports, the index's engine, the S3 client
+            pool.harness(waiting[-1].tenant)
+            TokenCounter().count_text("warm up")
+        _in_threads(lane, config["lanes"])
     finally:
         pool.close()
     journal.add("done", statements=statements.count, opened=pool.opened, evicted=pool.evicted)
     journal.close()
 
 
+def _in_threads(work: Callable[[], None], count: int) -> None:
+    """Run ``work`` in ``count`` threads; raise the first error any of them raised."""
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 def verify(config: dict[str, Any]) -> None:
     """Search each tenant for its own marker and for the others' (none may be found)."""
     journal = Journal(config["journal"])
-    with _pool(config, maintenance={"enabled": False}) as pool:
-        for tenant, others in config["searches"].items():
-            harness = pool.harness(tenant)
-            own = marker(int(tenant[1:]))
-            found = any(own in hit.content for hit in harness.search(own, limit=5))
-            leaked = 0
-            for other in others:
-                leaked += sum(other in hit.content for hit in harness.search(other, limit=5))
+    searches = list(config["searches"].items())
+    lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if not searches:
+                    return
+                tenant, others = searches.pop()
+            with pool.use(tenant) as harness:
+                own = marker(int(tenant[1:]))
+                found = any(own in hit.content for hit in harness.search(own, limit=5))
+                leaked = sum(
+                    other in hit.content
+                    for other in others
+                    for hit in harness.search(other, limit=5)
+                )
             journal.add("verify", tenant=tenant, found=found, leaked=leaked, searched=len(others))
+
+    with _pool(config, maintenance={"enabled": False}) as pool:
+        _in_threads(lane, config["lanes"])
     journal.close()
 
 

@@ -61,9 +61,10 @@ from bench.bench_tokens import TAU_FILE
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = 2  # per tenant, on two replicas
 WINDOW = 40  # conversations a replica serves at once
+LANES = 4  # threads a replica serves them with
 # A tick per tenant about every time it stays open (a few turns), as 6 h is for a tenant
 # of a few dozen turns a day.
-MAINTENANCE = {"interval": 10.0, "min_gap": 3.0, "lease_ttl": 15.0}
+MAINTENANCE = {"interval": 30.0, "min_gap": 10.0, "lease_ttl": 15.0}
 SECTIONS: dict[str, Any] = {
     "maintenance": {"enabled": True, **MAINTENANCE},
     # Small enough that a conversation of a few turns compacts and consolidates.
@@ -71,6 +72,9 @@ SECTIONS: dict[str, Any] = {
     "consolidation": {"min_new_tokens": 50},
     "plugins": {"autoload": False},
 }
+
+
+_UPKEEP_KEYS = ("/.locks/maintenance.lease", "/memory/.maintenance_state")
 
 
 @dataclass
@@ -89,6 +93,7 @@ class Outcome:
     turns: int = 0
     ours: list[float] = field(default_factory=list)
     plain: list[float] = field(default_factory=list)
+    parts: list[dict[str, float]] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     statements: int = 0
     ticks: int = 0
@@ -102,6 +107,10 @@ class Outcome:
     killed_after: int = 0
     seconds: float = 0.0
     opened: int = 0
+    s3_bytes: int = 0
+    upkeep_requests: int = 0  # on maintenance's own files: its lease and its state
+    entries: int = 0
+    pg_bytes: int = 0
 
 
 def run(quick: bool) -> list[Row]:
@@ -121,7 +130,7 @@ def run(quick: bool) -> list[Row]:
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    scales = [Scale(20, 2, 8, 4)] if quick else [Scale(100, 4, 50, 6), Scale(500, 4, 50, 6)]
+    scales = [Scale(20, 2, 8, 4)] if quick else [Scale(100, 4, 50, 3), Scale(500, 4, 50, 3)]
     outcomes = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp,
@@ -156,6 +165,7 @@ def _fleet(server: Any, url: str, schema: str, scale: Scale, scratch: Path) -> O
         "data": str(TAU_FILE),
         "turns": scale.turns,
         "window": min(WINDOW, scale.max_open - 2),
+        "lanes": LANES,
     }
     planned = {
         w: sum(len(agent_turns(runs[c.run]["traj"], scale.turns)) for c in share)
@@ -167,13 +177,33 @@ def _fleet(server: Any, url: str, schema: str, scale: Scale, scratch: Path) -> O
         journals, outcome.killed_after = _replicas(scratch, base, shares, planned)
     outcome.seconds = time.perf_counter() - started
     outcome.requests = Counter(r.operation for r in requests)
+    outcome.upkeep_requests = sum(r.key.endswith(_UPKEEP_KEYS) for r in requests)
     _read_replay(journals, outcome)
     _print_requests(requests, outcome)
     _verify(scratch, base, scale, outcome)
-    claims = [(t, fact) for t, fact in _claims(journals)]
+    claims = _claims(journals)
     outcome.claimed = len(claims)
-    outcome.lost = len(lost_facts(claims, _memory_files(server, bucket)))
+    files, outcome.s3_bytes = _memory_files(server, bucket)
+    outcome.lost = len(lost_facts(claims, files))
+    outcome.entries, outcome.pg_bytes = _index_size(url, schema)
     return outcome
+
+
+def _index_size(url: str, schema: str) -> tuple[int, int]:
+    """Rows in the index's entries table, and the bytes of every table of the schema
+    (indexes and TOAST included)."""
+    import psycopg
+
+    from bench.bench_postgres import _libpq
+
+    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+        entries = conn.execute(f'SELECT count(*) FROM "{schema}".entries').fetchone()
+        size = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchone()
+    return int(entries[0] if entries else 0), int(size[0] or 0 if size else 0)
 
 
 def _print_requests(requests: list[Any], outcome: Outcome) -> None:
@@ -275,6 +305,7 @@ def _read_replay(journals: list[Path], outcome: Outcome) -> None:
                 outcome.turns += 1
                 outcome.ours.append(record["ours"])
                 outcome.plain.append(record["plain"])
+                outcome.parts.append(record["parts"])
                 statements = max(statements, record["statements"])
             elif kind == "done":
                 statements = max(statements, record["statements"])
@@ -305,22 +336,25 @@ def _claims(journals: list[Path]) -> list[tuple[str, str]]:
     ]
 
 
-def _memory_files(server: Any, bucket: str) -> dict[str, list[str]]:
-    """Each tenant's memory files (MEMORY.md, daily logs, archive), read from the bucket."""
+def _memory_files(server: Any, bucket: str) -> tuple[dict[str, list[str]], int]:
+    """Each tenant's memory files (MEMORY.md, daily logs, archive), read from the bucket,
+    and the bytes of every object of the fleet."""
     files: dict[str, list[str]] = defaultdict(list)
+    stored = 0
     client = server.client()
     try:
         for page in client.get_paginator("list_objects_v2").paginate(
             Bucket=bucket, Prefix="fleet/"
         ):
             for item in page.get("Contents", ()):
+                stored += item["Size"]
                 _, tenant, rest = item["Key"].split("/", 2)
                 if rest == "MEMORY.md" or (rest.startswith("memory/") and rest.endswith(".md")):
                     body = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
                     files[tenant].append(body.decode("utf-8"))
     finally:
         client.close()
-    return files
+    return files, stored
 
 
 def _verify(scratch: Path, base: dict[str, Any], scale: Scale, outcome: Outcome) -> None:
@@ -350,99 +384,132 @@ def _verify(scratch: Path, base: dict[str, Any], scale: Scale, outcome: Outcome)
 
 
 def _rows(outcome: Outcome, smaller: Outcome | None) -> list[Row]:
+    """The rows of one size; ``smaller`` (the first size of the run) gives the growth."""
     scale = outcome.scale
     at = f"{scale.tenants} tenants"
     where = (
         f"{scale.workers} replicas x HarnessPool(max_open={scale.max_open}), "
         f"{CONVERSATIONS} conversations a tenant cut to {scale.turns} model calls each"
     )
-    added = [ours - plain for ours, plain in zip(outcome.ours, outcome.plain, strict=True)]
-    rows = [
-        Row(
-            bench="fleet",
-            name=f"time per agent turn {label}, {at}",
-            value=percentile(outcome.ours, q),
-            unit="s",
-            baseline="the same loop without harnessmem",
-            baseline_value=percentile(outcome.plain, q),
-            notes=f"harnessmem adds {percentile(added, q) * 1e3:.1f} ms ({label} of the "
-            f"difference); {outcome.turns:,} turns; {where}"
-            + _grown(smaller, lambda o: percentile(o.ours, q), "{:.4f} s"),
+    rows = []
+    for label, q in (("p50", 0.5), ("p95", 0.95)):
+        added = [ours - plain for ours, plain in zip(outcome.ours, outcome.plain, strict=True)]
+        grown = (
+            ""
+            if smaller is None
+            else f"; {percentile(smaller.ours, q) * 1e3:.1f} ms at {smaller.scale.tenants} tenants"
         )
-        for label, q in (("p50", 0.5), ("p95", 0.95))
-    ]
+        rows.append(
+            Row(
+                bench="fleet",
+                name=f"time per agent turn {label}, {at}",
+                value=percentile(outcome.ours, q),
+                unit="s",
+                baseline="the same loop without harnessmem",
+                baseline_value=percentile(outcome.plain, q),
+                notes=f"harnessmem adds {percentile(added, q) * 1e3:.1f} ms ({label} of the "
+                f"difference); {_where_time_goes(outcome, percentile(outcome.ours, q))}; "
+                f"{outcome.turns:,} turns; {where}{grown}",
+            )
+        )
     requests = sum(outcome.requests.values())
     kinds = ", ".join(
         f"{name} {count / outcome.turns:.2f}" for name, count in outcome.requests.most_common(5)
     )
     rows.append(
-        _count_row(
+        _growth_row(
             f"S3 requests per turn, {at}",
-            requests / outcome.turns,
-            smaller and sum(smaller.requests.values()) / smaller.turns,
-            f"{requests:,} requests; {kinds}; moto on loopback; flushes, compactions, "
-            f"maintenance, {outcome.opened:,} harness opens included",
+            (requests, outcome.turns),
+            None if smaller is None else (sum(smaller.requests.values()), smaller.turns),
+            f"{requests:,} requests ({kinds}); moto on loopback; flushes, compactions, "
+            f"{outcome.ticks:,} maintenance ticks ({outcome.ticks / outcome.turns:.2f} a turn; "
+            f"{outcome.upkeep_requests / outcome.turns:.2f} requests a turn on their lease and "
+            f"state), {outcome.opened:,} harness opens included",
         )
     )
     rows.append(
-        _count_row(
+        _growth_row(
             f"PostgreSQL statements per turn, {at}",
-            outcome.statements / outcome.turns,
-            smaller and smaller.statements / smaller.turns,
+            (outcome.statements, outcome.turns),
+            None if smaller is None else (smaller.statements, smaller.turns),
             f"{outcome.statements:,} statements sent by the replicas' engines (a killed "
             "replica's up to its last finished turn)",
         )
     )
-    rows += [
-        _zero_row(
-            f"double maintenance ticks, {at}",
-            outcome.doubles,
-            f"goal 0; {outcome.ticks:,} ticks, {outcome.steps:,} steps run; "
-            f"window {MAINTENANCE['min_gap']:g} s, interval {MAINTENANCE['interval']:g} s, "
-            f"lease {MAINTENANCE['lease_ttl']:g} s",
-            smaller and smaller.doubles,
+    rows.append(
+        _growth_row(
+            f"PostgreSQL index bytes per turn, {at}",
+            (outcome.pg_bytes, outcome.turns),
+            None if smaller is None else (smaller.pg_bytes, smaller.turns),
+            f"{outcome.pg_bytes / 2**20:.1f} MiB of tables, indexes and TOAST for "
+            f"{outcome.entries:,} entries ({outcome.entries / outcome.turns:.2f} a turn); "
+            f"S3 holds {outcome.s3_bytes / outcome.turns:,.0f} bytes a turn",
+            unit="bytes",
+        )
+    )
+    checks = [
+        (
+            "double maintenance ticks",
+            lambda o: o.doubles,
+            f"{outcome.ticks:,} ticks, {outcome.steps:,} steps run; window "
+            f"{MAINTENANCE['min_gap']:g} s, interval {MAINTENANCE['interval']:g} s, lease "
+            f"{MAINTENANCE['lease_ttl']:g} s",
         ),
-        _zero_row(
-            f"facts lost, {at}",
-            outcome.lost,
-            f"goal 0; {outcome.claimed:,} facts reported written, replica 0 killed after "
+        (
+            "facts lost",
+            lambda o: o.lost,
+            f"{outcome.claimed:,} facts reported written; replica 0 killed after "
             f"{outcome.killed_after} turns and started again",
-            smaller and smaller.lost,
         ),
-        _zero_row(
-            f"cross-tenant hits, {at}",
-            outcome.leaked,
-            f"goal 0; {outcome.searches:,} searches for another tenant's marker; "
+        (
+            "cross-tenant hits",
+            lambda o: o.leaked,
+            f"{outcome.searches:,} searches for another tenant's marker; "
             f"{outcome.found}/{scale.tenants} tenants found their own",
-            smaller and smaller.leaked,
         ),
     ]
+    for name, figure, notes in checks:
+        grown = "" if smaller is None else f"; {figure(smaller)} at {smaller.scale.tenants}"
+        rows.append(
+            Row(
+                bench="fleet",
+                name=f"{name}, {at}",
+                value=figure(outcome),
+                unit="",
+                notes=f"goal 0; {notes}{grown}",
+            )
+        )
     return rows
 
 
-def _grown(smaller: Outcome | None, figure: Any, fmt: str) -> str:
-    if smaller is None:
-        return ""
-    return f"; at {smaller.scale.tenants} tenants " + fmt.format(figure(smaller))
+def _where_time_goes(outcome: Outcome, floor: float) -> str:
+    """The shares of the calls in the time of the turns that took ``floor`` or longer."""
+    spent: Counter[str] = Counter()
+    for ours, parts in zip(outcome.ours, outcome.parts, strict=True):
+        if ours >= floor:
+            spent.update(parts)
+    total = sum(spent.values()) or 1.0
+    shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in spent.most_common())
+    return f"in the turns at or above it: {shares} (pool: getting the tenant's harness)"
 
 
-def _count_row(name: str, value: float, smaller: float | None | Outcome, notes: str) -> Row:
-    growth = isinstance(smaller, float)
+def _growth_row(
+    name: str,
+    figures: tuple[int, int],
+    smaller: tuple[int, int] | None,
+    notes: str,
+    unit: str = "",
+) -> Row:
+    """A per-turn figure; its baseline the same figure at the smaller size, if any."""
     return Row(
         bench="fleet",
         name=name,
-        value=value,
-        unit="",
-        baseline="the same at 100 tenants (growth)" if growth else "",
-        baseline_value=smaller if growth else None,  # type: ignore[arg-type]
+        value=figures[0] / figures[1],
+        unit=unit,
+        baseline="" if smaller is None else "the same at the smaller size (growth)",
+        baseline_value=None if smaller is None else smaller[0] / smaller[1],
         notes=notes,
     )
-
-
-def _zero_row(name: str, value: int, notes: str, smaller: int | None | Outcome) -> Row:
-    if isinstance(smaller, int):
-        notes += f"; at the smaller size {smaller}"
-    return Row(bench="fleet", name=name, value=value, unit="", notes=notes)
 
 
 if __name__ == "__main__":
