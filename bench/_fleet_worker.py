@@ -173,9 +173,14 @@ class _Replay:
         self.context = timed("before_reasoning", session.before_reasoning, self.context)
         json.dumps(self.context)
         self.context.append(answer)
-        if self.next == len(self.turns) - 1:  # the conversation ends with this answer
-            timed("after_call", session.after_call, self.context)
-            timed("close", session.close, self.context)
+        return time.perf_counter() - started
+
+    def end(self, harness: MemoryHarness) -> float:
+        """The conversation ends with the last answer: its ``after_call``, then ``close``."""
+        started = time.perf_counter()
+        session = harness.session(self.conversation.session)
+        session.after_call(self.context)
+        session.close(self.context)
         return time.perf_counter() - started
 
 
@@ -252,6 +257,8 @@ def replay(config: dict[str, Any]) -> None:
                         journal.add("marked", tenant=tenant)
                     plain = replay.plain_turn()
                     ours = parts["pool"] + replay.harness_turn(harness, parts)
+                    last = replay.next == len(replay.turns) - 1
+                    end = replay.end(harness) if last else None
                 journal.add(
                     "turn",
                     session=session,
@@ -259,6 +266,7 @@ def replay(config: dict[str, Any]) -> None:
                     ours=ours,
                     plain=plain,
                     parts=parts,
+                    end=end,
                     statements=statements.count,
                 )
                 replay.next += 1

@@ -7,8 +7,8 @@ index (plugins/harnessmem-postgres) in a schema of its own, the offline ``extrac
 model, maintenance on. The tenants' conversations are tau-bench airline runs (two a
 tenant, on two different replicas, so two processes write a tenant's files at once),
 replayed turn by turn through the session API (``after_tool``, ``after_call``,
-``before_reasoning``, ``close`` at the end), a window of 40 conversations at a time per
-replica, in turn. The first conversation of a tenant saves its marker first (a unique
+``before_reasoning``, ``close`` at the end), 40 conversations at a time per replica, in
+turn, by two threads. The first conversation of a tenant saves its marker first (a unique
 word, through the ``memory_save`` tool). Halfway through its share, replica 0 is killed
 (SIGKILL) and started again; it goes on from each conversation's last finished turn.
 Then one process per replica searches every tenant for its own marker and for two other
@@ -23,7 +23,10 @@ cores; the tenants and processes are the issue's):
   harness, against the same loop without it in the same process (the messages appended
   to a plain list, the request serialised). The harness side includes getting the tenant's
   harness from the pool (opening it on a miss), the flushes, compactions and evictions the
-  turn sets off, and waiting for S3 and PostgreSQL; the marker save is not timed.
+  turn sets off, and waiting for S3 and PostgreSQL; the marker save is not timed. The
+  notes say which calls the slowest turns spent their time in.
+- *end of a conversation*: ``after_call`` and ``close`` after its last answer (the flush
+  of what batching held back), timed apart from the turns.
 - *S3 requests per turn*: every request the server answered while the replicas ran
   (flushes, compactions, maintenance, opening and closing harnesses) over the turns.
 - *PostgreSQL statements per turn*: statements the replicas' SQLAlchemy engines sent
@@ -61,7 +64,7 @@ from bench.bench_tokens import TAU_FILE
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = 2  # per tenant, on two replicas
 WINDOW = 40  # conversations a replica serves at once
-LANES = 4  # threads a replica serves them with
+LANES = 2  # threads a replica serves them with
 # A tick per tenant about every time it stays open (a few turns), as 6 h is for a tenant
 # of a few dozen turns a day.
 MAINTENANCE = {"interval": 30.0, "min_gap": 10.0, "lease_ttl": 15.0}
@@ -94,6 +97,7 @@ class Outcome:
     ours: list[float] = field(default_factory=list)
     plain: list[float] = field(default_factory=list)
     parts: list[dict[str, float]] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     statements: int = 0
     ticks: int = 0
@@ -306,6 +310,8 @@ def _read_replay(journals: list[Path], outcome: Outcome) -> None:
                 outcome.ours.append(record["ours"])
                 outcome.plain.append(record["plain"])
                 outcome.parts.append(record["parts"])
+                if record["end"] is not None:
+                    outcome.ends.append(record["end"])
                 statements = max(statements, record["statements"])
             elif kind == "done":
                 statements = max(statements, record["statements"])
@@ -412,41 +418,59 @@ def _rows(outcome: Outcome, smaller: Outcome | None) -> list[Row]:
                 f"{outcome.turns:,} turns; {where}{grown}",
             )
         )
+    rows.append(
+        Row(
+            bench="fleet",
+            name=f"end of a conversation p50, {at}",
+            value=percentile(outcome.ends, 0.5),
+            unit="s",
+            notes=f"after_call and close after the last answer (the flush of what batching "
+            f"held back), once a conversation, not in the turns above; p95 "
+            f"{percentile(outcome.ends, 0.95) * 1e3:.0f} ms; {len(outcome.ends):,} conversations",
+        )
+    )
     requests = sum(outcome.requests.values())
     kinds = ", ".join(
         f"{name} {count / outcome.turns:.2f}" for name, count in outcome.requests.most_common(5)
     )
-    rows.append(
-        _growth_row(
+    per_turn = [
+        (
             f"S3 requests per turn, {at}",
-            (requests, outcome.turns),
-            None if smaller is None else (sum(smaller.requests.values()), smaller.turns),
+            lambda o: sum(o.requests.values()),
+            "",
             f"{requests:,} requests ({kinds}); moto on loopback; flushes, compactions, "
             f"{outcome.ticks:,} maintenance ticks ({outcome.ticks / outcome.turns:.2f} a turn; "
             f"{outcome.upkeep_requests / outcome.turns:.2f} requests a turn on their lease and "
             f"state), {outcome.opened:,} harness opens included",
-        )
-    )
-    rows.append(
-        _growth_row(
+        ),
+        (
             f"PostgreSQL statements per turn, {at}",
-            (outcome.statements, outcome.turns),
-            None if smaller is None else (smaller.statements, smaller.turns),
+            lambda o: o.statements,
+            "",
             f"{outcome.statements:,} statements sent by the replicas' engines (a killed "
             "replica's up to its last finished turn)",
-        )
-    )
-    rows.append(
-        _growth_row(
+        ),
+        (
             f"PostgreSQL index bytes per turn, {at}",
-            (outcome.pg_bytes, outcome.turns),
-            None if smaller is None else (smaller.pg_bytes, smaller.turns),
+            lambda o: o.pg_bytes,
+            "bytes",
             f"{outcome.pg_bytes / 2**20:.1f} MiB of tables, indexes and TOAST for "
             f"{outcome.entries:,} entries ({outcome.entries / outcome.turns:.2f} a turn); "
             f"S3 holds {outcome.s3_bytes / outcome.turns:,.0f} bytes a turn",
-            unit="bytes",
+        ),
+    ]
+    for name, total, unit, notes in per_turn:
+        rows.append(
+            Row(
+                bench="fleet",
+                name=name,
+                value=total(outcome) / outcome.turns,
+                unit=unit,
+                baseline="" if smaller is None else "the same at the smaller size (growth)",
+                baseline_value=None if smaller is None else total(smaller) / smaller.turns,
+                notes=notes,
+            )
         )
-    )
     checks = [
         (
             "double maintenance ticks",
@@ -491,25 +515,6 @@ def _where_time_goes(outcome: Outcome, floor: float) -> str:
     total = sum(spent.values()) or 1.0
     shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in spent.most_common())
     return f"in the turns at or above it: {shares} (pool: getting the tenant's harness)"
-
-
-def _growth_row(
-    name: str,
-    figures: tuple[int, int],
-    smaller: tuple[int, int] | None,
-    notes: str,
-    unit: str = "",
-) -> Row:
-    """A per-turn figure; its baseline the same figure at the smaller size, if any."""
-    return Row(
-        bench="fleet",
-        name=name,
-        value=figures[0] / figures[1],
-        unit=unit,
-        baseline="" if smaller is None else "the same at the smaller size (growth)",
-        baseline_value=None if smaller is None else smaller[0] / smaller[1],
-        notes=notes,
-    )
 
 
 if __name__ == "__main__":
