@@ -51,7 +51,10 @@ def test_a_step_repeated_inside_the_window_is_double(fleet: ModuleType) -> None:
 
 def test_a_fact_is_lost_when_no_bullet_of_its_tenant_holds_it(fleet: ModuleType) -> None:
     files = {
-        "t1": ["## Memory Flush\n- The user   flies to Seattle\n", "# MEMORY\n- Likes window seats\n"],
+        "t1": [
+            "## Memory Flush\n- The user   flies to Seattle\n",
+            "# MEMORY\n- Likes window seats\n",
+        ],
         "t2": ["- Pays with a gift card\n"],
     }
     claims = [
