@@ -220,7 +220,6 @@ def test_the_harness_is_a_thin_face() -> None:
 #: Test files that still import a private harnessmem module or name; each is to be rewritten
 #: against public ones (issue 34), and then leaves this list. Sorted, one a line.
 TESTS_THAT_IMPORT_PRIVATE_MODULES = (
-    "test_audit.py",
     "test_cli.py",
     "test_cli_output.py",
     "test_consolidation_dates.py",
@@ -239,7 +238,6 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_plugins.py",
     "test_redaction.py",
     "test_s3store.py",
-    "test_text.py",
     "test_workspace.py",
     "test_workspace_leases.py",
 )
