@@ -57,7 +57,6 @@ from harnessmem.layout import (
 )
 from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
-from harnessmem.workspace._leases import REAL_TIME
 from harnessmem.workspace._leasing import Leasing
 from harnessmem.workspace._listing import Listing, Listings
 from harnessmem.workspace._paths import confined, relative_path
@@ -68,6 +67,7 @@ from harnessmem.workspace.store import (
     store_class,
     url_protocol,
 )
+from harnessmem.workspace.waiter import REAL_TIME
 
 __all__ = ["ORIGINALS_DIR", "FileInfo", "Snapshot", "Workspace"]
 
@@ -105,7 +105,8 @@ class Workspace(Leasing, Listings):
         self.local_root = Path(store.root) if self.is_local else None
         self.storage_options = storage_options
         self.clock = clock
-        # How lock() waits for a held lease (real time; tests inject a _leases.Waiter).
+        # How lock() waits for a held lease and a lost conditional write backs off
+        # (real time; tests set a Waiter of their own).
         self.lease_waiter = REAL_TIME
         # Reads asked for with max_age: path -> (read at, content or None when missing).
         self._cache: dict[str, tuple[float, bytes | None]] = {}
@@ -457,12 +458,26 @@ class Workspace(Leasing, Listings):
         with store.thread_lock(full):
             if store.conditional:
                 written = compare_and_swap(
-                    store, full, change, base, what, append=append, url=self.url
+                    store,
+                    full,
+                    change,
+                    base,
+                    what,
+                    append=append,
+                    url=self.url,
+                    sleep=self.lease_waiter.sleep,
                 )
             else:
                 with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
                     written = compare_and_swap(
-                        store, full, change, base, what, append=append, url=self.url
+                        store,
+                        full,
+                        change,
+                        base,
+                        what,
+                        append=append,
+                        url=self.url,
+                        sleep=self.lease_waiter.sleep,
                     )
         if written is None:
             return None
