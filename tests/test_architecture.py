@@ -238,7 +238,6 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_plugins.py",
     "test_redaction.py",
     "test_s3store.py",
-    "test_workspace_leases.py",
 )
 
 
