@@ -237,7 +237,6 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_model_litellm.py",
     "test_plugins.py",
     "test_redaction.py",
-    "test_s3store.py",
 )
 
 
