@@ -234,7 +234,6 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_message_checks.py",
     "test_message_times.py",
     "test_model_extractive.py",
-    "test_model_litellm.py",
     "test_plugins.py",
     "test_redaction.py",
 )
