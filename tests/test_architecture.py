@@ -226,7 +226,6 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_flush_advice.py",
     "test_flush_batching.py",
     "test_flush_wording.py",
-    "test_index_chunking.py",
     "test_index_sqlite.py",
     "test_index_sqlite_damage.py",
     "test_maintenance.py",
