@@ -227,7 +227,6 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_flush_batching.py",
     "test_flush_wording.py",
     "test_index_sqlite.py",
-    "test_index_sqlite_damage.py",
     "test_maintenance.py",
     "test_mcp_jwt.py",
     "test_message_checks.py",
