@@ -231,7 +231,7 @@ TESTS_THAT_IMPORT_PRIVATE_MODULES = (
     "test_mcp_jwt.py",
     "test_message_checks.py",
     "test_message_times.py",
-    "test_model_extractive.py",
+    "test_model_extractive.py",  # TermSets: an index only the flush's dedup uses
     "test_plugins.py",
     "test_redaction.py",
 )
