@@ -476,6 +476,6 @@ def test_the_inspector_lists_the_changes(tmp_path: Path) -> None:
 
 
 def _hash(harness: MemoryHarness, path: str) -> str:
-    from harnessmem._text import content_hash
+    from harnessmem.encoding import content_hash
 
     return content_hash(harness.workspace.read_bytes(path))

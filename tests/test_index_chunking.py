@@ -3,14 +3,17 @@ columns read (and encode) as the entries they hold."""
 
 from __future__ import annotations
 
+import sqlite3
+import tempfile
+from contextlib import closing
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harnessmem.backends.base import IndexEntry
-from harnessmem.backends.sqlite._blocks import EntryBlock
-from harnessmem.backends.sqlite._schema import BLOCK_SLOTS
-from harnessmem.index import chunking as _chunking
+from harnessmem.backends.sqlite import SQLiteIndex
 from harnessmem.index.chunking import MAX_STORED_CHARS, chunk_markdown
 
 _LINES = [
@@ -49,11 +52,13 @@ _TEXT = st.builds(
 @settings(max_examples=400, deadline=None)
 @given(text=_TEXT, path=st.sampled_from(["MEMORY.md", "memory/2026-01-01.md"]))
 def test_bullet_runs_cut_as_the_line_loop_does(text: str, path: str) -> None:
-    """If this fails, compare _BULLET_RUN with the bullet branch of chunk_markdown."""
-    fast = chunk_markdown(path, text)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_chunking, "_bullet_runs", lambda _text, _lines: {})
-        assert fast == chunk_markdown(path, text)
+    """The same text with CRLF line ends has the same lines, and takes the line loop
+    throughout (a CR turns the shortcut for runs of one-line bullets off): both must give
+    the same entries. If this fails, compare _BULLET_RUN with the bullet branch of
+    chunk_markdown."""
+    crlf = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    assert crlf.splitlines() == text.splitlines()
+    assert chunk_markdown(path, text) == chunk_markdown(path, crlf)
 
 
 def test_line_numbers_survive_other_line_breaks() -> None:
@@ -85,19 +90,38 @@ def test_entry_columns_read_as_a_list_of_entries(text: str, path: str) -> None:
         columns[len(entries)]
 
 
-@settings(max_examples=200, deadline=None)
-@given(text=_TEXT, path=st.sampled_from(["MEMORY.md", "memory/2026-01-01.md"]))
-def test_blocks_encoded_from_columns_equal_blocks_encoded_from_entries(
-    text: str, path: str
-) -> None:
-    """If this fails, EntryBlock.encode_columns lays out places or texts unlike encode."""
-    columns = chunk_markdown(path, text)
-    entries = list(columns)
-    for first in range(0, len(entries), BLOCK_SLOTS):
-        stop = min(first + BLOCK_SLOTS, len(entries))
-        assert EntryBlock.encode_columns(columns, first, stop) == EntryBlock.encode(
-            first, entries[first:stop]
+def _stored(db_path: Path) -> list[tuple[object, ...]]:
+    """What an index file holds: its rows, but the time each file was indexed."""
+    with closing(sqlite3.connect(db_path)) as db:
+        rows = [("blocks", *row) for row in db.execute("SELECT * FROM entry_blocks ORDER BY id")]
+        files = db.execute(
+            "SELECT workspace_no, path, source, content_hash, entries, file_no, first_date, "
+            "last_date FROM files ORDER BY path"
         )
+        rows += [("files", *row) for row in files]
+        for word in ("fact", "star", "plus", "first", "indented", "continued", "寿司", "w*"):
+            found = db.execute(
+                "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid", (word,)
+            )
+            rows += [(word, *row) for row in found]
+    return rows
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=_TEXT, path=st.sampled_from(["MEMORY.md", "memory/2026-01-01.md"]))
+def test_an_index_stores_columns_as_it_stores_a_list_of_entries(text: str, path: str) -> None:
+    """The sqlite index writes EntryColumns (what the chunker gives) through a shortcut;
+    the file it writes must be the one a plain list of the same entries gives. If this
+    fails, compare EntryBlock.encode_columns with EntryBlock.encode."""
+    columns = chunk_markdown(path, text)
+    with tempfile.TemporaryDirectory() as folder:
+        stored = []
+        for name, entries in (("columns", columns), ("list", list(columns))):
+            db_path = Path(folder) / f"{name}.db"
+            with closing(SQLiteIndex.create({}, index_path=db_path)) as index:
+                index.sync_file(path, "hash", entries)
+            stored.append(_stored(db_path))
+    assert stored[0] == stored[1]
 
 
 def test_a_stamped_memory_md_bullet_takes_the_date_of_its_stamp() -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable
 from contextlib import closing
@@ -23,7 +25,6 @@ import pytest
 
 from harnessmem import MemoryHarness
 from harnessmem.backends.sqlite import SQLiteIndex
-from harnessmem.backends.sqlite._engine import damage_of
 
 OPTIONS: dict[str, Any] = {"maintenance": {"enabled": False}, "plugins": {"autoload": False}}
 FACTS = 40  # under the 50 hits a search returns at most
@@ -87,6 +88,18 @@ def _damage(db_path: Path, how: str) -> None:
         assert db.execute("PRAGMA quick_check").fetchone() == ("ok",), "SQLite sees nothing"
 
 
+def _found_damaged(db_path: Path) -> bool:
+    """Whether a new index opened on a copy of ``db_path`` (and its WAL) finds it damaged
+    and starts it anew; the file itself is left as it is."""
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder) / db_path.name
+        for suffix in ("", "-wal"):
+            if Path(f"{db_path}{suffix}").exists():
+                shutil.copyfile(f"{db_path}{suffix}", f"{copy}{suffix}")
+        with closing(SQLiteIndex.create({}, index_path=copy)) as index:
+            return index.resets > 0
+
+
 def _build(root: Path) -> Path:
     with MemoryHarness.open(root, **OPTIONS) as harness:
         harness.workspace.write_text("MEMORY.md", _memory())
@@ -110,7 +123,8 @@ def test_fts5_damage_is_found_at_open_and_rebuilt_from_the_files(
     """
     db_path = _build(tmp_path / "ws")
     _damage(db_path, how)
-    assert damage_of(db_path, busy_timeout=1) is not None
+    assert _found_damaged(db_path)
+    caplog.clear()
     caplog.set_level(logging.INFO, logger="harnessmem.index")
     for _ in range(2):  # the second open finds a sound index: no second warning
         with MemoryHarness.open(tmp_path / "ws", **OPTIONS) as harness:
@@ -123,7 +137,9 @@ def test_fts5_damage_is_found_at_open_and_rebuilt_from_the_files(
     (warning,) = _damage_warnings(caplog)
     assert warning.startswith(f"index {db_path} was corrupt (memory_fts")
     assert "deleted it, it is rebuilt from the workspace files" in warning
-    assert damage_of(db_path, busy_timeout=1) is None
+    caplog.clear()
+    assert not _found_damaged(db_path)
+    assert not _damage_warnings(caplog)
 
 
 _SEARCHER = textwrap.dedent(
@@ -183,29 +199,45 @@ def test_a_constraint_failure_on_a_sound_index_is_raised_not_healed(tmp_path: Pa
     db_path = tmp_path / "memory_index.db"
     index = SQLiteIndex.create({}, index_path=db_path)
     try:
+        index.sync_file("MEMORY.md", "h1", [])
         before = index.resets
-
-        def failing() -> None:
-            raise sqlite3.IntegrityError("UNIQUE constraint failed: files.file_no")
-
-        with pytest.raises(sqlite3.IntegrityError, match=r"files\.file_no"):
-            index._guarded(failing)
+        # A constraint that fails every new file, as a UNIQUE conflict would.
+        with closing(sqlite3.connect(db_path)) as db, db:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON files BEGIN "
+                "SELECT RAISE(ABORT, 'UNIQUE constraint failed: files.file_no'); END"
+            )
+        with pytest.raises(Exception, match=r"files\.file_no") as info:
+            index.sync_file("memory/2026-01-01.md", "h2", [])
+        assert isinstance(getattr(info.value, "orig", info.value), sqlite3.IntegrityError)
         assert index.resets == before
-        assert index.files() == {}
+        assert list(index.files()) == ["MEMORY.md"], "the file is the one it was"
     finally:
         index.close()
 
 
-def test_a_busy_index_is_not_taken_for_a_damaged_one(tmp_path: Path) -> None:
-    """The check needs the write lock; when another writer holds it, it raises (and nothing
-    is deleted) instead of reporting damage."""
+def test_a_busy_index_is_not_taken_for_a_damaged_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Damage met by a search is confirmed with the write lock; when another writer holds
+    it, the search raises (and nothing is deleted) instead of reporting damage. Once the
+    lock is free, the next search heals it."""
     db_path = _build(tmp_path / "ws")
-    with closing(sqlite3.connect(db_path, isolation_level=None)) as writer:
-        writer.execute("BEGIN IMMEDIATE")
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
-            damage_of(db_path, busy_timeout=0)
-        writer.execute("ROLLBACK")
-    assert damage_of(db_path, busy_timeout=0) is None
+    _damage(db_path, "garbage-segments")
+    options = {**OPTIONS, "index": {"options": {"check_on_open": False, "busy_timeout": 0}}}
+    with MemoryHarness.open(tmp_path / "ws", **options) as harness:
+        assert harness.reindex().indexed == 0  # opens the index; no segment is read
+        damaged = db_path.read_bytes()
+        with closing(sqlite3.connect(db_path, isolation_level=None)) as writer:
+            writer.execute("BEGIN IMMEDIATE")
+            with pytest.raises(Exception, match="locked") as info:
+                harness.search("lighthouse keeper", limit=FACTS)
+            assert "cannot open" not in str(info.value), "the search ran, and met the damage"
+            assert db_path.read_bytes() == damaged
+            assert not _damage_warnings(caplog)
+            writer.execute("ROLLBACK")
+        assert len(harness.search("lighthouse keeper", limit=FACTS)) == FACTS
+    assert len(_damage_warnings(caplog)) == 1
 
 
 def test_without_the_open_check_the_search_error_heals_it(

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 
 from harnessmem import MemoryHarness
 from harnessmem.backends.base import ModelBackend
-from harnessmem.backends.litellm_backend import LiteLLMBackend
+from harnessmem.backends.litellm_backend import LiteLLMBackend, import_litellm
 from harnessmem.compaction import is_context_overflow
 from harnessmem.errors import (
     ConfigError,
@@ -432,11 +433,16 @@ def test_litellm_is_imported_without_fetching_the_price_list(value: str | None) 
 def test_a_user_who_wants_the_remote_price_list_keeps_it(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    from harnessmem.backends.litellm_backend import _local_cost_map
-
+    # litellm as already imported: the import cannot fetch anything, and what is left to
+    # check is what import_litellm does to the variable before it imports.
+    monkeypatch.setitem(sys.modules, "litellm", types.ModuleType("litellm"))
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)  # import_litellm may set it
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", value)
-    _local_cost_map()
+    import_litellm(quiet=True)
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == value
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "")
+    import_litellm(quiet=True)
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True", "unset: the bundled list"
 
 
 def test_importing_litellm_points_tiktoken_at_the_bundled_files(tmp_path: Path) -> None:
@@ -512,14 +518,14 @@ def test_other_names_are_still_checked_by_litellm(monkeypatch: pytest.MonkeyPatc
 def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
     """The providers, their key variables and the bare names harnessmem tells without
     litellm are the ones litellm's get_llm_provider and validate_environment report. When
-    this fails after a litellm upgrade, update PROVIDER_KEYS in backends/_provider_keys.py."""
-    from harnessmem.backends._provider_keys import (
+    this fails after a litellm upgrade, update PROVIDER_KEYS in backends/provider_keys.py."""
+    from harnessmem.backends.provider_keys import (
         AMBIENT_CREDENTIALS,
+        KEY_VARIABLE,
         PROVIDER_KEYS,
-        _bare_names,
+        bare_names,
         key_variables,
     )
-    from harnessmem.backends.litellm_backend import _KEY_VARIABLE, import_litellm
 
     litellm = import_litellm(quiet=True)
     every = {v for variables in PROVIDER_KEYS.values() for v in variables}
@@ -529,15 +535,15 @@ def test_the_key_table_agrees_with_litellm(monkeypatch: pytest.MonkeyPatch) -> N
         model = f"{provider}/some-model"
         assert litellm.get_llm_provider(model)[1] == provider
         found = litellm.validate_environment(model=model)
-        wanted = {k for k in found["missing_keys"] if _KEY_VARIABLE.search(k)}
+        wanted = {k for k in found["missing_keys"] if KEY_VARIABLE.search(k)}
         assert wanted <= set(variables), provider
         assert bool(wanted) == bool(variables), provider
         for variable in variables:
             monkeypatch.setenv(variable, "k")
             again = litellm.validate_environment(model=model)
-            assert not [k for k in again["missing_keys"] if _KEY_VARIABLE.search(k)], variable
+            assert not [k for k in again["missing_keys"] if KEY_VARIABLE.search(k)], variable
             monkeypatch.delenv(variable)
-    bare = _bare_names()
+    bare = bare_names()
     assert bare.get("gpt-4o-mini") == "openai"
     for name in bare:
         resolved = litellm.get_llm_provider(name)[1]
@@ -580,7 +586,7 @@ def test_the_job_requests_go_out_as_built(servers: Callable[[Any], FakeOpenAISer
 
 def test_models_md_lists_the_providers_checked_without_litellm() -> None:
     """docs/models.md's table of providers and key variables is PROVIDER_KEYS."""
-    from harnessmem.backends._provider_keys import PROVIDER_KEYS
+    from harnessmem.backends.provider_keys import PROVIDER_KEYS
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
     table = text.partition("| provider prefix | key variable (any one) |")[2].partition("\n\n")[0]

@@ -8,8 +8,13 @@ import pytest
 
 from harnessmem.backends.base import ModelBackend
 from harnessmem.errors import ContextOverflowError, ModelResponseError, ModelUnavailableError
-from harnessmem.testing import ModelBackendSuite, ModelFault, ScriptedModel, suite_override
-from harnessmem.testing._suite import suite_integrity_problems
+from harnessmem.testing import (
+    ModelBackendSuite,
+    ModelFault,
+    ScriptedModel,
+    suite_integrity_problems,
+    suite_override,
+)
 from harnessmem.testing.model_suite import Script, job_request
 
 _FAULTS: dict[ModelFault, BaseException] = {

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-import harnessmem.workspace._s3store as s3store
 from harnessmem import MemoryHarness, WorkspaceError
 from harnessmem.layout import CONSOLIDATION_STATE as WATERMARK
 from harnessmem.maintenance import MaintenanceScheduler, MaintenanceStep, StepDone
 from harnessmem.testing import FakeClock, ScriptedModel
 from harnessmem.testing.s3_server import S3Fault, S3Request, S3TestServer
-from harnessmem.workspace import Workspace
+from harnessmem.workspace import S3Store, Workspace, WorkspaceStore
 
 pytestmark = pytest.mark.s3
 
@@ -43,12 +42,27 @@ FAULTS: dict[str, Callable[..., S3Fault]] = {
 }
 
 
+#: What docs/workspace.md promises: up to 5 attempts, pauses of at most 0.2, 0.4, 0.8, 1.6 s.
+ATTEMPTS = 5
+PAUSE_CEILINGS = [0.2, 0.4, 0.8, 1.6]
+
+
 @pytest.fixture
-def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The retry pauses harnessmem asked for (none is slept)."""
-    asked: list[float] = []
-    monkeypatch.setattr(s3store, "_sleep", asked.append)
-    return asked
+def pauses() -> list[float]:
+    """The retry pauses harnessmem asked for (none is slept: see ``recording``)."""
+    return []
+
+
+def recording(store: WorkspaceStore, pauses: list[float]) -> None:
+    """Make ``store`` record its retry pauses in ``pauses`` instead of sleeping."""
+    assert isinstance(store, S3Store)
+    store.sleep = pauses.append  # type: ignore[method-assign]
+
+
+def open_workspace(url: str, options: dict[str, Any], pauses: list[float]) -> Workspace:
+    ws = Workspace.open(url, options)
+    recording(ws.store, pauses)
+    return ws
 
 
 @pytest.fixture
@@ -77,6 +91,7 @@ def open_harness(
             clock=clock,
             **sections,
         )
+        recording(harness.workspace.store, pauses)
         opened.append(harness)
         return harness
 
@@ -111,7 +126,7 @@ def test_each_kind_of_fault_is_retried_and_an_append_lands_once(
 ) -> None:
     """The conditional PUT of an append fails once: it is repeated, and the line is there
     exactly once, also when the failed attempt had in fact been written."""
-    ws = Workspace.open(s3_workspace_url, options)
+    ws = open_workspace(s3_workspace_url, options, pauses)
     ws.write_text("memory/log.md", "- first\n")
     fault = s3_faults.inject(FAULTS[kind](method="PUT", key="memory/log.md"))
     with s3_faults.record() as requests:
@@ -127,26 +142,25 @@ def test_a_store_that_keeps_failing_is_a_clear_workspace_error(
 ) -> None:
     """Throttled on every attempt: after ATTEMPTS tries with growing pauses, an error that
     names the operation, the file and the workspace, and says what to do."""
-    ws = Workspace.open(s3_workspace_url, options)
+    ws = open_workspace(s3_workspace_url, options, pauses)
     ws.write_text("MEMORY.md", "- x\n")
     s3_faults.inject(S3Fault.slowdown(method="GET", key="MEMORY.md", times=None))
     with s3_faults.record() as requests, pytest.raises(WorkspaceError) as info:
         ws.read_text("MEMORY.md")
     assert str(info.value).startswith(f"read 'MEMORY.md' in {s3_workspace_url} failed: ")
-    assert f"gave up after {s3store.ATTEMPTS} attempts" in info.value.message
+    assert f"gave up after {ATTEMPTS} attempts" in info.value.message
     assert info.value.hint is not None
     assert "try again later" in info.value.hint
-    assert len(requests) == s3store.ATTEMPTS
-    assert len(pauses) == s3store.ATTEMPTS - 1
-    ceilings = [min(s3store._MAX_PAUSE, s3store._FIRST_PAUSE * 2**i) for i in range(len(pauses))]
-    assert all(0 <= p <= c for p, c in zip(pauses, ceilings, strict=True))
+    assert len(requests) == ATTEMPTS
+    assert len(pauses) == ATTEMPTS - 1
+    assert all(0 <= p <= c for p, c in zip(pauses, PAUSE_CEILINGS, strict=True))
 
 
 def test_errors_that_retrying_cannot_fix_are_not_retried(
     s3_faults: S3TestServer, s3_workspace_url: str, options: dict[str, Any], pauses: list[float]
 ) -> None:
     """A missing file is FileNotFoundError at once; a bad credential a WorkspaceError at once."""
-    ws = Workspace.open(s3_workspace_url, options)
+    ws = open_workspace(s3_workspace_url, options, pauses)
     with s3_faults.record() as requests, pytest.raises(FileNotFoundError):
         ws.read_text("MEMORY.md")
     assert len(requests) == 1

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnessmem.testing._suite import (
-    ConformanceSuite,
-    suite_integrity_problems,
-    suite_override,
-)
+from harnessmem.testing import ConformanceSuite, suite_integrity_problems, suite_override
 
 
 class _Suite(ConformanceSuite):
@@ -84,5 +80,12 @@ def test_suites_compose() -> None:
     class User(More):
         test_reads = None  # type: ignore[assignment]
 
-    assert set(More._suite_tests) == {"test_reads", "test_writes", "test_lists"}
+    class Empties(More):
+        test_reads = test_writes = test_lists = None  # type: ignore[assignment]
+
     assert suite_integrity_problems(User) == ["User.test_reads: suite test deleted"]
+    # Both suites' tests are guarded: the base's and the one More adds.
+    assert sorted(suite_integrity_problems(Empties)) == [
+        f"Empties.{name}: suite test deleted"
+        for name in ("test_lists", "test_reads", "test_writes")
+    ]

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harnessmem.workspace._conditional as conditional_module
-import harnessmem.workspace._paths as paths_module
-from harnessmem.errors import LeaseError, WorkspaceError
+from harnessmem.errors import LeaseError, PathNotAllowed, WorkspaceError
+from harnessmem.layout import path_problem
 from harnessmem.testing.workspace_suite import FakeClock, WorkspaceSuite
 from harnessmem.workspace import Workspace
+from harnessmem.workspace.waiter import Waiter
 
 
 class TestLocalWorkspace(WorkspaceSuite):
@@ -144,14 +144,16 @@ def test_s3_missing_bucket_is_a_workspace_error(s3_storage_options: dict[str, st
 def test_append_gives_up_after_bounded_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     """When every conditional write loses, append stops after a bounded number of tries."""
     ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
-    monkeypatch.setattr(ws._store, "put_if", lambda *args, **kwargs: None)
+    monkeypatch.setattr(ws.store, "put_if", lambda *args, **kwargs: None)
     naps: list[float] = []
-    monkeypatch.setattr(conditional_module, "_sleep", naps.append)
+    ws.lease_waiter = Waiter(sleep=naps.append)
     with pytest.raises(
         WorkspaceError, match=r"append 'log\.md' in memory:///test-.* kept changing"
-    ):
+    ) as info:
         ws.append_text("log.md", "x\n")
-    assert len(naps) == conditional_module._APPEND_ATTEMPTS
+    attempts = re.search(r"\((\d+) conditional writes lost", str(info.value))
+    assert attempts is not None
+    assert len(naps) == int(attempts[1]) <= 100, "one pause after each lost write"
     assert max(naps) <= 0.25
 
 
@@ -160,7 +162,7 @@ def test_append_without_conditional_writes_uses_a_lease() -> None:
     import threading
 
     ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
-    ws._store.conditional = False  # behave like a store without conditional writes
+    ws.store.conditional = False  # behave like a store without conditional writes
 
     def worker(t: int) -> None:
         for i in range(10):
@@ -346,20 +348,18 @@ _PATH_PARTS = st.sampled_from(
 @settings(max_examples=500, deadline=None)
 @given(parts=st.lists(_PATH_PARTS, max_size=5), lead=st.sampled_from(["", "/", "./"]))
 def test_plain_path_shortcut_agrees_with_the_full_check(parts: list[str], lead: str) -> None:
-    """Paths the _PLAIN regex passes through come out as the full normalisation makes them."""
+    """A workspace takes a path as layout.path_problem, the one statement of path rules,
+    says: the same normal form, or refused for its reason (whatever shortcut it takes for
+    paths already normal)."""
     workspace = Workspace.open("memory://shortcut")
     path = lead + "/".join(parts)
-
-    def outcome() -> str:
-        try:
-            return workspace._rel(path)
-        except WorkspaceError as exc:
-            return f"refused: {exc}"
-
-    fast = outcome()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(paths_module, "_PLAIN", re.compile(r"(?!)"))
-        assert outcome() == fast
+    rel, why = path_problem(path)
+    if why is None:
+        assert workspace.resolve(path) == workspace.store.join(rel)
+    else:
+        with pytest.raises(PathNotAllowed) as info:
+            workspace.resolve(path)
+        assert str(info.value).splitlines()[0].endswith(f": {why}")
 
 
 def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
@@ -394,14 +394,30 @@ def test_local_append_locks_stay_bounded_and_shared_stripes_still_exclude(
 @pytest.mark.parametrize("recursive", [True, False])
 def test_local_scan_agrees_with_find_and_info(tmp_path: Path, recursive: bool) -> None:
     """The scandir-based scan lists what find lists, with what info says of each file."""
-    from harnessmem.workspace._stores import _TMP_SUFFIX
-
     workspace = Workspace.open(tmp_path / "ws")
     root = tmp_path / "ws"
-    for path in ("MEMORY.md", "memory/2026-01-01.md", "memory/deep/x.md", "sessions/a.log.jsonl"):
-        workspace.write_text(path, "text\n")
+    renamed: list[str] = []
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+        renamed.append(os.fspath(src))
+        real_replace(src, dst, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "replace", replace)
+        for path in (
+            "MEMORY.md",
+            "memory/2026-01-01.md",
+            "memory/deep/x.md",
+            "sessions/a.log.jsonl",
+        ):
+            workspace.write_text(path, "text\n")
     workspace.append_text("memory/2026-01-01.md", "more\n")  # makes .locks/files/
-    (root / "memory" / f".f.md.abc{_TMP_SUFFIX}").write_text("half")  # a write in progress
+    # A write in progress: a temp file named as the local store names them, not yet renamed.
+    in_progress = Path(renamed[0])
+    assert in_progress.parent == root
+    (root / "memory" / in_progress.name.replace("MEMORY.md", "f.md")).write_text("half")
+    suffix = in_progress.suffix
     outside = tmp_path / "outside"
     (outside / "dir").mkdir(parents=True)
     (outside / "secret.md").write_text("s")
@@ -413,7 +429,7 @@ def test_local_scan_agrees_with_find_and_info(tmp_path: Path, recursive: bool) -
         (root / "memory" / "broken.md").symlink_to(root / "nowhere.md")
     except OSError as exc:
         pytest.skip(f"cannot create symlinks here: {exc}")
-    store = workspace._store
+    store = workspace.store
     for folder in ("", "memory"):
         full = store.join(folder)
         scanned = list(store.scan(full, recursive))
@@ -426,7 +442,7 @@ def test_local_scan_agrees_with_find_and_info(tmp_path: Path, recursive: bool) -
     assert "memory/in-link.md" in paths
     assert "memory/out-link.md" not in paths
     assert not any(
-        p.startswith((".locks", "memory/linked-dir")) or p.endswith(_TMP_SUFFIX) for p in paths
+        p.startswith((".locks", "memory/linked-dir")) or p.endswith(suffix) for p in paths
     )
 
 

@@ -2,7 +2,7 @@
 
 A process killed while holding a lease (``offload:<session>``: 120 s ttl) used to stall the
 next process for the whole wait, then again on the next turn. Each test here injects a
-:class:`~harnessmem.workspace._leases.Waiter` whose ``sleep`` records the pause (and moves a fake
+:class:`~harnessmem.workspace.waiter.Waiter` whose ``sleep`` records the pause (and moves a fake
 monotonic clock), so "at once" means no pause at all, and waiting costs no real time.
 """
 
@@ -17,16 +17,16 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harnessmem.errors import LeaseError
+from harnessmem.layout import lease_path
 from harnessmem.testing import FakeClock, ScriptedModel
-from harnessmem.workspace import Workspace, _holders, _leases, safe_id
-from harnessmem.workspace._holders import Holder, this_process
-from harnessmem.workspace._leases import Waiter
+from harnessmem.workspace import Workspace, safe_id
+from harnessmem.workspace.waiter import Waiter
 
 if TYPE_CHECKING:
     from conftest import WorkspaceTarget
@@ -56,6 +56,42 @@ class RecordingWaiter:
 @pytest.fixture
 def waits() -> RecordingWaiter:
     return RecordingWaiter()
+
+
+def _proc_stat(pid: int | str) -> tuple[str, str] | None:
+    """(state, start time) of a process: fields 3 and 22 of proc(5); None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
+            line = file.read()
+    except OSError:
+        return None
+    fields = line.rsplit(")", 1)[-1].split()  # the command name may hold spaces or ')'
+    return fields[0], fields[19]
+
+
+def _this_process() -> dict[str, Any]:
+    """This process as a lease record names its holder, read from /proc here."""
+    with open("/proc/sys/kernel/random/boot_id") as boot:
+        boot_id = boot.read().strip()
+    stat = _proc_stat("self")
+    return {
+        "host": socket.gethostname(),
+        "boot": boot_id,
+        "pidns": os.readlink("/proc/self/ns/pid"),
+        "pid": os.getpid(),
+        "started": stat[1] if stat is not None else None,
+    }
+
+
+def _leave_lease(ws: Workspace, name: str, holder: object, *, ttl: float = 120) -> None:
+    """Leave lease ``name`` behind as if ``holder`` (a record's holder field) had taken it at
+    the workspace clock's now and died: the record as a lease file holds it."""
+    now = ws.clock()
+    record = {"name": name, "owner": f"other:1:{name}", "token": "t", "acquired": now}
+    record["expires"] = now + ttl
+    if holder is not None:
+        record["holder"] = holder
+    assert ws.store.put_if(ws.store.join(lease_path(name)), json.dumps(record).encode(), None)
 
 
 def _workspace(target: WorkspaceTarget, waits: RecordingWaiter, clock: FakeClock) -> Workspace:
@@ -120,15 +156,8 @@ def test_a_lease_records_the_process_that_holds_it(
     with ws.lock("maintenance", ttl=30):
         (path,) = [p for p in ws.fs.find(f"{ws.root}/.locks") if p.endswith(".lease")]
         record = json.loads(ws.fs.cat_file(path))
-    with open("/proc/sys/kernel/random/boot_id") as boot:
-        boot_id = boot.read().strip()
-    assert record["holder"] == {
-        "host": socket.gethostname(),
-        "boot": boot_id,
-        "pidns": os.readlink("/proc/self/ns/pid"),
-        "pid": os.getpid(),
-        "started": this_process().started,
-    }
+    assert record["holder"] == _this_process()
+    assert record["holder"]["started"] is not None
 
 
 def test_a_killed_holder_of_this_machine_is_taken_over_at_once(
@@ -166,13 +195,6 @@ def test_a_live_holder_is_waited_for_with_the_timeout(
     assert sum(waits.pauses) == pytest.approx(5)
 
 
-def _take_as(ws: Workspace, name: str, holder: Holder, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Leave lease ``name`` behind as if ``holder`` had taken it (and died)."""
-    with monkeypatch.context() as patch:
-        patch.setattr(_leases, "this_process", lambda: holder)
-        ws.lock(name, ttl=120)
-
-
 def _exited_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
@@ -190,17 +212,14 @@ def _exited_pid() -> int:
     ids=["other-host", "other-boot", "other-pid-namespace", "unknown-boot"],
 )
 def test_a_dead_pid_elsewhere_is_respected_until_expiry(
-    target: WorkspaceTarget,
-    waits: RecordingWaiter,
-    monkeypatch: pytest.MonkeyPatch,
-    other: dict[str, Any],
+    target: WorkspaceTarget, waits: RecordingWaiter, other: dict[str, Any]
 ) -> None:
     """A pid that is dead here proves nothing about a process of another machine (or
     another pid namespace on this one): the lease holds until its ttl has passed."""
     clock = FakeClock(NOW)
     ws = _workspace(target, waits, clock)
-    holder = replace(this_process(), pid=_exited_pid(), started=None, **other)
-    _take_as(ws, "offload:chat-7", holder, monkeypatch)
+    holder = {**_this_process(), "pid": _exited_pid(), "started": None, **other}
+    _leave_lease(ws, "offload:chat-7", holder)
     clock.advance(119)
     with pytest.raises(LeaseError, match="held by"):
         ws.lock("offload:chat-7", timeout=0)
@@ -211,16 +230,19 @@ def test_a_dead_pid_elsewhere_is_respected_until_expiry(
 
 
 def test_a_reused_pid_does_not_keep_a_dead_holder_alive(
-    target: WorkspaceTarget, waits: RecordingWaiter, monkeypatch: pytest.MonkeyPatch
+    target: WorkspaceTarget, waits: RecordingWaiter
 ) -> None:
     """The recorded pid runs again, but started at another time: another process."""
     ws = _workspace(target, waits, FakeClock(NOW))
     parent = os.getppid()
-    assert _holders._stat(parent) is not None
-    holder = replace(this_process(), pid=parent, started="1")
-    _take_as(ws, "offload:chat-7", holder, monkeypatch)
+    assert _proc_stat(parent) is not None
+    _leave_lease(ws, "offload:chat-7", {**_this_process(), "pid": parent, "started": "1"})
     with ws.lock("offload:chat-7", timeout=0):
         pass
+    # The same pid recorded with its real start time is that very process: respected.
+    _leave_lease(ws, "offload:chat-8", {**_this_process(), "pid": parent, "started": None})
+    with pytest.raises(LeaseError, match="held by"):
+        ws.lock("offload:chat-8", timeout=0)
 
 
 def test_a_record_of_an_older_version_is_respected_until_expiry(
@@ -230,7 +252,7 @@ def test_a_record_of_an_older_version_is_respected_until_expiry(
     clock = FakeClock(NOW)
     ws = _workspace(target, waits, clock)
     record = {"name": "m", "owner": "old:1:t", "token": "x", "acquired": NOW, "expires": NOW + 60}
-    assert ws._store.put_if(ws._lease_path("m"), json.dumps(record).encode(), None)
+    assert ws.store.put_if(ws.store.join(lease_path("m")), json.dumps(record).encode(), None)
     with pytest.raises(LeaseError, match=r"held by old:1:t"):
         ws.lock("m", timeout=0)
     clock.advance(61)
@@ -238,26 +260,41 @@ def test_a_record_of_an_older_version_is_respected_until_expiry(
         pass
 
 
-def test_holders_are_judged_only_when_understood() -> None:
-    """Garbage in a record is no holder; a zombie is dead; this process is alive."""
-    assert Holder.from_json(None) is None
-    assert Holder.from_json({"host": "h", "pid": "12"}) is None
-    assert Holder.from_json({"host": "h", "pid": True}) is None
-    assert Holder.from_json({"host": "h", "pid": 12, "boot": 3}) == Holder(
-        "h", None, None, 12, None
-    )
-    me = this_process()
-    assert Holder.from_json(me.to_json()) == me
-    assert not me.is_gone()
-    assert replace(me, started="1").is_gone(), "our pid, another start: a previous process"
+def test_holders_are_judged_only_when_understood(
+    target: WorkspaceTarget, waits: RecordingWaiter
+) -> None:
+    """Garbage in a record's holder is no holder (the lease holds until it expires); this
+    process is alive; our pid with another start time, or a zombie, is gone."""
+    ws = _workspace(target, waits, FakeClock(NOW))
+    me = _this_process()
+    names = (f"lease-{n}" for n in range(100))
+
+    def taken_at_once(holder: object) -> bool:
+        name = next(names)
+        _leave_lease(ws, name, holder)
+        try:
+            with ws.lock(name, timeout=0):
+                return True
+        except LeaseError:
+            return False
+
+    exited = _exited_pid()
+    # Read leniently, each of these would name a process that is gone.
+    assert not taken_at_once({**me, "pid": str(exited), "started": None})
+    assert not taken_at_once({**me, "pid": True, "started": "1"})
+    assert not taken_at_once({**me, "pid": exited, "started": None, "boot": 3})
+    assert not taken_at_once("garbage")
+    assert not taken_at_once(me)
+    assert taken_at_once({**me, "started": "1"}), "our pid, another start: a previous process"
+    assert taken_at_once({**me, "pid": exited, "started": None})
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
-        while (_holders._stat(zombie.pid) or ("Z",))[0] != "Z":
+        while (_proc_stat(zombie.pid) or ("Z",))[0] != "Z":
             os.sched_yield()
-        assert replace(me, pid=zombie.pid, started=None).is_gone()
+        assert taken_at_once({**me, "pid": zombie.pid, "started": None})
     finally:
         zombie.wait()
-    assert replace(me, pid=zombie.pid, started=None).is_gone()
+    assert waits.pauses == []
 
 
 _SUMMARY = (

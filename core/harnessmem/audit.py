@@ -7,7 +7,7 @@ Every operation that changes memory writes one :class:`AuditRecord` to
 ``prune`` steps, and a ``reindex`` that found files changed. A record holds the time, the
 operation, the actor (``session:<id>``, ``cli``, ``mcp:<client>``, ``maintenance``,
 ``inspector``, or ``api`` for a program's own call), the tenant in a pool, the session, each
-file touched with the content hash (:func:`harnessmem._text.content_hash`) it held before
+file touched with the content hash (:func:`harnessmem.encoding.content_hash`) it held before
 and after, the operation's counts, the error when it failed part-way, and the OpenTelemetry
 trace and span ids when a span was recording. Never text: a record of a ``forget`` names the
 files and hashes the fact left, so the audit log keeps nothing a forget removed.

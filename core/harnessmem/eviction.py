@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.errors import ConfigError
 from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.layout import eviction_path

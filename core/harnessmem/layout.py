@@ -20,7 +20,7 @@ The one owner of the workspace layout; every other module takes its paths from h
     <workspace parent>/memory_index.db         the default SQLite index of a local workspace
 
 Ids in paths (session ids, call ids, lease names) pass through :func:`safe_id`. It sits in
-the lowest layer (beside settings and ``_text``), so that every module may use it.
+the lowest layer (beside settings and ``encoding``), so that every module may use it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 
 __all__ = [
     "ARCHIVE_DIR",

@@ -6,7 +6,7 @@ is built (the import takes seconds). Before it, the backend sets
 ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (unless the user set it to false) so litellm reads
 its bundled price list instead of fetching one, and points ``TIKTOKEN_CACHE_DIR`` at
 litellm's bundled BPE files unless the user chose a cache dir. The start-up check of the
-key answers from ``_provider_keys`` for the usual providers, and asks litellm only for
+key answers from ``provider_keys`` for the usual providers, and asks litellm only for
 other names. Requests are plain (not streamed) chat
 completions with ``num_retries=0``: this backend retries itself, so the wait between
 attempts is injectable (``backend.sleep`` / ``backend.asleep``) and tests never sleep.
@@ -41,9 +41,14 @@ from typing import Any, ClassVar, NoReturn, cast
 
 from pydantic import Field, SecretStr
 
-from harnessmem.backends._provider_keys import AMBIENT_CREDENTIALS, key_variables, missing_key
 from harnessmem.backends.base import BackendOptions, Completion, ModelBackend
 from harnessmem.backends.overflow import is_context_overflow
+from harnessmem.backends.provider_keys import (
+    AMBIENT_CREDENTIALS,
+    KEY_VARIABLE,
+    key_variables,
+    missing_key,
+)
 from harnessmem.errors import (
     ConfigError,
     ContextOverflowError,
@@ -72,7 +77,6 @@ _MALFORMED = re.compile(
 # litellm forces its bundled price list only for "true" (any case); anything else, "1" and
 # an empty value included, fetches it from GitHub at import: 3 tries, warnings, seconds.
 _REMOTE_COST_MAP = frozenset({"false", "0", "no", "off"})
-_KEY_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
 
 
 @contextlib.contextmanager
@@ -257,7 +261,7 @@ class LiteLLMBackend(ModelBackend):
         found = litellm.validate_environment(
             model=model, api_key=key, api_base=options.api_base, api_version=options.api_version
         )
-        missing = [k for k in found.get("missing_keys", []) if _KEY_VARIABLE.search(k)]
+        missing = [k for k in found.get("missing_keys", []) if KEY_VARIABLE.search(k)]
         if missing and not found.get("keys_in_environment"):
             self._missing_key(tuple(missing))
 

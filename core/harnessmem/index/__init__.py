@@ -3,7 +3,7 @@
 See :mod:`harnessmem.index.sync`.
 """
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.index.chunking import (
     MAX_ENTRY_CHARS,
     MAX_STORED_CHARS,

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
-from harnessmem._text import content_hash, decode
 from harnessmem.backends.base import (
     INDEX_SOURCES,
     FileUpdate,
@@ -43,6 +42,7 @@ from harnessmem.backends.base import (
     check_dates,
     dated_within,
 )
+from harnessmem.encoding import content_hash, decode
 from harnessmem.errors import PathNotAllowed
 from harnessmem.index.chunking import (
     chunk_markdown,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.memory import files as mf
 
 __all__ = ["Segment", "Watermark", "same_content"]
@@ -28,7 +28,7 @@ logger = logging.getLogger("harnessmem.memory.consolidation")
 def same_content(data: bytes, recorded: object) -> bool:
     """Whether ``data`` hashes to ``recorded``, a hash the watermark holds.
 
-    New hashes are :func:`~harnessmem._text.content_hash`'s. A watermark written before
+    New hashes are :func:`~harnessmem.encoding.content_hash`'s. A watermark written before
     that was the one content hash holds blake2b hashes: those still match, so that an
     upgrade does not consolidate every daily log again.
     """

@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harnessmem import layout
-from harnessmem._text import content_hash, storable, wide_codec
+from harnessmem.encoding import content_hash, storable, wide_codec
 from harnessmem.errors import ModelError
 from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.memory import files as mf

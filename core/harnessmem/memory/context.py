@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from harnessmem import _text, layout
+from harnessmem import encoding, layout
 from harnessmem.events import ContextOverBudgetEvent
 from harnessmem.memory import blocks
 from harnessmem.memory import files as mf
@@ -205,14 +205,14 @@ class MemoryContext:
             del chunk  # before the next read: one chunk in memory at a time
         lines = newlines + (0 if tail.endswith(b"\n") else 1)
         head_text = workspace.decode_text(
-            layout.MEMORY_FILE, _text.cut_utf8(head[:head_cut], at_end=True)
+            layout.MEMORY_FILE, encoding.cut_utf8(head[:head_cut], at_end=True)
         )
         tail_text = workspace.decode_text(
-            layout.MEMORY_FILE, _text.cut_utf8(tail[tail_cut:], at_end=False)
+            layout.MEMORY_FILE, encoding.cut_utf8(tail[tail_cut:], at_end=False)
         )
         sample = head if head_cut == 0 else head[:head_cut]
         sample_text = workspace.decode_text(
-            layout.MEMORY_FILE, _text.cut_utf8(sample[:SAMPLE_BYTES], at_end=True)
+            layout.MEMORY_FILE, encoding.cut_utf8(sample[:SAMPLE_BYTES], at_end=True)
         )
         return _Ends(
             head_text.splitlines(),

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem import layout
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.errors import ForgetError, HarnessMemError
 from harnessmem.memory import files as mf
 from harnessmem.memory._tombstones import add_tombstone

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from harnessmem._text import storable
+from harnessmem.encoding import storable
 from harnessmem.prompts import strip_markers
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def _clip(text: str, limit: int = 60) -> str:
 def normalise_fact(text: str) -> str:
     """The comparison key of a fact: case, bullet marker, emphasis, quotes, spacing and
     trailing punctuation do not count; nor does a lone surrogate, which is stored as
-    U+FFFD (see :mod:`harnessmem._text`), so a fact compares equal to its stored copy."""
+    U+FFFD (see :mod:`harnessmem.encoding`), so a fact compares equal to its stored copy."""
     key = unicodedata.normalize("NFKC", storable(text))
     match = _BULLET.match(key)
     if match:

@@ -45,7 +45,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harnessmem import _text
+from harnessmem import encoding
 from harnessmem.memory.blocks import SEPARATOR, block_spans, place_in_system
 from harnessmem.messages import content_text
 from harnessmem.plugins import hookimpl
@@ -199,7 +199,7 @@ def _location(hit: SearchHit) -> str:
 
 
 def _hit_key(hit: SearchHit) -> str:
-    return f"{_location(hit)}\0{_text.content_hash(hit.content.encode())}"
+    return f"{_location(hit)}\0{encoding.content_hash(hit.content.encode())}"
 
 
 class MemoryRecall:
@@ -254,7 +254,7 @@ class MemoryRecall:
         if not query:
             ctx.messages = place_recall(messages, "", settings.recall_place)
             return outcome
-        key = _text.content_hash(
+        key = encoding.content_hash(
             f"{settings.recall_hits}\0{settings.recall_max_tokens}\0{query}".encode()
         )
         if key != state.query_key:

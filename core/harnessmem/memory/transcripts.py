@@ -47,8 +47,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from harnessmem import _text
-from harnessmem._text import content_hash
+from harnessmem import encoding
+from harnessmem.encoding import content_hash
 from harnessmem.layout import offload_lease, offload_mark_path, session_log_path
 from harnessmem.memory._log_text import Transform, message_texts, redact_message
 from harnessmem.messages import fingerprint
@@ -437,7 +437,7 @@ class SessionTranscript:
                 record["message"] = redact_message(message, self.transform)
                 # Stored as UTF-8 can hold it (a lone surrogate becomes U+FFFD), so that one
                 # odd character never keeps a whole prefix out of the log.
-                text = _text.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
+                text = encoding.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
                 chunks.append(text)
                 size += len(text.encode("utf-8"))
                 new_mark = new_mark._advance(pos, fp, line, size)

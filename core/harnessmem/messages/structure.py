@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any, Final
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.errors import MessageFormatError
 from harnessmem.messages._checks import (
     value_nesting_problem,

@@ -13,7 +13,6 @@ from harnessmem.workspace.store import WorkspaceStore
 __all__ = ["compare_and_swap"]
 
 _APPEND_ATTEMPTS = 60
-_sleep = time.sleep  # the append backoff; tests replace it
 
 
 def compare_and_swap(
@@ -25,12 +24,13 @@ def compare_and_swap(
     *,
     append: bool,
     url: str,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[bytes, str, bytes | None] | None:
     """Write ``change(the bytes at base)`` to ``full`` if it is still at ``base`` (None:
     read it first), else read again and change again; the bytes written, their version and
     the bytes they replaced (None: the file was new), or None when ``change`` returned
     None. WorkspaceError (naming ``what`` and the workspace ``url``) after a bounded number
-    of lost writes.
+    of lost writes; ``sleep`` waits between two of them (the workspace's waiter).
     """
     delay = 0.005
     if base is None:
@@ -44,7 +44,7 @@ def compare_and_swap(
             return body, version, None if base[1] is None else base[0]
         base = store.read_versioned(full) or (b"", None)
         # Full jitter spreads competing writers so that one of them wins each round.
-        _sleep(random.uniform(0, delay))
+        sleep(random.uniform(0, delay))
         delay = min(delay * 2, 0.25)
     raise WorkspaceError(
         f"{what} {store.rel(full)!r} in {url} failed: the file kept changing "

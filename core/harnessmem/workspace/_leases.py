@@ -7,8 +7,9 @@ can never both believe they won. The holder remembers the version of its own rec
 renewal is one conditional PUT and a release one conditional DELETE, with no read first.
 A conditional write that "lost" to exactly the record we sent lost to itself (an earlier
 attempt of it landed) and counts as won. Expiry is judged by the workspace's injected
-clock; waiting for a held lease uses a :class:`Waiter` (real time by default, because a
-fake clock may never move; tests inject one that records or fails).
+clock; waiting for a held lease uses a :class:`~harnessmem.workspace.waiter.Waiter` (real
+time by default, because a fake clock may never move; tests inject one that records or
+fails).
 
 A record also names the process holding it (:mod:`harnessmem.workspace._holders`: host name, boot
 id, pid namespace, pid and the pid's start time). A lease whose holder is a process of
@@ -26,7 +27,6 @@ import os
 import random
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,21 +36,11 @@ from typing import Any, Protocol
 from harnessmem.errors import LeaseError
 from harnessmem.lifetime import ClosesOnExit
 from harnessmem.workspace._holders import Holder, this_process
+from harnessmem.workspace.waiter import REAL_TIME, Waiter
 
-__all__ = ["Lease", "LeaseStore", "Waiter", "acquire_lease"]
+__all__ = ["Lease", "LeaseStore", "acquire_lease"]
 
 logger = logging.getLogger("harnessmem.workspace")
-
-
-@dataclass(frozen=True)
-class Waiter:
-    """How waiting for a held lease passes time: ``monotonic`` reads it, ``sleep`` waits."""
-
-    monotonic: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-
-
-REAL_TIME = Waiter()
 
 
 class LeaseStore(Protocol):

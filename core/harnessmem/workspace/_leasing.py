@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from harnessmem.layout import lease_path
-from harnessmem.workspace._leases import Lease, Waiter, acquire_lease
+from harnessmem.workspace._leases import Lease, acquire_lease
+from harnessmem.workspace.waiter import Waiter
 
 if TYPE_CHECKING:
     from harnessmem.workspace.store import WorkspaceStore

@@ -8,7 +8,8 @@ ETag read, ``If-None-Match: *`` to create).
 
 Retries live here, in one place: throttling (503 SlowDown), 5xx answers, dropped
 connections and timeouts are retried up to :data:`ATTEMPTS` times with jittered
-exponential backoff (:func:`_pause`, replaced by tests). The workspace turns off botocore's
+exponential backoff (:func:`_pause`; ``S3Store.sleep`` waits it out, which a test replaces to
+record the pauses instead). The workspace turns off botocore's
 and s3fs's own retry loops unless the user configured botocore's, so attempts do not
 multiply. (aiohttp still repeats a PUT or DELETE once, silently, when the server drops a
 reused connection.)
@@ -40,7 +41,6 @@ ATTEMPTS = 5
 #: Upper bound of the first pause; each further pause may be twice as long, up to _MAX_PAUSE.
 _FIRST_PAUSE = 0.2
 _MAX_PAUSE = 5.0
-_sleep: Callable[[float], None] = time.sleep  # tests replace it
 # S3 answers for a conditional request that lost to another writer: read again and retry.
 _LOST_RACE = frozenset(
     {"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"}
@@ -71,8 +71,8 @@ class RetriesExhausted(OSError):
     """An S3 request failed in a transient way on every attempt."""
 
 
-def _with_retries(call: Callable[[], T]) -> T:
-    """``call()``, repeated on transient failures (see the module doc)."""
+def _with_retries(call: Callable[[], T], sleep: Callable[[float], None]) -> T:
+    """``call()``, repeated on transient failures, ``sleep`` between (see the module doc)."""
     for attempt in range(ATTEMPTS):
         try:
             return call()
@@ -84,7 +84,7 @@ def _with_retries(call: Callable[[], T]) -> T:
                 raise RetriesExhausted(
                     f"{what}: {exc} (gave up after {ATTEMPTS} attempts)"
                 ) from exc
-            _sleep(_pause(attempt))
+            sleep(_pause(attempt))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -96,6 +96,8 @@ class S3Store(WorkspaceStore):
     """
 
     protocols = ("s3", "s3a")
+    #: Waits between two attempts of a request; a test sets a recorder on the instance.
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
     conditional = True
     cross_process = True
     versions_are_tokens = True
@@ -144,7 +146,7 @@ class S3Store(WorkspaceStore):
                     response["Body"] = bytes(await body.read())
             return response
 
-        return _with_retries(lambda: sync(self.fs.loop, call))
+        return _with_retries(lambda: sync(self.fs.loop, call), self.sleep)
 
     # plain operations ----------------------------------------------------------------------
 

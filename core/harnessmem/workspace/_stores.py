@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.errors import WorkspaceError
 from harnessmem.layout import LOCK_STRIPES, LOCKS_DIR, file_lock_path, lock_stripe
 from harnessmem.workspace.store import WorkspaceStore

@@ -24,7 +24,7 @@ __all__ = ["ChangeWatch", "FileChange", "current_watch", "watch_changes"]
 @dataclass(frozen=True, slots=True)
 class FileChange:
     """One file an operation changed: ``before`` / ``after`` are content hashes
-    (:func:`harnessmem._text.content_hash`), None where the file did not exist."""
+    (:func:`harnessmem.encoding.content_hash`), None where the file did not exist."""
 
     path: str
     before: str | None

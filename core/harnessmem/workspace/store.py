@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from harnessmem._text import content_hash
+from harnessmem.encoding import content_hash
 from harnessmem.errors import HarnessMemError, WorkspaceError
 from harnessmem.layout import LOCKS_DIR
 from harnessmem.workspace._faults import error_code, hint

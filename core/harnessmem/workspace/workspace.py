@@ -48,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harnessmem import _text
+from harnessmem import encoding
 from harnessmem.errors import HarnessMemError, PathNotAllowed, WorkspaceError
 from harnessmem.layout import (
     HISTORY_DIR,
@@ -57,7 +57,6 @@ from harnessmem.layout import (
 )
 from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
-from harnessmem.workspace._leases import REAL_TIME
 from harnessmem.workspace._leasing import Leasing
 from harnessmem.workspace._listing import Listing, Listings
 from harnessmem.workspace._paths import confined, relative_path
@@ -68,6 +67,7 @@ from harnessmem.workspace.store import (
     store_class,
     url_protocol,
 )
+from harnessmem.workspace.waiter import REAL_TIME
 
 __all__ = ["ORIGINALS_DIR", "FileInfo", "Snapshot", "Workspace"]
 
@@ -105,7 +105,8 @@ class Workspace(Leasing, Listings):
         self.local_root = Path(store.root) if self.is_local else None
         self.storage_options = storage_options
         self.clock = clock
-        # How lock() waits for a held lease (real time; tests inject a _leases.Waiter).
+        # How lock() waits for a held lease and a lost conditional write backs off
+        # (real time; tests set a Waiter of their own).
         self.lease_waiter = REAL_TIME
         # Reads asked for with max_age: path -> (read at, content or None when missing).
         self._cache: dict[str, tuple[float, bytes | None]] = {}
@@ -224,7 +225,7 @@ class Workspace(Leasing, Listings):
 
     def _decode(self, rel: str, data: bytes) -> tuple[str, bool]:
         """The text of ``data`` read from ``rel``, and whether the bytes were clean UTF-8."""
-        text, problem = _text.decode(data)
+        text, problem = encoding.decode(data)
         if problem is None:
             return text, True
         if rel not in self._damaged:
@@ -288,7 +289,7 @@ class Workspace(Leasing, Listings):
 
     def _hash_of(self, rel: str) -> str | None:
         data = self._bytes_of(rel)
-        return None if data is None else _text.content_hash(data)
+        return None if data is None else encoding.content_hash(data)
 
     def read_snapshot(self, path: str | os.PathLike[str]) -> Snapshot:
         """The text of ``path`` and its version, from one read (``version`` None: missing).
@@ -317,7 +318,7 @@ class Workspace(Leasing, Listings):
         before = self._hash_of(rel) if watch is not None else None
         self._store.write(self._full(rel), bytes(data))
         if watch is not None:
-            watch.note(rel, before, _text.content_hash(bytes(data)))
+            watch.note(rel, before, encoding.content_hash(bytes(data)))
 
     def write_text(self, path: str | os.PathLike[str], text: str) -> None:
         """Replace ``path`` with ``text`` (UTF-8) atomically.
@@ -328,7 +329,7 @@ class Workspace(Leasing, Listings):
         """
         if not isinstance(text, str):
             raise TypeError(f"write_text needs str, got {type(text).__name__}")
-        self.write_bytes(path, _text.encode(text))
+        self.write_bytes(path, encoding.encode(text))
 
     def append_text(self, path: str | os.PathLike[str], text: str) -> None:
         """Append ``text`` (UTF-8) to ``path``, creating it; concurrent appends are all kept.
@@ -339,7 +340,7 @@ class Workspace(Leasing, Listings):
         if not isinstance(text, str):
             raise TypeError(f"append_text needs str, got {type(text).__name__}")
         rel = self._rel(path)
-        full, data = self._full(rel), _text.encode(text)
+        full, data = self._full(rel), encoding.encode(text)
         store = self._store
         self._forget(rel)
         if store.native_append:
@@ -347,8 +348,8 @@ class Workspace(Leasing, Listings):
             held = self._bytes_of(rel) if watch is not None else None
             store.append(full, data)
             if watch is not None:
-                before = None if held is None else _text.content_hash(held)
-                watch.note(rel, before, _text.content_hash((held or b"") + data))
+                before = None if held is None else encoding.content_hash(held)
+                watch.note(rel, before, encoding.content_hash((held or b"") + data))
             return
         self._update(rel, lambda current: current + data, None, "append", append=True)
 
@@ -363,7 +364,7 @@ class Workspace(Leasing, Listings):
             raise TypeError(f"create_text needs str, got {type(text).__name__}")
         rel = self._rel(path)
         self._forget(rel)
-        store, full, data = self._store, self._full(rel), _text.encode(text)
+        store, full, data = self._store, self._full(rel), encoding.encode(text)
         with store.thread_lock(full):
             if store.conditional:
                 created = store.put_if(full, data, None) is not None
@@ -372,7 +373,7 @@ class Workspace(Leasing, Listings):
                     created = store.put_if(full, data, None) is not None
         watch = self._watching(rel, "create") if created else None
         if watch is not None:
-            watch.note(rel, None, _text.content_hash(data))
+            watch.note(rel, None, encoding.content_hash(data))
         return created
 
     def update_text(
@@ -405,7 +406,7 @@ class Workspace(Leasing, Listings):
         base = None
         if current is not None:
             stored = current.original
-            base = (_text.encode(current.text) if stored is None else stored, current.version)
+            base = (encoding.encode(current.text) if stored is None else stored, current.version)
         kept: list[bytes] = []
 
         def encoded(data: bytes) -> bytes | None:
@@ -416,7 +417,7 @@ class Workspace(Leasing, Listings):
             if not clean and data not in kept:
                 self._keep_original(rel, data)
                 kept.append(data)
-            return _text.encode(new)
+            return encoding.encode(new)
 
         written = self._update(rel, encoded, base, "update", append=append)
         if written is None:
@@ -457,20 +458,34 @@ class Workspace(Leasing, Listings):
         with store.thread_lock(full):
             if store.conditional:
                 written = compare_and_swap(
-                    store, full, change, base, what, append=append, url=self.url
+                    store,
+                    full,
+                    change,
+                    base,
+                    what,
+                    append=append,
+                    url=self.url,
+                    sleep=self.lease_waiter.sleep,
                 )
             else:
                 with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
                     written = compare_and_swap(
-                        store, full, change, base, what, append=append, url=self.url
+                        store,
+                        full,
+                        change,
+                        base,
+                        what,
+                        append=append,
+                        url=self.url,
+                        sleep=self.lease_waiter.sleep,
                     )
         if written is None:
             return None
         watch = self._watching(rel, what)
         if watch is not None:
             replaced = written[2]
-            before = None if replaced is None else _text.content_hash(replaced)
-            watch.note(rel, before, _text.content_hash(written[0]))
+            before = None if replaced is None else encoding.content_hash(replaced)
+            watch.note(rel, before, encoding.content_hash(written[0]))
         return written[0], written[1]
 
     def exists(self, path: str | os.PathLike[str]) -> bool:

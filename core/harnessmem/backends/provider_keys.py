@@ -5,7 +5,8 @@ the litellm backend and of ``harnessmem chat`` answers from this table for the u
 providers: a name with a provider prefix (``openai/gpt-4o-mini``), or a bare OpenAI or
 Anthropic name from litellm's bundled price list (``gpt-4o-mini``). For any other
 name the caller asks litellm itself. The variable names are litellm's own
-(``validate_environment``); ``tests/test_model_litellm.py`` checks them against it.
+(``validate_environment``); ``tests/test_model_litellm.py`` checks them against it, and
+docs/models.md lists the same table.
 """
 
 from __future__ import annotations
@@ -13,11 +14,19 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Mapping
 
 from harnessmem.tokens import litellm_package_dir
 
-__all__ = ["AMBIENT_CREDENTIALS", "PROVIDER_KEYS", "key_variables", "missing_key"]
+__all__ = [
+    "AMBIENT_CREDENTIALS",
+    "KEY_VARIABLE",
+    "PROVIDER_KEYS",
+    "bare_names",
+    "key_variables",
+    "missing_key",
+]
 
 #: Provider -> the variables that hold its key (any one will do); () when it needs none.
 PROVIDER_KEYS: Mapping[str, tuple[str, ...]] = {
@@ -49,12 +58,16 @@ AMBIENT_CREDENTIALS = frozenset(
 )
 
 
+#: Which of the ``missing_keys`` litellm's ``validate_environment`` reports hold a secret
+#: (an API key or token), rather than a setting such as a region or an API base.
+KEY_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
+
 # The providers whose bare names litellm resolves from its price list (others need a prefix).
 _BARE_PROVIDERS = frozenset({"openai", "anthropic"})
 
 
 @functools.cache
-def _bare_names() -> dict[str, str]:
+def bare_names() -> dict[str, str]:
     """Bare model name -> provider, from litellm's bundled price list (OpenAI, Anthropic)."""
     package = litellm_package_dir()
     if package is None:
@@ -82,7 +95,7 @@ def _provider(model: str, custom_llm_provider: str | None, api_base: str | None)
     if slash:
         return prefix
     # litellm picks a bare name's provider from api_base when one is given: let it.
-    return None if api_base else _bare_names().get(model)
+    return None if api_base else bare_names().get(model)
 
 
 def key_variables(

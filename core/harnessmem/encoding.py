@@ -1,8 +1,9 @@
 """Text as the workspace stores it: encoded safely on write, decoded tolerantly on read.
 
-Private. Every text harnessmem persists passes through :func:`encode` (the workspace's
-write paths and the session log's JSON lines), and every file it reads as text passes
-through :func:`decode`:
+Every text harnessmem persists passes through :func:`encode` (the workspace's write
+paths and the session log's JSON lines), and every file it reads as text passes through
+:func:`decode`; a store or plugin that persists text of its own uses the same functions,
+so that what it writes reads back as the workspace's own files do:
 
 - a Python ``str`` may hold lone surrogates (a file name ``os.listdir`` read with
   ``surrogateescape``, a JSON ``"\\ud800"`` escape) that UTF-8 cannot encode. One such
@@ -23,6 +24,8 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
+
+__all__ = ["content_hash", "cut_utf8", "decode", "encode", "storable", "wide_codec"]
 
 #: Code points UTF-8 cannot encode: the surrogates (U+D800-U+DFFF).
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -1,4 +1,4 @@
-"""harnessmem._text: what UTF-8 can hold on write, tolerant decoding on read, safe cuts."""
+"""harnessmem.encoding: what UTF-8 can hold on write, tolerant decoding on read, safe cuts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import codecs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harnessmem._text import cut_utf8, decode, encode, storable
+from harnessmem.encoding import cut_utf8, decode, encode, storable
 
 _SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
 
