@@ -8,7 +8,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from harnessmem.errors import BackendNotFound, PluginError
-from harnessmem.plugins._known import KNOWN_BACKENDS
+from harnessmem.plugins.known import KNOWN_BACKENDS
 from harnessmem.plugins.discovery import INDEX_GROUP, MODEL_GROUP, distribution_of, entry_points
 
 if TYPE_CHECKING:
