@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._flush_labels import SHARED, Unit, digest, sentence_at, units
+from bench._flush_labels import SHARED, Unit, digest, message_text, sentence_at, units
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "replacements"
 #: The day a tau-bench conversation's earlier facts are told (its later ones: a day after).
@@ -36,6 +36,9 @@ class Said:
     when: dt.datetime
     owner: str
     where: str
+    #: For a field of a list, the lines it hangs on: the list's lead-in and the items above
+    #: it ("Your reservation details are as follows:" for "- **Cabin:** Economy").
+    context: tuple[str, ...] = ()
 
 
 @dataclass
@@ -74,6 +77,31 @@ def _locomo_dates(shared: Path) -> dict[str, dt.datetime]:
                     tzinfo=dt.UTC
                 )
     return dates
+
+
+_ITEM = re.compile(r"^(?P<indent>\s*)(?:[-*+]|\d{1,2}[.)])\s+\S")
+
+
+def hung_on(text: str, sentence: str) -> tuple[str, ...]:
+    """The lines of a message ``text`` that its list item ``sentence`` hangs on: the items
+    it is nested in and the lead-in of their list (the line ending with ":" above them);
+    none when ``sentence`` is no list item."""
+    lines = text.splitlines()
+    at = next((n for n, line in enumerate(lines) if line.strip() == sentence.strip()), None)
+    if at is None or not _ITEM.match(lines[at]):
+        return ()
+    above: list[str] = []
+    depth = len(_ITEM.match(lines[at]).group("indent"))  # type: ignore[union-attr]
+    for line in reversed(lines[:at]):
+        item = _ITEM.match(line)
+        if item is not None and len(item.group("indent")) < depth:
+            above.append(line)
+            depth = len(item.group("indent"))
+        elif item is None and line.strip():
+            if line.rstrip().endswith(":"):
+                above.append(line)
+            break
+    return tuple(reversed(above))
 
 
 def _owner(unit: str) -> str:
@@ -119,6 +147,7 @@ def load(shared: Path = SHARED) -> RealSet:
             day + dt.timedelta(minutes=position, seconds=ref["sentence"]),
             _owner(ref["unit"]),
             where,
+            hung_on(message_text(message), text) if message.get("role") == "assistant" else (),
         )
 
     for record in pairs:

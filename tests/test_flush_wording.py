@@ -136,6 +136,16 @@ WRITTEN = [
     ),
     # The assistant's second person is the user; markdown is stripped.
     (assistant("Your reservation id is **HATHAT**."), "The user's reservation id is HATHAT."),
+    # An agent's list of a record: one fact, each field with what it belongs to.
+    (
+        assistant(
+            "Your reservation details are as follows:\n\n- **Cabin Class:** Economy\n"
+            "- **Passengers:**\n  - Chen Lee\n  - Noah Hernandez\n- **Insurance:** No\n\n"
+            "Please let me know what you would like to change."
+        ),
+        "The user's reservation details: Cabin Class: Economy; Passengers: Chen Lee, Noah "
+        "Hernandez; Insurance: No.",
+    ),
     (
         assistant("You're booked on flight HAT170 to Lisbon."),
         "The user is booked on flight HAT170 to Lisbon.",
@@ -350,6 +360,13 @@ REAL = [
         "30",
         "**HATHAT**",
         [
+            # The agent's list of the booking, one fact with the sentence that led into it.
+            "The user's flight from New York (JFK) to Seattle (SEA) has been successfully booked: "
+            "Flight HAT136 (JFK to ATL) (Departure: 07:00 PM EST on May 20, 2024; Arrival: "
+            "09:30 PM EST); Connecting Flight HAT039 (ATL to SEA) (Departure: 10:00 PM EST on "
+            "May 20, 2024; Arrival: 03:00 AM EST (next day)); Cabin Class: Economy; Total "
+            "Baggages: 3 (1 non-free); Payment: Certificate 7504069: $250, Visa card ending in "
+            "7447: $55.",
             "The user's flight from New York (JFK) to Seattle (SEA) has been successfully booked.",
             "The user's reservation ID is HATHAT.",
         ],
@@ -359,6 +376,9 @@ REAL = [
         "22",
         "You are now booked",
         [
+            "The user is now booked on a nonstop flight from Newark (EWR) to Los Angeles (LAX) "
+            "on May 21, 2024, in economy class: Flight Number: HAT041; Departure: 07:00 AM EST; "
+            "Arrival: 12:30 PM EST.",
             "The user's reservation has been successfully updated.",
             "The user is now booked on a nonstop flight from Newark (EWR) to Los Angeles (LAX) "
             "on May 21, 2024, in economy class.",

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harnessmem.backends.extractive._filters import DECISION, PREFERENCE
-from harnessmem.backends.extractive._replacement import replaces
+from harnessmem.backends.extractive._replacement import record_fields, replaces
 from harnessmem.backends.extractive._text import (
     MARKDOWN_HEADING,
     is_bullet,
@@ -25,7 +25,12 @@ _POSSESSIVE_VALUE = re.compile(
 
 
 def _fact_key(text: str) -> str | None:
-    """The attribute a fact sets (``"ana's email"``, ``"deadline"``), if it reads as one."""
+    """The attribute a fact sets (``"ana's email"``, ``"deadline"``), if it reads as one; a
+    record's are its fields ("the user's reservation details: baggage, cabin class")."""
+    fields = record_fields(text)
+    if fields:
+        labels = sorted(" ".join(sorted(label)) for label in fields)
+        return f"{text.partition(':')[0].casefold()}: {', '.join(labels)}"
     for pattern in (_POSSESSIVE_VALUE, _KEY_VALUE):
         match = pattern.match(text)
         if match:

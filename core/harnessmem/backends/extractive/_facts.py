@@ -24,6 +24,7 @@ from harnessmem.backends.extractive._filters import (
     is_outcome,
     is_small_talk,
 )
+from harnessmem.backends.extractive._listing import take_listings
 from harnessmem.backends.extractive._person import rewrite_person, third_person, with_subject
 from harnessmem.backends.extractive._replacement import replaces
 from harnessmem.backends.extractive._text import (
@@ -362,6 +363,26 @@ def _advice_of(
     )
 
 
+def _without_listings(text: str, listener: str, position: int) -> tuple[str, list[Fact]]:
+    """The records ``text`` lists as facts (one each: the lead-in and its fields), numbered
+    from ``position``, and ``text`` without what of their lead-ins they took in. The
+    list's own lines stay: a field that is a sentence ("Refund: $6,594 has been processed")
+    is still a fact of its own."""
+    listings = take_listings(text, listener)
+    if not listings:
+        return text, []
+    lines = text.splitlines()
+    records = []
+    for number, listing in enumerate(listings, start=position + 1):
+        records.append(Fact(listing.text, "listing", _LISTING_SCORE, number))
+        lines[listing.line] = listing.rest
+    return "\n".join(lines), records
+
+
+#: A listed record ranks with what the assistant reported done.
+_LISTING_SCORE: Final = 3.5
+
+
 def extract_facts(
     turns: Sequence[Turn],
     reference: str,
@@ -396,9 +417,14 @@ def extract_facts(
         # The harness's notes about what it cut ("[harnessmem: … left out …]") are no
         # part of what was said.
         # Nor is code: a fenced block goes whole.
-        sentences = split_sentences(FENCE.sub("", strip_markers(turn.text)))
+        text = FENCE.sub("", strip_markers(turn.text))
         if turn.role == "user":
             listener = turn.name or "the user"
+        elif not asked:
+            text, records = _without_listings(text, listener, position)
+            position += len(records)
+            candidates.extend(records)
+        sentences = split_sentences(text)
         advice = _advice_of(turn, sentences, asked, listener)
         asked = turn.role == "user" and asks_for_advice(turn.text)
         for sentence, recommended in zip(sentences, advice, strict=True):
@@ -417,14 +443,18 @@ def extract_facts(
         on_file.add(terms_of_line, line)
     chosen: list[Fact] = []
     taken = TermSets[Fact](threshold)
+    listed = TermSets[Fact](threshold)
     for fact in sorted(candidates, key=lambda f: (-f.score, f.position)):
         if len(chosen) >= max_facts:
             break
         found = term_set(fact.text) - subjects
         if any(not replaces(fact.text, line) for line in on_file.near(found)):
             continue  # on file already (a fact that replaces one on file is news)
-        if next(taken.near(found), None) is not None:
+        # A listing's fields are news beside the sentence that led into them: listings are
+        # checked against listings only.
+        seen = listed if fact.kind == "listing" else taken
+        if next(seen.near(found), None) is not None:
             continue
         chosen.append(fact)
-        taken.add(found, fact)
+        seen.add(found, fact)
     return [fact.text for fact in sorted(chosen, key=lambda fact: fact.position)]

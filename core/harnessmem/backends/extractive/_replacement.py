@@ -32,7 +32,8 @@ _STRONG_CHANGE = re.compile(
 )
 _WEAK_CHANGE = re.compile(
     r"(?<!right )(?<!for )(?<!just )(?<!by )(?<!until )(?<!till )\bnow\b(?! that)|"
-    r"\b(?:new (?:\w+ ){0,2}(?:is|are)|updated|from now on|used to|instead\b|"
+    r"\b(?:new (?:\w+ ){0,2}(?:is|are)|updated|from now on|used to|instead\b|actually|"
+    r"(?:the )?correct(?:ed)? (?:\w+ ){0,3}(?:is|are)|revised|"
     r"shut (?:\w+ ){0,3}down)\b",
     re.I,
 )
@@ -103,6 +104,8 @@ def _subject(text: str, subjects: frozenset[str]) -> tuple[frozenset[str], set[s
     John's facts), or nothing for a fact that opens with its verb."""
     verb = _FIRST_VERB.search(text)
     head = text[: verb.start()] if verb else ""
+    if ": " in text and (not head or len(text.partition(": ")[0]) < len(head)):
+        head = text.partition(": ")[0]  # a record's subject: "The details for reservation X: ..."
     names = term_set(" ".join(w for w in _NAME.findall(head) if w not in _NOT_NAMES))
     return _content(head, subjects) - names, set(_IDENTIFIER.findall(head))
 
@@ -134,7 +137,89 @@ def replaces(later: str, earlier: str, *, subjects: frozenset[str] = frozenset()
     earlier = _DISCOURSE.sub("", _BRACKETED.sub("", earlier))
     if _about_another(later, earlier, subjects):
         return False
+    fields = record_fields(earlier)
+    if fields:
+        return _record_replaced(later, earlier, fields)
     return _changed(later, earlier, subjects) or _came_of_it(later, earlier)
+
+
+# -- a record: the fields of a thing the agent listed ---------------------------------------------
+
+#: A field of a record the flush wrote from an agent's list ("The user's reservation details:
+#: Cabin Class: Economy; Baggage: 0 total, 0 non-free").
+_RECORD_FIELD = re.compile(
+    r"(?:^|;\s+|\(\s*)(?P<label>[A-Z][\w ()/'&-]{0,40}?):\s+(?P<value>[^;()]*[^;()\s.])"
+)
+#: Field names that say nothing of which field it is.
+_BARE_LABELS = frozenset({"id", "total", "number", "new", "current", "detail", "type", "date"})
+#: The thing a record is of: an end of one such thing ends the record.
+_THING = re.compile(
+    r"\b(?:reservation|booking|flight|trip|order|account|subscription|ticket|membership)s?\b",
+    re.I,
+)
+#: A field added to or taken from a record: "two checked bags have been added", "I don't
+#: want any travel insurance".
+_ADDED_OR_DROPPED = re.compile(
+    r"\b(?:has|have) been (?:\w+ )?(?:added|removed|dropped|applied|charged|processed)\b|"
+    r"\b(?:do not|don't|does not|doesn't) (?:want|need)\b|\bwithout\b|\bremove[ds]?\b",
+    re.I,
+)
+
+
+def _things(text: str) -> set[str]:
+    return {m.casefold().rstrip("s") for m in _THING.findall(text)}
+
+
+def record_fields(text: str) -> dict[frozenset[str], frozenset[str]]:
+    """A record's fields, label terms to value terms; none for a fact that is no record."""
+    head, colon, rest = text.partition(": ")
+    if not colon or len(head) > 160:
+        return {}
+    found = {}
+    for match in _RECORD_FIELD.finditer(rest):
+        label, value = term_set(match["label"]), term_set(match["value"])
+        if label and value:
+            found[label] = value
+    return found
+
+
+def _names_field(said: frozenset[str], label: frozenset[str]) -> bool:
+    """Whether a fact's terms name a field ("bags" the "Baggage" field)."""
+    return any(
+        min(len(t), len(w)) >= 3 and (w.startswith(t) or t.startswith(w))
+        for t in label - _BARE_LABELS
+        for w in said
+    )
+
+
+def _record_replaced(
+    later: str, earlier: str, fields: dict[frozenset[str], frozenset[str]]
+) -> bool:
+    """Whether ``later`` replaces the record ``earlier``: a later record of the same thing
+    gives one of its fields another value; the thing ended ("Your reservation has been
+    cancelled"); or a fact names one of its fields, without its value, and says it changed,
+    was added or dropped. A fact that shares the thing alone ("two bags were added to the
+    reservation" and its cabin) leaves the record."""
+    newer = record_fields(later)
+    if newer:
+        return any(label in newer and newer[label] != value for label, value in fields.items())
+    same_thing = bool(_things(later) & _things(earlier))
+    if _states_an_end(later):
+        # The end of reservation S61CZX is not the end of NM1VX1's record; an end that
+        # names no code ends only a record that names none either.
+        codes = set(_IDENTIFIER.findall(earlier))
+        return bool(codes & set(_IDENTIFIER.findall(later))) if codes else same_thing
+    if same_thing and _STRONG_CHANGE.search(later) and _CURRENTLY.search(earlier):
+        return True  # "Current Flight Date: May 23" and "the reservation has been updated"
+    said = term_set(later)
+    changed = any(
+        _names_field(said, label) and not value <= said for label, value in fields.items()
+    )
+    return changed and bool(
+        _STRONG_CHANGE.search(later)
+        or _WEAK_CHANGE.search(later)
+        or _ADDED_OR_DROPPED.search(later)
+    )
 
 
 def _about_another(later: str, earlier: str, subjects: frozenset[str]) -> bool:
