@@ -1,37 +1,12 @@
-"""Backend base classes (index, model) and the built-in backends."""
+"""Backend base classes (index, model) and the built-in backends.
 
-from harnessmem.backends.base import (
-    INDEX_CAPABILITIES,
-    INDEX_SOURCES,
-    BackendOptions,
-    Completion,
-    FileUpdate,
-    IndexBackend,
-    IndexedFile,
-    IndexEntry,
-    IndexStats,
-    ModelBackend,
-    RankingOptions,
-    SearchHit,
-    SearchMode,
-    SearchRequest,
-    SearchTimeout,
-)
+The names are those of :mod:`~harnessmem.backends.base` and of the types it deals in,
+:mod:`~harnessmem.backends.entries` and :mod:`~harnessmem.backends.search`.
+"""
 
-__all__ = [
-    "INDEX_CAPABILITIES",
-    "INDEX_SOURCES",
-    "BackendOptions",
-    "Completion",
-    "FileUpdate",
-    "IndexBackend",
-    "IndexEntry",
-    "IndexStats",
-    "IndexedFile",
-    "ModelBackend",
-    "RankingOptions",
-    "SearchHit",
-    "SearchMode",
-    "SearchRequest",
-    "SearchTimeout",
-]
+from harnessmem.backends import base, entries, search
+from harnessmem.backends.base import *
+from harnessmem.backends.entries import *
+from harnessmem.backends.search import *
+
+__all__ = [*base.__all__, *entries.__all__, *search.__all__]

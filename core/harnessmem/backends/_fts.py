@@ -33,7 +33,6 @@ __all__ = [
     "NEIGHBOUR_CHARS",
     "STOP_WORDS",
     "QueryTerm",
-    "SearchMode",
     "fts5_expression",
     "has_cjk",
     "neighbour_texts",

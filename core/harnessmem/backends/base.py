@@ -19,26 +19,24 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harnessmem.backends.entries import (
-    EntryColumns,
-    FileUpdate,
-    IndexedFile,
-    IndexEntry,
-    IndexStats,
-)
-from harnessmem.backends.search import (
-    SearchHit,
-    SearchMode,
-    SearchRequest,
-    SearchTimeout,
-    check_dates,
-    dated_within,
-)
+from harnessmem.backends.entries import EntryColumns as EntryColumns
+from harnessmem.backends.entries import FileUpdate as FileUpdate
+from harnessmem.backends.entries import IndexedFile as IndexedFile
+from harnessmem.backends.entries import IndexEntry as IndexEntry
+from harnessmem.backends.entries import IndexStats as IndexStats
+from harnessmem.backends.search import SearchHit as SearchHit
+from harnessmem.backends.search import SearchMode as SearchMode
+from harnessmem.backends.search import SearchRequest as SearchRequest
+from harnessmem.backends.search import SearchTimeout as SearchTimeout
+from harnessmem.backends.search import check_dates as check_dates
+from harnessmem.backends.search import dated_within as dated_within
 from harnessmem.settings.validation import parse_options
 
 if TYPE_CHECKING:
     from harnessmem.backends._fts import QueryTerm
 
+# The types of entries and searches are re-exported too (the ``as`` imports above), from
+# the modules that declare them in their own ``__all__``.
 __all__ = [
     "INDEX_CAPABILITIES",
     "INDEX_SOURCES",
@@ -46,20 +44,9 @@ __all__ = [
     "PURPOSES",
     "BackendOptions",
     "Completion",
-    "EntryColumns",
-    "FileUpdate",
     "IndexBackend",
-    "IndexEntry",
-    "IndexStats",
-    "IndexedFile",
     "ModelBackend",
     "RankingOptions",
-    "SearchHit",
-    "SearchMode",
-    "SearchRequest",
-    "SearchTimeout",
-    "check_dates",
-    "dated_within",
     "workspace_id_of",
 ]
 

@@ -21,28 +21,7 @@ offered to third-party index backends so that every backend reads a query the sa
 These names are re-exported from a private module; import them from here.
 """
 
-from harnessmem.backends._fts import (
-    MAX_QUERY_CHARS,
-    NEIGHBOUR_CHARS,
-    STOP_WORDS,
-    QueryTerm,
-    fts5_expression,
-    has_cjk,
-    neighbour_texts,
-    parse_query,
-    segment_cjk,
-    select_terms,
-)
+from harnessmem.backends import _fts
+from harnessmem.backends._fts import *  # noqa: F403 (the names are _fts.__all__)
 
-__all__ = [
-    "MAX_QUERY_CHARS",
-    "NEIGHBOUR_CHARS",
-    "STOP_WORDS",
-    "QueryTerm",
-    "fts5_expression",
-    "has_cjk",
-    "neighbour_texts",
-    "parse_query",
-    "segment_cjk",
-    "select_terms",
-]
+__all__ = list(_fts.__all__)

@@ -6,6 +6,7 @@
 :mod:`~harnessmem.settings._sources` reads the config file and the environment.
 """
 
+from harnessmem.settings import sections
 from harnessmem.settings._sources import (
     DEFAULT_CONFIG_NAME,
     ENV_DELIMITER,
@@ -18,58 +19,20 @@ from harnessmem.settings._sources import (
 )
 from harnessmem.settings.harness import HarnessSettings
 from harnessmem.settings.mcp import McpJwtSettings, McpScopeSettings, McpSettings
-from harnessmem.settings.sections import (
-    AuditSettings,
-    CompactionSettings,
-    ConsolidationSettings,
-    ContextSettings,
-    EvictionSettings,
-    FlushSettings,
-    IndexSettings,
-    MaintenanceSettings,
-    ModelBudgetSettings,
-    ModelPurposeSettings,
-    ModelSettings,
-    PluginSettings,
-    Seconds,
-    TelemetrySettings,
-    ToolsSettings,
-    TransferSettings,
-    TruncateArgsSettings,
-    WorkspaceSettings,
-    parse_duration,
-)
+from harnessmem.settings.sections import *
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
     "ENV_DELIMITER",
     "ENV_PREFIX",
-    "AuditSettings",
-    "CompactionSettings",
-    "ConsolidationSettings",
-    "ContextSettings",
-    "EvictionSettings",
-    "FlushSettings",
     "HarnessSettings",
-    "IndexSettings",
-    "MaintenanceSettings",
     "McpJwtSettings",
     "McpScopeSettings",
     "McpSettings",
-    "ModelBudgetSettings",
-    "ModelPurposeSettings",
-    "ModelSettings",
-    "PluginSettings",
-    "Seconds",
-    "TelemetrySettings",
-    "ToolsSettings",
-    "TransferSettings",
-    "TruncateArgsSettings",
-    "WorkspaceSettings",
     "config_file_path",
-    "parse_duration",
     "read_config_file",
     "settings_error",
     "settings_leaves",
     "source_finder",
+    *sections.__all__,
 ]

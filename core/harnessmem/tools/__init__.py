@@ -28,44 +28,8 @@ and failures of the harness itself (a closed harness, a broken index) raise.
 (the MCP server turns it into a tool error); :func:`call_tool` returns the text alone.
 """
 
-from harnessmem.tools.handlers import call_tool, format_hits, run_tool
-from harnessmem.tools.schemas import (
-    DEFAULT_LIMIT,
-    FLUSH_SESSION,
-    FORGET_LIMIT,
-    FORGET_TOOL,
-    GET_DEFAULT_LINES,
-    GET_MAX_CHARS,
-    GET_MAX_LINES,
-    HIT_CHARS,
-    LIFECYCLE_TOOL_NAMES,
-    LIMIT_MAX,
-    OUTPUT_CHARS,
-    QUERY_MAX_CHARS,
-    SAVE_MAX_CHARS,
-    TOOL_NAMES,
-    ToolResult,
-    tool_schemas,
-)
+from harnessmem.tools import handlers, schemas
+from harnessmem.tools.handlers import *
+from harnessmem.tools.schemas import *
 
-__all__ = [
-    "DEFAULT_LIMIT",
-    "FLUSH_SESSION",
-    "FORGET_LIMIT",
-    "FORGET_TOOL",
-    "GET_DEFAULT_LINES",
-    "GET_MAX_CHARS",
-    "GET_MAX_LINES",
-    "HIT_CHARS",
-    "LIFECYCLE_TOOL_NAMES",
-    "LIMIT_MAX",
-    "OUTPUT_CHARS",
-    "QUERY_MAX_CHARS",
-    "SAVE_MAX_CHARS",
-    "TOOL_NAMES",
-    "ToolResult",
-    "call_tool",
-    "format_hits",
-    "run_tool",
-    "tool_schemas",
-]
+__all__ = [*schemas.__all__, *handlers.__all__]
