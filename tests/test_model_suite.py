@@ -1,12 +1,14 @@
-"""ModelBackendSuite on ScriptedModel, and checks of the suite itself."""
+"""ModelBackendSuite on ScriptedModel, checks of the suite itself, and of what the
+ModelBackend base class does for a backend (checks, then ``_complete``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
 
-from harnessmem.backends.base import ModelBackend
+from harnessmem.backends.base import Completion, ModelBackend, ModelRequest
 from harnessmem.errors import ContextOverflowError, ModelResponseError, ModelUnavailableError
 from harnessmem.testing import (
     ModelBackendSuite,
@@ -78,3 +80,49 @@ def test_job_requests_follow_the_prompt_contract(purpose: str) -> None:
 def test_job_request_rejects_an_unknown_purpose() -> None:
     with pytest.raises(ValueError, match="unknown purpose"):
         job_request("poetry")
+
+
+class _OldStyle(ModelBackend):
+    """A backend written before ``_complete``: it overrides ``complete`` itself."""
+
+    def complete(self, messages, *, purpose, max_tokens=None):  # type: ignore[no-untyped-def]
+        return Completion(f"{purpose} {max_tokens}", 1, 1, "old")
+
+
+def test_a_backend_that_overrides_complete_still_answers_both_ways() -> None:
+    model = _OldStyle(ModelBackend.Options())
+    assert model.complete([], purpose="flush", max_tokens=5).text == "flush 5"
+    # acomplete's default reaches the overridden complete, not the missing _complete.
+    assert asyncio.run(model.acomplete([], purpose="summary")).text == "summary None"
+
+
+def test_a_backend_without_complete_is_refused_when_built() -> None:
+    class Empty(ModelBackend):
+        pass
+
+    with pytest.raises(TypeError, match=r"Empty without a _complete method"):
+        Empty(ModelBackend.Options())
+
+
+def test_the_base_checks_the_purpose_before_the_backend_sees_it() -> None:
+    model = ScriptedModel("text")
+    with pytest.raises(ValueError, match="unknown model purpose 'poetry'"):
+        model.complete([], purpose="poetry")
+    with pytest.raises(ValueError, match="unknown model purpose 'poetry'"):
+        asyncio.run(model.acomplete([], purpose="poetry"))
+    assert model.calls == []
+
+
+def test_complete_hands_the_backend_one_request() -> None:
+    seen: list[ModelRequest] = []
+
+    class Recording(ModelBackend):
+        def _complete(self, request: ModelRequest) -> Completion:
+            seen.append(request)
+            return Completion("ok", 1, 1, "rec")
+
+    model = Recording(ModelBackend.Options())
+    messages = [{"role": "user", "content": "hi"}]
+    model.complete(messages, purpose="flush", max_tokens=7)
+    asyncio.run(model.acomplete(messages, purpose="summary"))
+    assert seen == [ModelRequest(messages, "flush", 7), ModelRequest(messages, "summary", None)]

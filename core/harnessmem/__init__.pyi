@@ -3,6 +3,7 @@
 from .backends.base import Completion as Completion
 from .backends.base import IndexBackend as IndexBackend
 from .backends.base import ModelBackend as ModelBackend
+from .backends.base import ModelRequest as ModelRequest
 from .backends.base import SearchHit as SearchHit
 from .backends.base import SearchRequest as SearchRequest
 from .errors import BackendNotFound as BackendNotFound

@@ -46,6 +46,7 @@ __all__ = [
     "Completion",
     "IndexBackend",
     "ModelBackend",
+    "ModelRequest",
     "RankingOptions",
     "workspace_id_of",
 ]
@@ -368,6 +369,27 @@ class Completion:
         return self.prompt_tokens + self.completion_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """A call whose arguments :meth:`ModelBackend.complete` checked, for ``_complete``."""
+
+    #: The OpenAI-format chat messages to answer.
+    messages: Sequence[Mapping[str, Any]]
+    #: The job, one of :data:`PURPOSES`.
+    purpose: str
+    #: Most tokens of the answer (None: the backend's own cap, ``context["max_tokens"]``).
+    max_tokens: int | None = None
+
+    @classmethod
+    def checked(
+        cls, messages: Sequence[Mapping[str, Any]], purpose: str, max_tokens: int | None
+    ) -> ModelRequest:
+        """The request, or ``ValueError`` when ``purpose`` is not one of :data:`PURPOSES`."""
+        if purpose not in PURPOSES:
+            raise ValueError(f"unknown model purpose {purpose!r}; expected one of {PURPOSES}")
+        return cls(messages, purpose, max_tokens)
+
+
 class ModelBackend(_Backend, ABC):
     """A chat model used for summaries, fact extraction and consolidation.
 
@@ -379,7 +401,9 @@ class ModelBackend(_Backend, ABC):
     be None), ``max_tokens`` (the default answer cap) and ``where`` (the settings
     section the values came from, e.g. ``"model.flush"``, for error messages).
 
-    ``complete`` raises only ``ModelError`` subclasses for model failures:
+    A backend implements :meth:`_complete` (and :meth:`_acomplete` when it has a native
+    async client); :meth:`complete` and :meth:`acomplete` check the arguments and call
+    them. ``complete`` raises only ``ModelError`` subclasses for model failures:
     ``ContextOverflowError`` (the request does not fit), ``ModelUnavailableError``
     (unreachable, or still failing after the backend's retries) and
     ``ModelResponseError`` (an empty or malformed answer).
@@ -400,6 +424,14 @@ class ModelBackend(_Backend, ABC):
         return cls(cls.parse_options(options, where=f"{where}.options"), **context)
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
+        cls = type(self)
+        if cls._complete is ModelBackend._complete and cls.complete is ModelBackend.complete:
+            # What ABC would say of an abstract method; a backend written before
+            # _complete existed overrides complete instead, which still works.
+            raise TypeError(
+                f"Can't instantiate model backend {cls.__name__} without a _complete method; "
+                "implement _complete(self, request: ModelRequest) -> Completion"
+            )
         self.options = options
         self.context = context
 
@@ -409,7 +441,6 @@ class ModelBackend(_Backend, ABC):
         name = self.context.get("model_name")
         return name if isinstance(name, str) else None
 
-    @abstractmethod
     def complete(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -417,7 +448,12 @@ class ModelBackend(_Backend, ABC):
         purpose: str,
         max_tokens: int | None = None,
     ) -> Completion:
-        """Answer the OpenAI-format ``messages``; raise a ``ModelError`` subclass on failure."""
+        """Answer the OpenAI-format ``messages``; raise a ``ModelError`` subclass on failure.
+
+        Backends do not override it: it checks ``purpose`` (``ValueError`` unless it is
+        one of :data:`PURPOSES`) and hands :meth:`_complete` a :class:`ModelRequest`.
+        """
+        return self._complete(ModelRequest.checked(messages, purpose, max_tokens))
 
     async def acomplete(
         self,
@@ -426,9 +462,18 @@ class ModelBackend(_Backend, ABC):
         purpose: str,
         max_tokens: int | None = None,
     ) -> Completion:
-        """Async twin of ``complete``; the default runs it in a worker thread."""
+        """Async twin of :meth:`complete`: the same checks, then :meth:`_acomplete`."""
+        return await self._acomplete(ModelRequest.checked(messages, purpose, max_tokens))
+
+    def _complete(self, request: ModelRequest) -> Completion:
+        """The answer to ``request``, whose ``purpose`` is checked already; what every
+        model backend implements."""
+        raise NotImplementedError(f"{type(self).__name__} implements no _complete")
+
+    async def _acomplete(self, request: ModelRequest) -> Completion:
+        """Async twin of :meth:`_complete`; the default runs ``complete`` in a worker thread."""
         return await asyncio.to_thread(
-            self.complete, messages, purpose=purpose, max_tokens=max_tokens
+            self.complete, request.messages, purpose=request.purpose, max_tokens=request.max_tokens
         )
 
     def close(self) -> None:

@@ -36,12 +36,12 @@ import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, ClassVar, NoReturn, cast
 
 from pydantic import Field, SecretStr
 
-from harnessmem.backends.base import BackendOptions, Completion, ModelBackend
+from harnessmem.backends.base import BackendOptions, Completion, ModelBackend, ModelRequest
 from harnessmem.backends.overflow import is_context_overflow
 from harnessmem.backends.provider_keys import (
     AMBIENT_CREDENTIALS,
@@ -274,14 +274,13 @@ class LiteLLMBackend(ModelBackend):
 
     # -- calls -----------------------------------------------------------------------------------
 
-    def _request(
-        self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None
-    ) -> dict[str, Any]:
-        options = self.options
-        request: dict[str, Any] = {
+    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``litellm.completion`` for ``request``."""
+        options, max_tokens = self.options, request.max_tokens
+        arguments: dict[str, Any] = {
             **options.params,
             "model": self.model_name,
-            "messages": [dict(m) for m in messages],
+            "messages": [dict(m) for m in request.messages],
             "timeout": options.timeout,
             "num_retries": 0,
             "max_retries": 0,
@@ -296,46 +295,32 @@ class LiteLLMBackend(ModelBackend):
             "temperature": options.temperature,
             "extra_headers": dict(options.extra_headers) or None,
         }
-        request.update({k: v for k, v in optional.items() if v is not None})
-        return request
+        arguments.update({k: v for k, v in optional.items() if v is not None})
+        return arguments
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
+    def _complete(self, request: ModelRequest) -> Completion:
         """One chat completion, retried on transient failures; see the module doc for errors."""
-        request = self._request(messages, max_tokens)
+        arguments = self._arguments(request)
         for attempt in range(self.options.num_retries + 1):
             try:
                 with no_stray_event_loop():
-                    response = self._litellm.completion(**request)
+                    response = self._litellm.completion(**arguments)
             except Exception as exc:
-                delay = self._failure(exc, attempt, purpose)
-                self.sleep(delay)
+                self.sleep(self._failure(exc, attempt, request.purpose))
                 continue
-            return self._completion(response, purpose)
+            return self._completion(response, request.purpose)
         raise AssertionError("unreachable: the last attempt raises or returns")  # pragma: no cover
 
-    async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        """Async twin of :meth:`complete` (``litellm.acompletion``, waits with ``asleep``)."""
-        request = self._request(messages, max_tokens)
+    async def _acomplete(self, request: ModelRequest) -> Completion:
+        """Async twin of :meth:`_complete` (``litellm.acompletion``, waits with ``asleep``)."""
+        arguments = self._arguments(request)
         for attempt in range(self.options.num_retries + 1):
             try:
-                response = await self._litellm.acompletion(**request)
+                response = await self._litellm.acompletion(**arguments)
             except Exception as exc:
-                delay = self._failure(exc, attempt, purpose)
-                await self.asleep(delay)
+                await self.asleep(self._failure(exc, attempt, request.purpose))
                 continue
-            return self._completion(response, purpose)
+            return self._completion(response, request.purpose)
         raise AssertionError("unreachable: the last attempt raises or returns")  # pragma: no cover
 
     # -- answers and failures --------------------------------------------------------------------

@@ -24,12 +24,12 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from harnessmem.backends.base import Completion, ModelBackend
+from harnessmem.backends.base import Completion, ModelBackend, ModelRequest
 from harnessmem.errors import ModelError
 from harnessmem.models.ledger import UsageLedger, ledger_files
 from harnessmem.models.report import BudgetStatus, UsageRecord, UsageReport, UsageTotals
@@ -48,6 +48,15 @@ __all__ = [
 
 #: Purposes the daily budget may divert to the extractive backend.
 BUDGETED_PURPOSES = frozenset({"flush", "consolidation"})
+
+
+@dataclass
+class _Call:
+    """One metered call: the backend that answers it, its answer cap, then its answer."""
+
+    target: ModelBackend
+    limit: int | None
+    answer: Completion | None = None
 
 
 @dataclass
@@ -141,46 +150,40 @@ class MeteredModel(ModelBackend):
             )
         self._route.ledger.record(record)
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
+    def _complete(self, request: ModelRequest) -> Completion:
         """Forward to the backend (or the budget fallback) and record the call (in the
         usage ledger, and as a ``chat`` span when telemetry is on)."""
-        target, fallback = self._target(purpose)
-        limit = max_tokens if max_tokens is not None else self._route.max_tokens
-        with self._span(target, purpose, fallback, limit) as span:
-            try:
-                completion = target.complete(messages, purpose=purpose, max_tokens=limit)
-            except ModelError as exc:
-                self._record(target, purpose, fallback, error=exc)
-                raise
-            self._record(target, purpose, fallback, completion)
-            _usage(span, completion)
-        return completion
+        with self._metered(request) as call:
+            call.answer = answer = call.target.complete(
+                request.messages, purpose=request.purpose, max_tokens=call.limit
+            )
+        return answer
 
-    async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        """Async twin of :meth:`complete`."""
+    async def _acomplete(self, request: ModelRequest) -> Completion:
+        """Async twin of :meth:`_complete`."""
+        with self._metered(request) as call:
+            call.answer = answer = await call.target.acomplete(
+                request.messages, purpose=request.purpose, max_tokens=call.limit
+            )
+        return answer
+
+    @contextmanager
+    def _metered(self, request: ModelRequest) -> Iterator[_Call]:
+        """The backend to call for ``request`` and the answer cap; the ``with`` body sets
+        the answer, which is recorded, as is a ``ModelError`` it raises."""
+        purpose = request.purpose
         target, fallback = self._target(purpose)
-        limit = max_tokens if max_tokens is not None else self._route.max_tokens
+        limit = request.max_tokens if request.max_tokens is not None else self._route.max_tokens
+        call = _Call(target, limit)
         with self._span(target, purpose, fallback, limit) as span:
             try:
-                completion = await target.acomplete(messages, purpose=purpose, max_tokens=limit)
+                yield call
             except ModelError as exc:
                 self._record(target, purpose, fallback, error=exc)
                 raise
-            self._record(target, purpose, fallback, completion)
-            _usage(span, completion)
-        return completion
+            assert call.answer is not None, "the with block sets the answer"
+            self._record(target, purpose, fallback, call.answer)
+            _usage(span, call.answer)
 
     def _span(
         self, target: ModelBackend, purpose: str, fallback: bool, limit: int | None

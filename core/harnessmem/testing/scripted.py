@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
-from harnessmem.backends.base import Completion, ModelBackend
+from harnessmem.backends.base import Completion, ModelBackend, ModelRequest
 from harnessmem.errors import ModelUnavailableError
 
 if TYPE_CHECKING:
@@ -125,15 +125,12 @@ class ScriptedModel(ModelBackend):
         with self._lock:
             return [call for call in self.calls if call.purpose == purpose]
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
+    def _complete(self, request: ModelRequest) -> Completion:
         """Record the call, then answer with the next scripted reply or raise it."""
-        recorded = ModelCall(copy.deepcopy([dict(m) for m in messages]), purpose, max_tokens)
+        messages, purpose = request.messages, request.purpose
+        recorded = ModelCall(
+            copy.deepcopy([dict(m) for m in messages]), purpose, request.max_tokens
+        )
         with self._lock:
             self.calls.append(recorded)
             answer = self._next_answer()
@@ -160,20 +157,14 @@ class ScriptedModel(ModelBackend):
             cost=0.0,
         )
 
-    async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
+    async def _acomplete(self, request: ModelRequest) -> Completion:
         """Answer on the event loop's thread, not a worker.
 
         A worker thread would let concurrently awaited calls reach the script in
         any order; answering inline keeps the order the order of the awaits. The
         cost: a reply function that blocks also blocks the event loop.
         """
-        return self.complete(messages, purpose=purpose, max_tokens=max_tokens)
+        return self._complete(request)
 
     def _next_answer(self) -> str | BaseException | None:
         """The answer for the call just recorded; ``None`` means ask the function."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from harnessmem.backends.base import PURPOSES, BackendOptions, Completion, ModelBackend
+from harnessmem.backends.base import BackendOptions, Completion, ModelBackend, ModelRequest
 from harnessmem.backends.extractive._consolidate import consolidate
 from harnessmem.backends.extractive._facts import extract_facts
 from harnessmem.backends.extractive._summary import summarise
@@ -102,16 +102,9 @@ class ExtractiveBackend(ModelBackend):
         self._counter: TokenCounter | None = None
         self._lock = threading.Lock()
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        purpose: str,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        """Do the job ``purpose`` names on the request ``messages`` (see the module doc)."""
-        if purpose not in PURPOSES:
-            raise ValueError(f"unknown model purpose {purpose!r}; expected one of {PURPOSES}")
+    def _complete(self, request: ModelRequest) -> Completion:
+        """Do the job ``request.purpose`` names on its messages (see the module doc)."""
+        messages, purpose, max_tokens = request.messages, request.purpose, request.max_tokens
         blocks = read_blocks(messages)
         if purpose == "summary":
             text = self._summary(messages, blocks, max_tokens)
