@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem.backends.base import IndexBackend
+from harnessmem.backends.base import FileUpdate, IndexBackend
 from harnessmem.backends.inmemory import InMemoryIndex
 from harnessmem.errors import ConfigError
 from harnessmem.testing import IndexBackendSuite
@@ -33,3 +33,39 @@ def test_a_harness_searches_memory_through_it(tmp_path: Path) -> None:
 def test_it_knows_no_options() -> None:
     with pytest.raises(ConfigError, match=r"index\.options\.path"):
         InMemoryIndex.create({"path": "x"})
+
+
+def test_an_index_backend_without_a_sync_method_is_refused_when_built() -> None:
+    class Empty(InMemoryIndex):
+        pass
+
+    class Bare(IndexBackend):
+        def files(self):  # type: ignore[no-untyped-def]
+            return {}
+
+        def remove(self, path):  # type: ignore[no-untyped-def]
+            return False
+
+        def _search(self, request):  # type: ignore[no-untyped-def]
+            return []
+
+        def stats(self):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+    Empty(InMemoryIndex.Options())  # inherits _sync_files
+    with pytest.raises(TypeError, match=r"Bare without a _sync_files method"):
+        Bare(IndexBackend.Options())
+
+
+def test_a_backend_that_implements_sync_file_still_syncs_batches() -> None:
+    """A backend written before ``_sync_files`` gets ``sync_files`` through its ``sync_file``."""
+    seen: list[tuple[str, str]] = []
+
+    class OldStyle(InMemoryIndex):
+        def sync_file(self, path, content_hash, entries, *, source="memory", change_token=None):  # type: ignore[no-untyped-def]
+            seen.append((path, source))
+            return True
+
+    index = OldStyle(InMemoryIndex.Options())
+    assert index.sync_files([FileUpdate("a.md", "h", []), FileUpdate("b.md", "h", [], "sessions")])
+    assert seen == [("a.md", "memory"), ("b.md", "sessions")]

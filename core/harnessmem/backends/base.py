@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Self, get_args
 
@@ -50,6 +50,23 @@ __all__ = [
     "RankingOptions",
     "workspace_id_of",
 ]
+
+
+def _overrides(backend: object, name: str) -> bool:
+    """Whether ``backend``'s class replaces the method ``name`` of the base it extends."""
+    base = IndexBackend if isinstance(backend, IndexBackend) else ModelBackend
+    return getattr(type(backend), name) is not getattr(base, name)
+
+
+def _syncs_by_file(backend: IndexBackend) -> bool:
+    """Whether ``backend`` syncs through its own ``sync_file``: a backend written before
+    ``_sync_files`` (or a subclass that overrides ``sync_file`` of one written after)."""
+    for klass in type(backend).__mro__:
+        if klass is IndexBackend or "_sync_files" in vars(klass):
+            return False
+        if "sync_file" in vars(klass):
+            return True
+    return False
 
 
 class BackendOptions(BaseModel):
@@ -172,6 +189,13 @@ class IndexBackend(_Backend, ABC):
         return cls(cls.parse_options(options, where="index.options"), **context)
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
+        if not any(_overrides(self, name) for name in ("_sync_files", "sync_files", "sync_file")):
+            # What ABC would say of an abstract method (backends written before
+            # _sync_files implement sync_file, which still works).
+            raise TypeError(
+                f"Can't instantiate index backend {type(self).__name__} without a _sync_files "
+                "method; implement _sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]"
+            )
         self.options = options
         self.context = context
         #: The workspace whose files this instance indexes (see :func:`workspace_id_of`).
@@ -200,7 +224,6 @@ class IndexBackend(_Backend, ABC):
     def files(self) -> dict[str, IndexedFile]:
         """Every indexed path with its content hash, change token and entry count."""
 
-    @abstractmethod
     def sync_file(
         self,
         path: str,
@@ -214,22 +237,41 @@ class IndexBackend(_Backend, ABC):
 
         When ``path`` is already indexed at ``content_hash`` only its ``change_token``
         is updated. Several instances (threads, processes) may sync the same path at
-        once; the last complete sync wins and entries are never duplicated.
+        once; the last complete sync wins and entries are never duplicated. An unknown
+        ``source`` raises ``ValueError``. It is :meth:`sync_files` with one update.
         """
+        return self.sync_files([FileUpdate(path, content_hash, entries, source, change_token)])[0]
 
     def sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
-        """``sync_file`` for each update in order; what each returned.
+        """:meth:`sync_file` for each update in order; what each returned.
 
-        ``updates`` may be a generator that reads files as it goes. A backend may apply
-        many updates in one transaction (the SQLite backend does, so that a rebuild
-        costs about what inserting the rows raw costs); each file is still atomic.
+        ``updates`` may be a generator that reads files as it goes. Backends do not
+        override it: it checks each update's ``source`` as the backend reaches it
+        (``ValueError`` unless it is one of :data:`INDEX_SOURCES`) and hands the updates
+        to :meth:`_sync_files`.
         """
-        return [
-            self.sync_file(
-                u.path, u.content_hash, u.entries, source=u.source, change_token=u.change_token
-            )
-            for u in updates
-        ]
+        if _syncs_by_file(self):
+            return [
+                self.sync_file(
+                    u.path, u.content_hash, u.entries, source=u.source, change_token=u.change_token
+                )
+                for u in updates
+            ]
+        return self._sync_files(self._checked_sources(updates))
+
+    def _sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+        """Apply each update (its ``source`` checked) in order; what each changed.
+
+        What every index backend implements. A backend may apply many updates in one
+        transaction (the SQLite backend does, so that a rebuild costs about what
+        inserting the rows raw costs); each file is still atomic.
+        """
+        raise NotImplementedError(f"{type(self).__name__} implements no _sync_files")
+
+    def _checked_sources(self, updates: Iterable[FileUpdate]) -> Iterator[FileUpdate]:
+        for update in updates:
+            self._check_source(update.source)
+            yield update
 
     @abstractmethod
     def remove(self, path: str) -> bool:
@@ -424,13 +466,12 @@ class ModelBackend(_Backend, ABC):
         return cls(cls.parse_options(options, where=f"{where}.options"), **context)
 
     def __init__(self, options: BackendOptions, **context: Any) -> None:
-        cls = type(self)
-        if cls._complete is ModelBackend._complete and cls.complete is ModelBackend.complete:
+        if not (_overrides(self, "_complete") or _overrides(self, "complete")):
             # What ABC would say of an abstract method; a backend written before
             # _complete existed overrides complete instead, which still works.
             raise TypeError(
-                f"Can't instantiate model backend {cls.__name__} without a _complete method; "
-                "implement _complete(self, request: ModelRequest) -> Completion"
+                f"Can't instantiate model backend {type(self).__name__} without a _complete "
+                "method; implement _complete(self, request: ModelRequest) -> Completion"
             )
         self.options = options
         self.context = context

@@ -25,12 +25,13 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from harnessmem.backends.base import (
     BackendOptions,
+    FileUpdate,
     IndexBackend,
     IndexedFile,
     IndexEntry,
@@ -111,26 +112,22 @@ class InMemoryIndex(IndexBackend):
                 for path, f in self._files.items()
             }
 
-    def sync_file(
-        self,
-        path: str,
-        content_hash: str,
-        entries: Sequence[IndexEntry],
-        *,
-        source: str = "memory",
-        change_token: str | None = None,
-    ) -> bool:
-        self._check_source(source)
+    def _sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+        return [self._sync(update) for update in updates]
+
+    def _sync(self, update: FileUpdate) -> bool:
+        path, content_hash, change_token = update.path, update.content_hash, update.change_token
         with self._lock:
             held = self._files.get(path)
             if held is not None and held.content_hash == content_hash:
                 self._files[path] = _File(held.source, content_hash, change_token, held.entries)
                 return False
         stored = tuple(
-            _Stored(e, tuple(tokens(e.content)), frozenset(tokens(e.context))) for e in entries
+            _Stored(e, tuple(tokens(e.content)), frozenset(tokens(e.context)))
+            for e in update.entries
         )
         with self._lock:
-            self._files[path] = _File(source, content_hash, change_token, stored)
+            self._files[path] = _File(update.source, content_hash, change_token, stored)
         return True
 
     def remove(self, path: str) -> bool:

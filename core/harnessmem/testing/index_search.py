@@ -308,8 +308,9 @@ class IndexSearchTests(IndexSuiteBase):
         """An unknown source or mode is a ValueError, a non-str query a TypeError, a limit
         under 1 no hits; an unknown source in sync_files is a ValueError too.
 
-        If this fails, the backend overrides ``search`` (implement ``_search`` instead: the
-        base class's ``search`` checks the arguments) or ``sync_files`` does not call
+        If this fails, the backend overrides ``search`` or ``sync_files`` (implement
+        ``_search`` and ``_sync_files`` instead: the base class's methods check the
+        arguments), or, written against an earlier release, its ``sync_file`` does not call
         ``self._check_source``.
         """
         sync_text(index, "MEMORY.md", MEMORY)

@@ -164,7 +164,9 @@ class ScriptedModel(ModelBackend):
         any order; answering inline keeps the order the order of the awaits. The
         cost: a reply function that blocks also blocks the event loop.
         """
-        return self._complete(request)
+        return self.complete(
+            request.messages, purpose=request.purpose, max_tokens=request.max_tokens
+        )
 
     def _next_answer(self) -> str | BaseException | None:
         """The answer for the call just recorded; ``None`` means ask the function."""

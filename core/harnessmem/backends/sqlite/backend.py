@@ -64,7 +64,6 @@ from harnessmem.backends.base import (
     FileUpdate,
     IndexBackend,
     IndexedFile,
-    IndexEntry,
     IndexStats,
     RankingOptions,
     SearchHit,
@@ -380,18 +379,7 @@ class SQLiteIndex(IndexBackend):
 
         return self._guarded(work)
 
-    def sync_file(
-        self,
-        path: str,
-        content_hash: str,
-        entries: Sequence[IndexEntry],
-        *,
-        source: str = "memory",
-        change_token: str | None = None,
-    ) -> bool:
-        return self.sync_files([FileUpdate(path, content_hash, entries, source, change_token)])[0]
-
-    def sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+    def _sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
         """Apply ``updates`` in transactions of up to ``_BATCH_ENTRIES`` entries.
 
         One transaction per batch rather than per file: FTS5 then builds one segment
@@ -402,7 +390,6 @@ class SQLiteIndex(IndexBackend):
         batch: list[FileUpdate] = []
         size = 0
         for update in updates:
-            self._check_source(update.source)
             batch.append(update)
             size += len(update.entries) + 1
             if size >= _BATCH_ENTRIES:

@@ -8,7 +8,7 @@ Copy this module to wrap your own search engine. It shows the parts every backen
   opens the store;
 - ``capabilities`` says what the conformance suite may test (here ``persistent``: a second
   instance on the same file sees what the first wrote);
-- ``sync_file`` / ``remove`` / ``clear`` change the store atomically, ``search`` answers
+- ``_sync_files`` / ``remove`` / ``clear`` change the store atomically, ``_search`` answers
   from it, ``files`` / ``stats`` describe it, ``close`` releases it;
 - rows are keyed by ``self.workspace_id``: several workspaces may share one store (sibling
   workspaces, a ``HarnessPool``), and each instance reads, writes, counts and clears only its
@@ -31,7 +31,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,6 +41,7 @@ from pydantic import Field
 from harnessmem import ConfigError
 from harnessmem.backends import (
     BackendOptions,
+    FileUpdate,
     IndexBackend,
     IndexedFile,
     IndexEntry,
@@ -132,23 +133,19 @@ class JsonFileIndex(IndexBackend):
 
     # -- writes: read what others wrote, change it, write it back, under both locks ----------
 
-    def sync_file(
-        self,
-        path: str,
-        content_hash: str,
-        entries: Sequence[IndexEntry],
-        *,
-        source: str = "memory",
-        change_token: str | None = None,
-    ) -> bool:
-        self._check_source(source)
-        rows = [list(entry) for entry in entries]  # entries may be a lazy sequence
+    def _sync_files(self, updates: Iterable[FileUpdate]) -> list[bool]:
+        # The base class's sync_file and sync_files check each update's source first.
+        return [self._sync(update) for update in updates]
+
+    def _sync(self, update: FileUpdate) -> bool:
+        path, content_hash, change_token = update.path, update.content_hash, update.change_token
+        rows = [list(entry) for entry in update.entries]  # entries may be a lazy sequence
         with self._lock, self._file_lock:
             self._refresh()
             held = self._files.get(path)
             changed = held is None or held["hash"] != content_hash
             if changed:
-                held = {"source": source, "hash": content_hash, "entries": rows}
+                held = {"source": update.source, "hash": content_hash, "entries": rows}
             assert held is not None
             held["token"] = change_token
             self._files[path] = held
