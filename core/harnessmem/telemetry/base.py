@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from types import TracebackType
 from typing import ClassVar
 
 from harnessmem.telemetry import names
@@ -62,12 +61,7 @@ class _NoSpan(Span, AbstractContextManager["_NoSpan"]):
     def __enter__(self) -> _NoSpan:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         return None
 
 

@@ -53,15 +53,9 @@ class LocalStore(WorkspaceStore):
     is_local = True
     native_append = True
 
-    def __init__(
-        self,
-        fs: AbstractFileSystem,
-        root: str,
-        url: str,
-        storage_options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(fs, root, url, storage_options)
-        self._prefix = root.rstrip(os.sep) + os.sep  # "/" itself as a root stays "/"
+    @cached_property
+    def _prefix(self) -> str:
+        return self.root.rstrip(os.sep) + os.sep  # "/" itself as a root stays "/"
 
     @classmethod
     def open(cls, url: str, storage_options: dict[str, Any], *, create: bool = True) -> Self:

@@ -45,6 +45,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -455,30 +456,20 @@ class Workspace(Leasing, Listings):
         store, full = self._store, self._full(rel)
         # Threads of this process take turns first, so that their conditional writes only
         # compete with other processes instead of wasting requests on each other.
-        with store.thread_lock(full):
-            if store.conditional:
-                written = compare_and_swap(
-                    store,
-                    full,
-                    change,
-                    base,
-                    what,
-                    append=append,
-                    url=self.url,
-                    sleep=self.lease_waiter.sleep,
-                )
-            else:
-                with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                    written = compare_and_swap(
-                        store,
-                        full,
-                        change,
-                        base,
-                        what,
-                        append=append,
-                        url=self.url,
-                        sleep=self.lease_waiter.sleep,
-                    )
+        # A store without conditional writes takes the append lease around the swap.
+        with store.thread_lock(full), ExitStack() as held:
+            if not store.conditional:
+                held.enter_context(self.lock(f"append:{rel}", ttl=60.0, timeout=60.0))
+            written = compare_and_swap(
+                store,
+                full,
+                change,
+                base,
+                what,
+                append=append,
+                url=self.url,
+                sleep=self.lease_waiter.sleep,
+            )
         if written is None:
             return None
         watch = self._watching(rel, what)
