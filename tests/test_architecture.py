@@ -220,20 +220,8 @@ def test_the_harness_is_a_thin_face() -> None:
 #: Test files that still import a private harnessmem module or name; each is to be rewritten
 #: against public ones (issue 34), and then leaves this list. Sorted, one a line.
 TESTS_THAT_IMPORT_PRIVATE_MODULES = (
-    "test_cli.py",
-    "test_cli_output.py",
-    "test_consolidation_dates.py",
-    "test_flush_advice.py",
-    "test_flush_batching.py",
-    "test_flush_wording.py",
     "test_index_sqlite.py",  # FILE_SPAN patched: 4.2 M entry ids a file, too many to use up
-    "test_maintenance.py",
-    "test_mcp_jwt.py",
-    "test_message_checks.py",
-    "test_message_times.py",
     "test_model_extractive.py",  # TermSets: an index only the flush's dedup uses
-    "test_plugins.py",
-    "test_redaction.py",
 )
 
 

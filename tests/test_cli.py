@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,6 @@ from click.testing import CliRunner, Result
 
 from harnessmem import MemoryHarness
 from harnessmem.cli import main
-from harnessmem.cli._init import render_config
 from harnessmem.settings import HarnessSettings, settings_leaves
 
 EXIT = {"failed": 1, "usage": 2, "config": 3, "input": 4, "workspace": 5}
@@ -299,11 +299,15 @@ def test_init_makes_a_workspace_on_an_s3_compatible_store(
         assert f"workspace    {url}" in again.output
 
 
-def test_the_config_template_lists_every_setting_and_uncomments_cleanly() -> None:
-    text = render_config("s3://bucket/agent")
-    defaults = HarnessSettings.load(None, workspace={"url": "s3://bucket/agent"})
+def test_the_config_template_lists_every_setting_and_uncomments_cleanly(tmp_path: Path) -> None:
+    """The harnessmem.toml that ``harnessmem init`` writes."""
+    url = str(tmp_path / "agent")
+    result = invoke("init", str(tmp_path / "here"), "-w", url)
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "here" / "harnessmem.toml").read_text(encoding="utf-8")
+    defaults = HarnessSettings.load(None, workspace={"url": url})
     assert HarnessSettings(**tomllib.loads(text)) == defaults, "only the URL is set"
-    assert '\nurl = "s3://bucket/agent"\n' in text
+    assert f'\nurl = "{url}"\n' in text
     for name, _ in settings_leaves(defaults)[1:]:
         key = name.rsplit(".", 1)[-1]
         assert f"# {key} = " in text or f"# {key}: unset" in text or f".{key}]" in text, name
@@ -315,7 +319,7 @@ def test_the_config_template_lists_every_setting_and_uncomments_cleanly() -> Non
     assert everything.model.name == "openai/gpt-4o-mini", "unset settings show an example"
     # The header says what is set: the one active setting is the workspace's URL.
     active = [x for x in text.splitlines() if x.strip() and not x.startswith(("#", "["))]
-    assert active == ['url = "s3://bucket/agent"']
+    assert active == [f'url = "{url}"']
     header = " ".join(x.lstrip("# ") for x in text.splitlines()[:3])
     assert "workspace.url is set" in header
     assert "every other setting is listed with its default, commented out" in header
@@ -498,14 +502,23 @@ def test_status(tmp_path: Path) -> None:
     ],
 )
 def test_suggested_commands_follow_how_harnessmem_was_run(
-    monkeypatch: pytest.MonkeyPatch, typed: str, on_path: str | None, absolute: bool, shown: str
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    typed: str,
+    on_path: str | None,
+    absolute: bool,
+    shown: str,
 ) -> None:
-    from harnessmem.cli import _common
-
+    """The next steps ``harnessmem init`` prints: run after a ``cd`` (init of another
+    folder), the command is absolute."""
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", [typed])
     monkeypatch.setattr(shutil, "which", lambda name: on_path)
     expected = os.path.abspath(typed) if shown == "<absolute>" else shown
-    assert _common.invoked_as(absolute=absolute) == expected
+    folder, go = ("there", "cd there && ") if absolute else (".", "")
+    result = invoke("init", folder)
+    assert result.exit_code == 0, result.output
+    assert f"\n  {go}{shlex.quote(expected)} status " in result.output, result.output
 
 
 def test_the_repository_holds_no_symlink() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -11,8 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from harnessmem import HarnessSettings
-from harnessmem.cli import _common, main
-from harnessmem.cli._common import plain_table
+from harnessmem.cli import main
 
 
 def _ws(tmp_path: Path) -> str:
@@ -104,23 +106,71 @@ def test_config_show_hides_secrets_in_json_too(tmp_path: Path) -> None:
     assert rows["model.options"] == {"api_key": "***"}
 
 
-def test_config_show_on_a_terminal_is_a_rich_table_within_its_width(
+def _on_a_terminal(*args: str, columns: int) -> str:
+    """What ``harnessmem ARGS`` prints to a terminal ``columns`` wide (a pseudo-terminal),
+    without its colours."""
+    fcntl = pytest.importorskip("fcntl", reason="a pseudo-terminal needs POSIX")
+    import struct
+    import termios
+
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    with subprocess.Popen(
+        [sys.executable, "-m", "harnessmem.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    ) as process:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65_536)
+            except OSError:  # EIO: the program ended and closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(leader)
+        assert process.wait(timeout=60) == 0, b"".join(chunks)
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+def test_config_show_on_a_terminal_is_a_rich_table_within_its_width(tmp_path: Path) -> None:
+    config = tmp_path / "harnessmem.toml"
+    config.write_text('[model]\nname = "openai/gpt-4o-mini"\noptions = {api_key = "sk-secret"}\n')
+    output = _on_a_terminal("config", "show", "-c", str(config), columns=80)
+    assert "harnessmem settings" in output
+    assert "┃ setting" in output
+    assert max(len(line) for line in output.splitlines()) <= 80
+    assert "sk-secret" not in output
+
+
+def test_a_plain_table_cuts_a_long_word_after_a_dot_or_colon(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_common, "on_terminal", lambda: True)
-    result = _config_show(tmp_path, width=80)
+    """Piped, ``config show`` wraps a value too long for its column after a dot or colon
+    (not at the column's edge); columns are two spaces apart, with no padding at the end."""
+    monkeypatch.chdir(tmp_path)  # the source column names the file as given: c.toml
+    Path("c.toml").write_text(
+        '[model]\nname = "harnessmem.backends.extractive:ExtractiveBackend"\n'
+    )
+    # Every other setting from its default: no variable of the test set-up widens a column.
+    env = {"COLUMNS": "80", **dict.fromkeys(k for k in os.environ if k.startswith("HARNESSMEM_"))}
+    result = CliRunner().invoke(main, ["config", "show", "-c", "c.toml"], env=env)
     assert result.exit_code == 0, result.output
-    assert "harnessmem settings" in result.output
-    assert "┃ setting" in result.output
-    assert max(len(line) for line in result.output.splitlines()) <= 80
-    assert "sk-secret" not in result.output
-
-
-def test_a_plain_table_cuts_a_long_word_after_a_dot_or_colon() -> None:
-    rows = [["index", "harnessmem.backends.litellm_backend:LiteLLMBackend"]]
-    lines = plain_table(["kind", "object"], rows, width=45)
-    assert lines[1:] == ["index  harnessmem.backends.litellm_backend:", "       LiteLLMBackend"]
-    assert plain_table(["a", "b"], [["x", "y"]], width=40) == ["a  b", "x  y"]
+    lines = result.output.splitlines()
+    assert all(line == line.rstrip() and len(line) <= 80 for line in lines)
+    names = [line.split()[0] for line in lines[1:] if line[:1].strip()]
+    assert lines[0].index("value") == max(len(name) for name in names) + 2
+    column = lines[0].index("value")
+    row = next(i for i, line in enumerate(lines) if line.startswith("model.name "))
+    assert lines[row][column:].split("  ")[0] == '"harnessmem.backends.extractive:'
+    assert lines[row + 1] == " " * column + 'ExtractiveBackend"'
 
 
 # -- replay: shifted dates said, and the same everywhere ------------------------------------------

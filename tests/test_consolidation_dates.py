@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harnessmem.backends.extractive import replaces
-from harnessmem.backends.extractive._consolidate import consolidate
+from harnessmem.backends.extractive import ExtractiveBackend, replaces
+from harnessmem.prompts import NO_REPLY, consolidation_request, flush_request
 from harnessmem.testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
 
 
-def count(text: str) -> int:
-    return len(text) // 4
+#: The offline backend, as the harness runs it when no model is configured.
+OFFLINE = ExtractiveBackend()
 
 
 def entries(day: str, *facts: str) -> str:
@@ -31,7 +31,9 @@ def entries(day: str, *facts: str) -> str:
 
 
 def run(memory: str, logs: str) -> str:
-    return consolidate(memory, logs, budget_tokens=4_000, count_tokens=count, threshold=0.6)
+    """The new MEMORY.md the offline backend writes for the consolidation request."""
+    request = consolidation_request(memory, logs, max_tokens=4_000)
+    return OFFLINE.complete(request, purpose="consolidation").text
 
 
 def test_facts_are_grouped_under_the_day_they_were_learned() -> None:
@@ -250,13 +252,17 @@ def test_a_bullet_that_matches_no_input_gets_no_day(open_harness: HarnessFactory
 
 def test_the_flush_keeps_an_update_of_a_fact_already_on_file() -> None:
     """A fact that replaces one in memory is news, not a duplicate of it."""
-    from harnessmem.backends.extractive._facts import extract_facts
-    from harnessmem.backends.extractive._turns import turns_of
+    said = [
+        {
+            "role": "user",
+            "content": "Tom Okafor took over as my manager after Priya Raman left the team.",
+        }
+    ]
 
-    said = "Tom Okafor took over as my manager after Priya Raman left the team."
-    turns = turns_of([{"role": "user", "content": said}])
-    reference = "- The user's manager is Priya Raman. (2026-11-02)"
-    facts = extract_facts(turns, reference, max_facts=5, threshold=0.6)
-    assert facts == ["Tom Okafor took over as the user's manager after Priya Raman left the team."]
-    repeated = "- Tom Okafor took over as the user's manager after Priya Raman left the team."
-    assert extract_facts(turns, repeated, max_facts=5, threshold=0.6) == []
+    def flush(memory: str) -> str:
+        request = flush_request(said, memory=memory)
+        return OFFLINE.complete(request, purpose="flush").text
+
+    news = flush("- The user's manager is Priya Raman. (2026-11-02)")
+    assert news == "- Tom Okafor took over as the user's manager after Priya Raman left the team."
+    assert flush(news) == NO_REPLY

@@ -1,42 +1,44 @@
-"""The offline flush keeps the assistant's concrete recommendations, attributed
-(``harnessmem.backends.extractive._advice``), and nothing generic, no question, no referral
-to support and no instruction to the agent.
+"""The offline flush keeps the assistant's concrete recommendations, attributed, and nothing
+generic, no question, no referral to support and no instruction to the agent.
 
-The sentences are short ones of the shared transcripts (MemoryBank, tau-bench, SWE-agent,
-LoCoMo) written inline, so that the tests run on a clean clone; the labelled-set check at
-the end needs the shared data and skips without it.
+Each case is what the default extractive flush writes for the assistant's message (the
+request the harness sends, through ``ExtractiveBackend.complete``). The sentences are short
+ones of the shared transcripts (MemoryBank, tau-bench, SWE-agent, LoCoMo) written inline, so
+that the tests run on a clean clone.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harnessmem import MemoryHarness
 from harnessmem.backends.extractive import ExtractiveBackend
-from harnessmem.backends.extractive._advice import (
-    is_concrete,
-    recommendation,
-    recommendations,
-    second_to_third,
-)
-from harnessmem.backends.extractive._filters import is_code, is_instruction
 from harnessmem.prompts import flush_request
 from harnessmem.replay import ReplayClock, replay
 
 ROOT = Path(__file__).resolve().parents[1]
+RECOMMENDED = "The assistant recommended "
 
 
-def advice(sentence: str) -> str | None:
-    return recommendation(sentence, "the assistant", "the user")
-
-
-def flush(*messages: tuple[str, str]) -> list[str]:
-    """The bullets the default offline flush writes for ``(role, text)`` messages."""
-    request = flush_request([{"role": role, "content": text} for role, text in messages])
+def flush(*messages: tuple[str, str] | dict[str, Any]) -> list[str]:
+    """The bullets the default offline flush writes for ``(role, text)`` messages (or
+    messages as dicts)."""
+    request = flush_request(
+        [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in messages]
+    )
     text = ExtractiveBackend().complete(request, purpose="flush").text
     return [line[2:] for line in text.splitlines() if line.startswith("- ")]
+
+
+def advice(sentence: str, *before: tuple[str, str] | dict[str, Any]) -> str | None:
+    """The recommendation the flush writes for the assistant saying ``sentence`` (after the
+    messages ``before``), or None when no bullet is one; never two."""
+    found = [b for b in flush(*before, ("assistant", sentence)) if b.startswith(RECOMMENDED)]
+    assert len(found) <= 1, found
+    return found[0] if found else None
 
 
 def test_the_issue_example() -> None:
@@ -121,12 +123,22 @@ def test_what_is_not_a_concrete_recommendation_is_not_one(sentence: str) -> None
     assert advice(sentence) is None, advice(sentence)
 
 
-def test_concreteness() -> None:
-    assert is_concrete('"Atomic Habits"')
-    assert is_concrete("note-taking software like OneNote")
-    assert is_concrete("relaxation techniques such as deep breathing, meditation, or yoga")
-    assert not is_concrete("some relaxation techniques")
-    assert not is_concrete("taking care of yourself and trying to relax")
+@pytest.mark.parametrize(
+    ("thing", "concrete"),
+    [
+        ('"Atomic Habits"', True),
+        ("note-taking software like OneNote", True),
+        ("relaxation techniques such as deep breathing, meditation, or yoga", True),
+        ("some relaxation techniques", False),
+        ("taking care of yourself and trying to relax", False),
+    ],
+)
+def test_concreteness(thing: str, concrete: bool) -> None:
+    """A recommendation is kept when it names something (a title, a product, examples)."""
+    fact = advice(f"I recommend {thing}.")
+    assert (fact is not None) is concrete, fact
+    if concrete:
+        assert fact == f"{RECOMMENDED}{thing}."
 
 
 def test_titles_named_after_an_announcement_count() -> None:
@@ -137,23 +149,31 @@ def test_titles_named_after_an_announcement_count() -> None:
         'For biographies, "The Autobiography of Benjamin Franklin" and "Steve Jobs" are '
         "both great books.",
     ]
-    found = recommendations(turn, "the assistant", "the user")
-    assert found[0] is None
-    assert found[1] is not None
-    assert "Benjamin Franklin" in found[1]
+    found = flush(("assistant", " ".join(turn)))
+    assert len(found) == 1, found
+    assert found[0].startswith(RECOMMENDED)
+    assert "Benjamin Franklin" in found[0]
+    assert "books that" not in found[0], "the announcement is no recommendation"
     lone = 'Last year, "Steve Jobs" was on every list.'
-    assert recommendations([lone], "the assistant", "the user") == [None]
+    assert advice(lone) is None
 
 
 def test_second_person_said_in_the_third() -> None:
-    assert second_to_third("if you like action movies", "the user") == (
-        "if the user likes action movies"
+    """The assistant's "you" in a condition, a purpose or a possessive is the user, or the
+    user by name when their messages carry it."""
+    assert advice("If you like action movies, I recommend watching 'Die Hard'.") == (
+        f"{RECOMMENDED}watching 'Die Hard' (if the user likes action movies)."
     )
-    assert second_to_third("to help you memorize it", "the user") == (
-        "to help the user memorize it"
+    assert advice("I recommend the Anki app to help you memorize it.") == (
+        f"{RECOMMENDED}the Anki app to help the user memorize it."
     )
-    assert second_to_third("your friend", "Ana") == "Ana's friend"
-    assert second_to_third("if you're in Shanghai", "the user") == "if the user is in Shanghai"
+    named = {"role": "user", "content": "Hi there", "name": "Ana"}
+    assert advice("I recommend asking your friend for a copy of 'Dune'.", named) == (
+        f"{RECOMMENDED}asking Ana's friend for a copy of 'Dune'."
+    )
+    assert advice("If you're in Shanghai, I recommend visiting the Yu Garden.") == (
+        f"{RECOMMENDED}visiting the Yu Garden (if the user is in Shanghai)."
+    )
 
 
 def test_the_flush_writes_the_assistant_recommendation() -> None:
@@ -184,9 +204,8 @@ def test_a_user_telling_the_agent_what_to_do_is_no_recommendation() -> None:
         ("assistant", "Let's open fields.py and look at the rounding."),
     )
     assert not any("recommended" in b for b in bullets), bullets
-    for bullet in bullets:
-        assert not is_instruction(bullet), bullet
-        assert not is_code(bullet), bullet
+    said = ("run the tests", "edit tool", "fix fields.py")
+    assert not any(words in b for b in bullets for words in said), bullets
 
 
 def test_a_recommendation_is_found_by_the_question_about_it(tmp_path: Path) -> None:

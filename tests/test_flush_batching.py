@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harnessmem import MemoryHarness
-from harnessmem.memory._flush_request import related_reference, render_transcript
+from harnessmem.memory.flush import render_transcript
+from harnessmem.prompts import read_blocks
 from harnessmem.testing import ScriptedModel
 
 if TYPE_CHECKING:
@@ -142,22 +143,35 @@ def test_a_process_killed_while_a_batch_is_held_loses_nothing(tmp_path: Path) ->
 # ---------------------------------------------------------------- what is sent
 
 
-def test_the_reference_is_the_related_entries_within_the_bound() -> None:
+def test_the_reference_is_the_related_entries_within_the_bound(
+    open_harness: HarnessFactory,
+) -> None:
     memory = "\n".join(
         ["## Facts", "- Ana lives in Porto", "- The staging db is on port 5433"]
         + [f"- Unrelated fact number {i} about gardening" for i in range(50)]
     )
-    shown, left = related_reference(memory, "[USER]: Is Ana still in Porto?", 200)
-    assert shown == "- Ana lives in Porto"
-    assert left == 51
-    # A word half the entries hold relates nothing; a rare one does, within the bound.
-    assert related_reference(memory, "gardening", 500) == ("", 52)
-    shown, _ = related_reference(memory, "number 7 or 12 or 30 or staging", 70)
-    assert 0 < len(shown) <= 70
-    shown, left = related_reference(memory, "number 7 or 12 or 30 or staging", 300)
-    assert shown.splitlines()[0] == "- The staging db is on port 5433"  # in file order
-    assert len(shown.splitlines()) == 4
-    assert left == 48
+
+    def reference(said: str, bound: int) -> dict[str, str]:
+        """The blocks of the flush request for ``said``, with ``flush.reference_chars``."""
+        model = ScriptedModel("NO_REPLY")
+        harness = open_harness(model, flush={"reference_chars": bound})
+        harness.workspace.write_text("MEMORY.md", memory)
+        harness.flush([{"role": "user", "content": said}], session_id=f"r{bound}")
+        return read_blocks(model.calls_for("flush")[0].messages)
+
+    shown = reference("Is Ana still in Porto?", 200)
+    assert shown["memory_md"] == "- Ana lives in Porto"
+    assert "[51 other entries not shown" in shown["todays_log"]
+    # A word half the entries hold relates nothing: no reference at all.
+    assert "memory_md" not in reference("gardening", 500)
+    # A rare one does, within the bound.
+    shown = reference("number 7 or 12 or 30 or staging", 70)
+    assert 0 < len(shown["memory_md"]) <= 70
+    shown = reference("number 7 or 12 or 30 or staging", 300)
+    lines = shown["memory_md"].splitlines()
+    assert lines[0] == "- The staging db is on port 5433"  # in file order
+    assert len(lines) == 4
+    assert "[48 other entries not shown" in shown["todays_log"]
 
 
 def test_the_flush_request_holds_only_related_entries(open_harness: HarnessFactory) -> None:
@@ -237,17 +251,32 @@ def test_junk_in_the_facts_part_is_asked_again_of_the_flush_model(
     assert "fact number 0 is true" in facts_of(harness)
 
 
-def test_separate_models_for_summary_and_flush_keep_two_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flush_model", "calls"),
+    [
+        # Another route (other options): another backend, asked for the facts on its own.
+        ({"backend": "extractive", "options": {"max_facts": 5}}, {"summary": 1, "flush": 1}),
+        # The same route as the summary's: one backend, one call for both.
+        ({"backend": "extractive"}, {"summary": 1}),
+    ],
+)
+def test_separate_models_for_summary_and_flush_keep_two_calls(
+    tmp_path: Path, flush_model: dict[str, Any], calls: dict[str, int]
+) -> None:
     with MemoryHarness.open(
         tmp_path / "ws",
-        model={"flush": {"backend": "extractive"}},
+        model={"flush": flush_model},
         compaction={"trigger_messages": 10, "keep_messages": 4, "trigger_tokens": 0},
         maintenance={"enabled": False},
     ) as harness:
-        compactor = harness.kernel.hooks.pm.get_plugin("compaction").compactor(harness.kernel, "s")
-        assert compactor._one_call() is (
-            harness.kernel.model_for("summary").backend is harness.kernel.model_for("flush").backend
-        )
+        messages = [{"role": "system", "content": "You help."}]
+        for i in range(6):
+            messages += turn(i, f"My flight number {i} to Porto is HX{i}00 on Monday.")
+        harness.session("s").before_reasoning(messages)
+        usage = harness.usage().by_purpose()
+    assert {purpose: totals.calls for purpose, totals in usage.items()} == calls
+    logs = "".join(p.read_text() for p in (tmp_path / "ws" / "memory").glob("*.md"))
+    assert "HX000" in logs, "the facts were written either way"
 
 
 # ---------------------------------------------------------------- consolidation requests

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from harnessmem.backends.extractive import ExtractiveBackend
-from harnessmem.backends.extractive._person import pronouns_of, rewrite_person, with_subject
 from harnessmem.prompts import NO_REPLY, flush_request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,36 +219,75 @@ def test_a_plan_with_content_is_kept() -> None:
     ]
 
 
-def test_the_rewriting_pieces() -> None:
-    assert pronouns_of("Jon").possessive == "his"
-    assert pronouns_of("Caroline Smith").subject == "she"
-    assert pronouns_of("the user").possessive == "their"
-    assert pronouns_of("Alex").object == "them"
+PIECES = [
+    # Pronouns: "she" for a known given name with a surname, "them" for a name of either.
+    (
+        user("My sister visited me in Porto last week.", "Caroline Smith"),
+        ["Caroline Smith's sister visited her in Porto last week."],
+    ),
+    (
+        user("My boss promoted me to team lead in March.", "Alex"),
+        ["Alex's boss promoted them to team lead in March."],
+    ),
     # Who did it is not always the speaker: "Really made me think", "Looks like rain".
-    assert with_subject("Really made me think about it") == "Really made me think about it"
-    assert with_subject("Looks like a rounding issue") == "Looks like a rounding issue"
-    assert with_subject("Painting's a fun way to relax") == "Painting's a fun way to relax"
-    assert with_subject("Read the book first") == "Read the book first"
-    assert with_subject("Been busy with the move") == "I've been busy with the move"
-    assert with_subject("Going to Paris next week with my mom") == (
-        "I'm going to Paris next week with my mom"
-    )
+    (
+        user("Really made me think about the job offer from Lisbon.", "Jon"),
+        ["Really made Jon think about the job offer from Lisbon."],
+    ),
+    (
+        user("Looks like a rounding issue in the invoice totals of March.", "Jon"),
+        ["Looks like a rounding issue in the invoice totals of March."],
+    ),
+    (
+        user("Painting's a fun way to relax after work at the Porto hospital.", "Jon"),
+        ["Painting's a fun way to relax after work at the Porto hospital."],
+    ),
+    # An imperative is no subject-less statement of the speaker's: no fact of Jon's.
+    (user("Read the Dune book first, then the Lisbon guide.", "Jon"), []),
+    # ... but a chat's "Been ..." and "Going to ..." leave out the speaker.
+    (
+        user("Been busy with the move to Porto this week.", "Jon"),
+        ["Jon has been busy with the move to Porto this week."],
+    ),
+    (
+        user("Going to Paris next week with my mom", "Jon"),
+        ["Jon is going to Paris next week with his mom."],
+    ),
     # An adjective in -ing, "each other", a compound subject with its verb, "going to be".
-    for said in (
-        "Exciting but kinda nerve-wracking.",
-        "Supporting each other and making good things happen.",
-        "Dancing and running my biz need hard work.",
-        "Going to be a great night.",
-        "Creating community, especially for kids, is really important.",
-    ):
-        assert with_subject(said) == said
+    (
+        user("Exciting but kinda nerve-wracking, starting at the Lisbon bakery on Monday.", "Jon"),
+        ["Exciting but kinda nerve-wracking, starting at the Lisbon bakery on Monday."],
+    ),
+    (
+        user("Supporting each other and making good things happen at the studio in Porto.", "Jon"),
+        ["Supporting each other and making good things happen at the studio in Porto."],
+    ),
+    (
+        user("Dancing and running my biz need hard work.", "Jon"),
+        ["Dancing and running Jon's biz need hard work."],
+    ),
+    (
+        user("Going to be a great night at the Lisbon jazz festival on Friday.", "Jon"),
+        ["Going to be a great night at the Lisbon jazz festival on Friday."],
+    ),
+    (
+        user("Creating community, especially for kids, is really important.", "Jon"),
+        ["Creating community, especially for kids, is really important."],
+    ),
     # "you" after a verb or a preposition is an object, before a verb a subject.
-    assert rewrite_person("I sent you the receipt", "the assistant", "the user") == (
-        "the assistant sent the user the receipt"
-    )
-    assert rewrite_person("things you enjoy, like your garden", listener="the user") == (
-        "things the user enjoys, like their garden"
-    )
+    (assistant("I sent you the receipt"), ["The assistant sent the user the receipt."]),
+    (
+        assistant("I picked things you enjoy, like your garden."),
+        ["The assistant picked things the user enjoys, like their garden."],
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "facts"), PIECES, ids=lambda v: str(v)[:40])
+def test_the_rewriting_pieces(message: dict[str, Any], facts: list[str]) -> None:
+    """The pieces of the rewriting, each in a message of its own: whose pronouns, when the
+    speaker is the subject a chat left out, and the listener's "you"."""
+    assert flush(message) == facts
 
 
 # -- real sentences of the shared data ----------------------------------------------------------

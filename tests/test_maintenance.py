@@ -587,7 +587,7 @@ def test_close_drains_queued_work_before_releasing_backends(
     """The seam for queued flushes: drainers run first, with the time left."""
     harness = _scheduled(tmp_path, clock)
     budget: list[float] = []
-    harness.kernel._drainers.append(lambda left: budget.append(left) or None)  # type: ignore[func-returns-value]
+    harness.kernel.on_close(budget.append)
     harness.close(timeout=5)
     assert len(budget) == 1
     assert 0 < budget[0] <= 5
@@ -611,7 +611,7 @@ def test_open_harnesses_close_at_interpreter_exit(tmp_path: Path) -> None:
         "import sys\n"
         "from harnessmem import MemoryHarness\n"
         "h = MemoryHarness.open(sys.argv[1])\n"
-        "h.kernel._drainers.append(lambda left: print('drained', flush=True))\n"
+        "h.kernel.on_close(lambda left: print('drained', flush=True))\n"
         "print('scheduler', h.kernel.maintenance.running, flush=True)\n"
     )
     out = subprocess.run(
@@ -625,13 +625,12 @@ def test_open_harnesses_close_at_interpreter_exit(tmp_path: Path) -> None:
 
 
 def test_harness_tracking_keeps_no_harness_alive(tmp_path: Path, clock: FakeClock) -> None:
+    """Open harnesses are tracked for the atexit close (the test above) weakly: a harness
+    nothing else holds is freed."""
     import weakref
-
-    from harnessmem.harness import _OPEN_HARNESSES
 
     harness = _scheduled(tmp_path, clock, enabled=False)
     ref = weakref.ref(harness)
-    assert harness in _OPEN_HARNESSES
     del harness
     gc.collect()
     assert ref() is None

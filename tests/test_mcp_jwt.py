@@ -33,8 +33,7 @@ from tests.test_mcp import COMMAND, FACT, TIMEOUT, _http, _HttpServer, _run, _te
 
 from harnessmem import MemoryHarness
 from harnessmem.access import JwtVerifier
-from harnessmem.mcp._auth import JwtTokens
-from harnessmem.mcp._server import _MemoryServer
+from harnessmem.mcp import JwtTokens, build_server
 from harnessmem.settings import McpJwtSettings
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -244,23 +243,31 @@ def test_the_handlers_check_the_grant_too(
         return SimpleNamespace(request=SimpleNamespace(scope={"user": AuthenticatedUser(token)}))
 
     with MemoryHarness.open(tmp_path / "ws") as harness:
-        handlers = _MemoryServer(harness)
+        server = build_server(harness)
+
+        async def handle(method: str, ctx: Any, params: Any) -> Any:
+            """What the server's handler of ``method`` answers, as the SDK calls it."""
+            entry = server.get_request_handler(method)
+            assert entry is not None, method
+            return await entry.handler(ctx, params)
 
         async def scenario() -> None:
             reader = await context("memory:read")
             save = types.CallToolRequestParams(name="memory_save", arguments={"text": FACT})
             with pytest.raises(MCPError, match="memory:write"):
-                await handlers.call_tool(reader, save)
+                await handle("tools/call", reader, save)
             writer = await context("memory:write")
             with pytest.raises(MCPError, match="memory:read"):
-                await handlers.read_resource(
-                    writer, types.ReadResourceRequestParams(uri="harnessmem://MEMORY.md")
+                await handle(
+                    "resources/read",
+                    writer,
+                    types.ReadResourceRequestParams(uri="harnessmem://MEMORY.md"),
                 )
             with pytest.raises(MCPError, match="memory:read"):
-                await handlers.get_prompt(
-                    writer, types.GetPromptRequestParams(name="memory_context")
+                await handle(
+                    "prompts/get", writer, types.GetPromptRequestParams(name="memory_context")
                 )
-            assert not (await handlers.call_tool(writer, save)).is_error
+            assert not (await handle("tools/call", writer, save)).is_error
 
         _run(scenario)
     assert (tmp_path / "ws" / "MEMORY.md").read_text().count("HA-5521-778") == 1

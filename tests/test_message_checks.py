@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 
 from harnessmem import MemoryHarness, MessageFormatError, Session
 from harnessmem.cli import EXIT_INPUT, main
-from harnessmem.messages import validate_messages
-from harnessmem.messages._checks import MAX_DEPTH, check_messages, nesting_problem
+from harnessmem.messages import MAX_DEPTH, check_messages, validate_messages
 from harnessmem.replay import load_transcript
 
 USER = {"role": "user", "content": "book a flight to Lisbon"}
@@ -371,10 +370,21 @@ def test_lifecycle_calls_raise_only_message_format_error(
     assert first.startswith(f"{call}: ")
 
 
-def test_nesting_problem_measures_without_recursion() -> None:
-    assert nesting_problem(nested_list(100_000)) == (
-        "[0][0][0][0]...",
-        f"nested more than {MAX_DEPTH} levels deep (or refers to itself)",
+def test_nesting_is_measured_without_recursion() -> None:
+    """100,000 levels, far past Python's recursion limit: measured, not a RecursionError."""
+
+    def first_problem(meta: Any) -> str | None:
+        try:
+            check_messages([{"role": "user", "content": "x", "meta": meta}], "before_reasoning")
+        except MessageFormatError as exc:
+            return str(exc).splitlines()[0]
+        return None
+
+    assert first_problem(nested_list(100_000)) == (
+        "before_reasoning: message 0: meta[0][0][0][0]...: "
+        f"nested more than {MAX_DEPTH} levels deep (or refers to itself)"
     )
-    assert nesting_problem({"a": [1, {"b": math.inf}]}) is None
-    assert nesting_problem({(1, 2): "x"}) == ("", "key (1, 2) is tuple, expected text")
+    assert first_problem({"a": [1, {"b": math.inf}]}) is None
+    assert first_problem({(1, 2): "x"}) == (
+        "before_reasoning: message 0: meta: key (1, 2) is tuple, expected text"
+    )

@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from harnessmem import MemoryHarness
 from harnessmem.cli import main
-from harnessmem.compaction._message_times import MessageTimes
-from harnessmem.compaction._summary import build_anchor
+from harnessmem.compaction import MessageTimes, build_anchor
 from harnessmem.index import chunk_session_log
 from harnessmem.testing import FakeClock
 

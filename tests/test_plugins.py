@@ -207,7 +207,7 @@ def test_the_known_backends_of_this_repository_declare_their_names() -> None:
     entry-point group of its kind: the table cannot point at a plugin that lacks it."""
     import tomllib
 
-    from harnessmem.plugins._known import KNOWN_BACKENDS
+    from harnessmem.plugins.known import KNOWN_BACKENDS
 
     checked = 0
     for kind, table in KNOWN_BACKENDS.items():

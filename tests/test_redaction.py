@@ -8,16 +8,15 @@ import re
 import string
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessmem import ConfigError, HarnessSettings, MemoryHarness, hookimpl
-from harnessmem.memory import _redaction_rules as rules
-from harnessmem.memory import redaction
-from harnessmem.memory._redaction_rules import (
+from harnessmem.memory import redaction_rules as rules
+from harnessmem.memory.redaction import REPLACEMENT, SecretRedactor, redact
+from harnessmem.memory.redaction_rules import (
     ASSIGNMENT,
     AUTH_HEADER,
     NOT_SECRETS,
@@ -28,7 +27,6 @@ from harnessmem.memory._redaction_rules import (
     URL_PASSWORD,
     is_secret_like,
 )
-from harnessmem.memory.redaction import REPLACEMENT, SecretRedactor, redact
 from harnessmem.plugins import HookFacade, make_plugin_manager
 
 OPENAI = "sk-proj-AbCdEf1234567890abcdefGHIJ"
@@ -293,21 +291,36 @@ def _texts(draw: st.DrawFn) -> str:
     return text
 
 
-@pytest.mark.parametrize("sparse", [1, None, 10**9], ids=["one-by-one", "default", "dense"])
+# redact() tries a rule's places one by one while there are fewer than about one in 50
+# characters (and a few), else it runs the rule over the whole text. Both ways must agree
+# with the former implementation: a long run of blank lines after the text leaves every
+# rule few enough places to try each; a prefix with a place of every rule every few
+# characters (a URL, token anchors, header, command and flag words, keys) makes every rule
+# run over the whole text.
+_ROOMY = "\n" * 100_000
+_CROWDED = "a://ba://b sk-eyJ hf_Q~ Bearer Basic mysql curl docker -key -token keykey pin pwd " * 40
+_WAYS = {
+    "one-by-one": lambda text: text + _ROOMY,
+    "as-is": lambda text: text,
+    "whole-text": lambda text: _CROWDED + "\n\n" + text,
+}
+
+
+@pytest.mark.parametrize("way", list(_WAYS))
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_texts(), replacement=_REPLACEMENT)
 def test_redacts_exactly_what_the_former_implementation_did(
-    sparse: int | None, text: str, replacement: str
+    way: str, text: str, replacement: str
 ) -> None:
     """One rule tried where it can begin redacts what six whole-text passes did.
 
-    ``sparse`` 1 makes redact() try every place one by one, 10**9 makes it fall back to a
-    whole-text pass for each rule (both must agree). When it fails: a rule of redaction.py
-    can now match where its finder (``_url_starts``, ``_token_starts``, ``_Words``,
-    ``_TOKEN_ANCHORS``, ``_KEY_ENDINGS``, ``_PROSE_OFFSETS``) does not look.
+    When it fails one-by-one or as-is: a rule of redaction_rules.py can now match where its
+    finder in redaction.py (``_url_starts``, ``_token_starts``, ``_Words``,
+    ``_TOKEN_ANCHORS``, ``_KEY_ENDINGS``, ``_PROSE_OFFSETS``) does not look; whole-text: the
+    fallback of ``_rule`` or ``_redact_assignments``.
     """
-    with mock.patch.object(redaction, "_SPARSE", sparse or redaction._SPARSE):
-        assert redact(text, replacement) == _former_redact(text, replacement)
+    text = _WAYS[way](text)
+    assert redact(text, replacement) == _former_redact(text, replacement)
 
 
 def test_the_generated_texts_hold_secrets() -> None:
@@ -324,18 +337,33 @@ def test_the_generated_texts_hold_secrets() -> None:
     assert changed > 60
 
 
-def test_folding_finds_every_letter_that_ignorecase_matches() -> None:
-    """A keyword is looked for in the lowercased text; every character that a ``(?i)``
-    pattern takes for a-z must lower to it, and no character may change the length.
+def test_keywords_written_with_letters_that_fold_are_found() -> None:
+    """A keyword is looked for in a lowercased copy of the text, of the same length: every
+    character that a ``(?i)`` pattern takes for a-z (the long s for s, the Kelvin sign for k,
+    the dotless i and the dotted capital I for i) must be found there as that letter, and
+    what follows must stay where it was. Each letter of each secret is written with each
+    such character in turn; redact() must agree with the whole-text passes every time.
 
     When it fails: a new Python release folds more characters; add them to ``_FOLD``.
     """
     every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
-    folded = redaction._fold(every)
-    assert len(folded) == len(every)
-    for letter in string.ascii_lowercase:
-        for match in re.finditer(f"(?i){letter}", every):
-            assert folded[match.start()] == letter, hex(ord(match[0]))
+    odd = {
+        letter: [m[0] for m in re.finditer(f"(?i){letter}", every) if not m[0].isascii()]
+        for letter in string.ascii_lowercase
+    }
+    assert sorted(ch for chars in odd.values() for ch in chars) == sorted(
+        "\u0130\u0131\u017f\u212a"
+    )
+    tried = 0
+    for secret in SECRETS:
+        for at, char in enumerate(secret):
+            for other in odd.get(char.lower(), []):
+                text = (
+                    f"{secret[:at]}{other}{secret[at + 1 :]} and later the token is 3f9a8b7c6d5e4f"
+                )
+                assert redact(text) == _former_redact(text), text
+                tried += 1
+    assert tried > 300  # 402 with the secrets above
 
 
 def _tool_outputs(shared_file: Callable[[str], Path]) -> Iterator[str]:

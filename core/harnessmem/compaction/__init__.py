@@ -7,7 +7,9 @@ way or reads what compaction left (docs/compaction.md describes both):
   :data:`TRUNCATION_MARK`, pure functions over messages, property-tested;
 - the summary message: :func:`build_anchor` writes it, :func:`parse_anchor` reads it back as
   an :class:`Anchor`, :func:`normalise_summary` brings a model's answer to the
-  :data:`SECTIONS` of the canonical form or says why it is rejected.
+  :data:`SECTIONS` of the canonical form or says why it is rejected;
+- :class:`MessageTimes`, when each message was first seen, for the ``said`` of the session
+  log lines it offloads.
 """
 
 from harnessmem.backends.overflow import is_context_overflow
@@ -25,6 +27,7 @@ from harnessmem.compaction._summary import (
     parse_anchor,
 )
 from harnessmem.compaction.compactor import CompactionPlugin, ConversationCompactor
+from harnessmem.compaction.message_times import MessageTimes
 from harnessmem.events import CompactionResult
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "CompactionPlugin",
     "CompactionResult",
     "ConversationCompactor",
+    "MessageTimes",
     "build_anchor",
     "choose_cut",
     "head_length",

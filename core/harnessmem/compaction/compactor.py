@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 from harnessmem.backends.overflow import is_context_overflow, overflow_limits
 from harnessmem.compaction._cutoff import head_length, keep_start, truncate_tool_args
-from harnessmem.compaction._message_times import MessageTimes
 from harnessmem.compaction._plan import Plan, plan_compaction
 from harnessmem.compaction._shrink import MessageShrinker, Originals
 from harnessmem.compaction._summariser import Summariser
@@ -53,6 +52,7 @@ from harnessmem.compaction._summary import (
     last_user_text,
     parse_anchor,
 )
+from harnessmem.compaction.message_times import MessageTimes
 from harnessmem.events import CompactionResult
 from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
 from harnessmem.plugins import hookimpl

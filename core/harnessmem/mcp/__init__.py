@@ -15,6 +15,9 @@ names (``harnessmem mcp --http HOST:PORT --tenants 's3://bucket/agents/{tenant}'
 With ``mcp.auth = "jwt"`` the HTTP app is an OAuth 2.1 resource server instead: it takes
 the JWT access tokens of ``mcp.jwt.issuer``, the tenant from a claim, the tools by scope
 (``http_app(..., verifier=JwtVerifier(settings.mcp.jwt))``, :mod:`harnessmem.access`).
+An application that mounts ``build_server(harness).streamable_http_app()`` behind the SDK's
+own auth passes it ``JwtTokens(verifier)``, the SDK token verifier for those tokens: the
+handlers then refuse what a token's scopes do not grant.
 
 It needs the official MCP SDK, an optional extra: ``pip install 'harnessmem[mcp]'``.
 Importing this package without it raises ``ConfigError`` saying so; nothing else in
@@ -26,6 +29,7 @@ from __future__ import annotations
 from harnessmem.errors import ConfigError
 
 try:
+    from harnessmem.mcp._auth import JwtTokens
     from harnessmem.mcp._http import (
         check_exposure,
         http_app,
@@ -52,6 +56,7 @@ __all__ = [
     "PROMPT_NAME",
     "SCHEME",
     "TENANT_HEADER",
+    "JwtTokens",
     "build_pool_server",
     "build_server",
     "check_exposure",

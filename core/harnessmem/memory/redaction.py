@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from harnessmem.errors import ConfigError
-from harnessmem.memory._redaction_rules import (
+from harnessmem.memory.redaction_rules import (
     ASSIGNMENT,
     AUTH_HEADER,
     COMMAND,

@@ -56,7 +56,7 @@ def _index_check(settings: HarnessSettings) -> None:
 
 def _storage_check(settings: HarnessSettings) -> None:
     """A workspace URL whose store needs a library that is not installed (s3fs for s3://)."""
-    from harnessmem.plugins._known import missing_storage
+    from harnessmem.plugins.known import missing_storage
 
     missing = missing_storage(settings.workspace.url)
     if missing is not None:

@@ -8,8 +8,8 @@ import inspect
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from harnessmem.errors import BackendNotFound, PluginError
-from harnessmem.plugins._known import KNOWN_BACKENDS
 from harnessmem.plugins.discovery import INDEX_GROUP, MODEL_GROUP, distribution_of, entry_points
+from harnessmem.plugins.known import KNOWN_BACKENDS
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import IndexBackend, ModelBackend

@@ -1,6 +1,11 @@
 """The rules of the secret redactor (see :mod:`harnessmem.memory.redaction`): what a secret looks
 like, and what each match is replaced with.
 
+Public for a plugin that looks for secrets its own way (a scan before text leaves for a model,
+a check of a file outside the workspace) with the same definitions, and for the test that
+checks :func:`~harnessmem.memory.redaction.redact` against a pass of each rule over the whole
+text. :func:`~harnessmem.memory.redaction.redact` is what applies them, in order.
+
 Each pattern is run where its finder in redaction.py says a match can begin; a change
 here needs its finder checked (tests/test_redaction.py compares both with a pass over the
 whole text). The formats were compared with gitleaks' default rules and detect-secrets'
@@ -11,6 +16,29 @@ from __future__ import annotations
 
 import re
 from functools import partial
+
+__all__ = [
+    "ASSIGNMENT",
+    "AUTH_HEADER",
+    "COMMAND",
+    "FLAG",
+    "KEY_NAME",
+    "NOT_SECRETS",
+    "PASSWORD_KEYS",
+    "PRIVATE_KEY",
+    "PROSE",
+    "PUTTY_KEY",
+    "SEPARATOR",
+    "TOKENS",
+    "URL_PASSWORD",
+    "is_secret_like",
+    "replace_assignment",
+    "replace_command",
+    "replace_flag",
+    "replace_header",
+    "replace_prose",
+    "replace_url_password",
+]
 
 PRIVATE_KEY = re.compile(
     r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
