@@ -18,6 +18,7 @@ import pytest
 from harnessmem import HarnessPool, MemoryHarness, hookimpl, lifetime
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.events import MaintenanceEvent
+from harnessmem.pool import CLOSE_THREADS
 from harnessmem.testing import ScriptedModel
 from harnessmem.testing.workspace_suite import FakeClock
 
@@ -43,7 +44,9 @@ def serve_and_check(pool: HarnessPool, tenants: int) -> None:
         hits = harness.search("heliotrope spare key", 50)
         assert [h.content for h in hits] == [_fact(name)], name
         assert harness.search(f"tin-{names[0] if name != names[0] else names[1]}") == []
-    assert pool.opened >= 2 * tenants - pool.max_open
+    # A tenant asked for before its close began is handed its harness back, not reopened.
+    assert pool.opened + pool.reclaimed >= 2 * tenants - pool.max_open
+    assert pool.wait_for_closes()
     assert pool.evicted == pool.opened - len(pool)
 
 
@@ -203,6 +206,7 @@ def test_a_pinned_harness_is_not_evicted(tmp_path: Path) -> None:
                 assert len(pool) == 3, "over max_open while all are pinned"
             assert len(pool) == 2
         pool.harness("f")
+        assert pool.wait_for_closes()
         assert alice.kernel.closed, "evicted once unpinned"
 
 
@@ -222,6 +226,7 @@ def test_eviction_drains_queued_flushes(tmp_path: Path) -> None:
         ctx = ana.session("s").after_call(messages)
         assert ctx.outcomes["flush"].status == "queued"
         pool.harness("bea")  # evicts ana: her queued flush is written first
+        assert pool.wait_for_closes()
         assert ana.kernel.closed
         assert "- Ana lives in Lisbon" in "".join(
             ana.workspace.read_text(p) for p in ana.workspace.list("memory")
@@ -345,6 +350,7 @@ def test_an_evicted_tenant_leaves_the_runner(
     first = pool.harness("t0")
     for n in range(1, 11):
         pool.harness(f"t{n}")
+    assert pool.wait_for_closes()
     assert first.kernel.closed
     runner = pool.maintenance_runner
     assert runner is not None
@@ -367,6 +373,7 @@ def test_a_harness_handed_out_is_open_even_when_every_other_is_pinned(tmp_path: 
             assert sorted(pool.open_tenants) == ["t1", "t2"]
         # The pin gone, the pool is back to max_open, the least recently used closed.
         assert len(pool) == 1
+        assert pool.wait_for_closes()
         assert first.kernel.closed
         assert not pool.harness("t2").kernel.closed
         assert pool.over_max == 1
@@ -473,3 +480,227 @@ def test_a_forget_racing_its_harness_eviction_finishes_or_can_be_run_again(
         assert again.search("Quimper")
     held = [p for p in tmp_path.rglob("*") if p.is_file() and b"zorblax" in p.read_bytes().lower()]
     assert held == [], outcome
+
+
+# -- closing evicted harnesses in the background -------------------------------------------------
+
+
+class _Gate:
+    """A close step (``kernel.on_close``): says it began, waits to be let go, then runs
+    ``then`` (a close's last writes: a ledger, a flush) and says it is done."""
+
+    def __init__(self, then: Any = None) -> None:
+        self.then = then
+        self.began = threading.Event()
+        self.go = threading.Event()
+        self.done = threading.Event()
+        self.thread = ""
+
+    def __call__(self, _left: float) -> None:
+        self.thread = threading.current_thread().name
+        self.began.set()
+        assert self.go.wait(30), "never let go"
+        if self.then is not None:
+            self.then()
+        self.done.set()
+
+
+class _Opens:
+    """Records the workspace of every harness the pool builds."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    @hookimpl
+    def harnessmem_configure(self, settings: Any) -> None:
+        self.log.append("open " + settings.workspace.url.rsplit("/", 1)[1])
+
+
+def _pool_recording_opens(tmp_path: Path, log: list[str]) -> HarnessPool:
+    """A pool of one open harness whose every open is recorded in ``log``."""
+    return HarnessPool(
+        str(tmp_path / "{tenant}"),
+        max_open=1,
+        plugins=[_Opens(log)],
+        maintenance={"enabled": False},
+    )
+
+
+def test_the_call_that_evicts_does_not_wait_for_the_close(tmp_path: Path) -> None:
+    """Asking for bea evicts ana, whose close is slow (it waits on an event): the call
+    returns at once and ana closes on the pool's close thread (it used to close in the
+    caller's thread, most of a turn's time in a fleet of 500 tenants)."""
+    with HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS) as pool:
+        ana = pool.harness("ana")
+        gate = _Gate()
+        ana.kernel.on_close(gate)
+        bea = pool.harness("bea")
+        assert not gate.done.is_set(), "the caller waited for ana's close"
+        assert pool.open_tenants == ["bea"]
+        assert gate.began.wait(30)
+        assert not ana.kernel.closed
+        gate.go.set()
+        assert pool.wait_for_closes()
+        assert ana.kernel.closed
+        assert not bea.kernel.closed
+        assert gate.thread == "harnessmem-pool-close"
+        assert pool.evicted == 1
+
+
+def test_a_tenant_asked_for_while_its_harness_closes_waits_and_sees_all_its_data(
+    tmp_path: Path,
+) -> None:
+    """Ana's old harness writes once more while it closes; asking for ana meanwhile waits
+    for that close, then opens a harness that finds the write: never two harnesses of
+    one tenant writing at once."""
+    log: list[str] = []
+    fact = "- Ana keeps the spare key under the blue pot"
+    with _pool_recording_opens(tmp_path, log) as pool:
+        ana = pool.harness("ana")
+
+        def last_write() -> None:
+            ana.save(fact)
+            log.append("ana's last write")
+
+        gate = _Gate(last_write)
+        ana.kernel.on_close(gate)
+        pool.harness("bea")
+        assert gate.began.wait(30), "ana's close has begun"
+        got: dict[str, MemoryHarness] = {}
+        asking = threading.Thread(target=lambda: got.setdefault("ana", pool.harness("ana")))
+        asking.start()
+        gate.go.set()
+        asking.join(30)
+        assert not asking.is_alive()
+        again = got["ana"]
+        assert again is not ana
+        assert ana.kernel.closed
+        assert log == ["open ana", "open bea", "ana's last write", "open ana"]
+        assert [h.content for h in again.search("spare key")] == [fact]
+
+
+def test_a_tenant_evicted_but_not_yet_closing_gets_its_harness_back(tmp_path: Path) -> None:
+    """Every close thread held by a slow close, ana's close waits in the queue; asking for
+    ana hands back the same, open harness (no close, no reopen), and the tenant evicted
+    for it closes instead."""
+    threads = CLOSE_THREADS
+    with HarnessPool(str(tmp_path / "{tenant}"), max_open=threads, **OPTIONS) as pool:
+        gates = []
+        for n in range(threads):
+            gates.append(_Gate())
+            pool.harness(f"busy{n}").kernel.on_close(gates[-1])
+        ana = pool.harness("ana")
+        # Each evicts one busy tenant (a close thread each, held), the last evicts ana.
+        others = [pool.harness(f"other{n}") for n in range(threads)]
+        for gate in gates:
+            assert gate.began.wait(30)
+        assert "ana" not in pool
+        assert not ana.kernel.closed
+        assert pool.harness("ana") is ana
+        assert pool.reclaimed == 1
+        assert pool.opened == 2 * threads + 1
+        assert "ana" in pool
+        for gate in gates:
+            gate.go.set()
+        assert pool.wait_for_closes()
+        assert not ana.kernel.closed
+        assert others[0].kernel.closed, "evicted to make room for ana"
+        assert ana.search("anything") == []  # usable
+
+
+def test_a_full_close_backlog_makes_the_next_open_wait(tmp_path: Path) -> None:
+    """At most max_open evicted harnesses wait for their close: past that, a tenant that
+    is not open is opened only once a close has finished."""
+    log: list[str] = []
+    with _pool_recording_opens(tmp_path, log) as pool:
+        gates = []
+        for n in range(CLOSE_THREADS + 1):
+            busy = pool.harness(f"busy{n}")
+            gates.append(_Gate(lambda n=n: log.append(f"busy{n} closed")))
+            busy.kernel.on_close(gates[-1])
+        pool.harness("ana")  # the last busy one waits in the queue: the backlog is full
+        for gate in gates[:-1]:
+            assert gate.began.wait(30)
+        asking = threading.Thread(target=pool.harness, args=("bea",))
+        asking.start()
+        gates[0].go.set()
+        asking.join(30)
+        assert not asking.is_alive()
+        assert log.index("busy0 closed") < log.index("open bea")
+        for gate in gates:
+            gate.go.set()
+
+
+def test_close_waits_for_the_closes_running_in_the_background(tmp_path: Path) -> None:
+    pool = HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS)
+    ana = pool.harness("ana")
+    gate = _Gate(lambda: ana.save("- Ana's last note"))
+    ana.kernel.on_close(gate)
+    bea = pool.harness("bea")
+    assert gate.began.wait(30)
+    bea.kernel.on_close(lambda _left: gate.go.set())  # let go only once close() runs
+    pool.close()
+    assert gate.done.is_set(), "close() returned before ana's close ended"
+    assert ana.kernel.closed
+    assert bea.kernel.closed
+    assert "- Ana's last note" in ana.workspace.read_text("MEMORY.md")
+
+
+def test_close_waits_for_background_closes_only_within_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """close(timeout=5): bea's queued work takes the five seconds, so ana's close, still
+    running in the background, is not waited for; it is named in the log and finishes
+    later."""
+    now = [100.0]
+    monkeypatch.setattr(lifetime, "monotonic", lambda: now[0])
+    pool = HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS)
+    ana = pool.harness("ana")
+    gate = _Gate()
+    ana.kernel.on_close(gate)
+    bea = pool.harness("bea")
+    assert gate.began.wait(30)
+    given: list[float] = []
+
+    def slow_drain(left: float) -> None:
+        given.append(left)
+        now[0] += 5.0
+
+    bea.kernel.on_close(slow_drain)
+    with caplog.at_level("WARNING", logger="harnessmem.pool"):
+        pool.close(timeout=5.0)
+    assert given == [5.0]
+    assert "the harnesses of ana were still closing after 5s" in caplog.text
+    assert not gate.done.is_set()
+    assert bea.kernel.closed
+    gate.go.set()
+    assert pool.wait_for_closes()
+    assert ana.kernel.closed
+
+
+def test_a_failing_background_close_is_logged_and_raised_by_close(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The caller that evicted ana is not the one to blame for her failing close: it gets
+    its harness; the failure is logged at once and raised by the pool's close()."""
+    pool = HarnessPool(str(tmp_path / "{tenant}"), max_open=1, **OPTIONS)
+    ana = pool.harness("ana")
+
+    def broken(_left: float) -> None:
+        raise RuntimeError("usage ledger jammed")
+
+    ana.kernel.on_close(broken)
+    with caplog.at_level("WARNING", logger="harnessmem.pool"):
+        bea = pool.harness("bea")
+        assert pool.wait_for_closes()
+    assert "closing the harness of tenant 'ana' failed" in caplog.text
+    assert "usage ledger jammed" in caplog.text
+    assert ana.kernel.closed, "the rest of her close ran"
+    assert not pool.harness("ana").kernel.closed, "and she can be opened again"
+    with pytest.raises(
+        HarnessMemError,
+        match=r"closing the harness pool failed: closing the evicted harness of tenant "
+        r"'ana' failed: .*usage ledger jammed",
+    ):
+        pool.close()
+    assert bea.kernel.closed

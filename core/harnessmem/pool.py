@@ -16,13 +16,22 @@ database) holds every tenant, each seeing only its own entries; and one
 maintenance ticks, one at a time. Tenant ids name folders, so they are checked: letters,
 digits and ``. _ - @ + =``, not starting with a dot or a dash, at most 128 characters.
 
-Thread-safe: several threads may ask for harnesses at once; a tenant is opened once and a
-tenant being closed is reopened only after its close has finished. :meth:`HarnessPool.harness`
-never hands out a closed harness: when every other open harness is pinned, it opens one
-past ``max_open`` for the while (counted in ``over_max``). A harness it handed out
-may be closed by a later eviction once ``max_open`` other
-tenants have been used; :meth:`HarnessPool.use` keeps it open while the block runs.
-See ``docs/deployment.md``.
+Evicted harnesses close in the background, on at most :data:`CLOSE_THREADS` threads of the
+pool's, so the call that asked for a tenant does not wait for another tenant's queued
+flushes, maintenance tick or usage ledger. A tenant whose harness waits for its close is
+handed that harness back (no close, no reopen); one whose close has begun is reopened only
+after the close has finished, so two harnesses of one tenant never write at once in one
+process. At most ``max_open`` evicted harnesses wait for their close: past that, asking for
+a tenant that is not open waits for the backlog to shrink. A failed close is logged at
+once and raised by :meth:`HarnessPool.close`, which waits for the background closes within
+its one deadline (:meth:`HarnessPool.wait_for_closes` waits for them without closing).
+
+Thread-safe: several threads may ask for harnesses at once; a tenant is opened once.
+:meth:`HarnessPool.harness` never hands out a closed harness: when every other open
+harness is pinned, it opens one past ``max_open`` for the while (counted in
+``over_max``). A harness it handed out may be closed by a later eviction once
+``max_open`` other tenants have been used; :meth:`HarnessPool.use` keeps it open while
+the block runs. See ``docs/deployment.md``.
 """
 
 from __future__ import annotations
@@ -50,12 +59,17 @@ if TYPE_CHECKING:
     from harnessmem.settings import HarnessSettings
     from harnessmem.telemetry import Telemetry
 
-__all__ = ["HarnessPool", "check_tenant_id"]
+__all__ = ["CLOSE_THREADS", "HarnessPool", "check_tenant_id"]
 
 logger = logging.getLogger("harnessmem.pool")
 
 _TENANT = re.compile(r"[A-Za-z0-9_@+=][A-Za-z0-9._@+=-]{0,127}")
 _FIELD = "tenant"
+
+#: Threads a pool closes evicted harnesses on (started when there is a close to run, ended
+#: when there is none left). A close mostly waits (for the store, for a running maintenance
+#: tick), so two keep up with a pool that evicts on nearly every turn.
+CLOSE_THREADS = 2
 
 
 #: The shared index's file name: it and the files SQLite keeps beside it (``-wal``,
@@ -193,13 +207,28 @@ class HarnessPool(ClosesOnExit):
         self._changed = threading.Condition(self._lock)
         self._open: OrderedDict[str, MemoryHarness] = OrderedDict()
         self._opening: set[str] = set()
+        #: Evicted harnesses whose close has not begun, oldest first (a tenant asked for
+        #: again is handed its harness back from here).
+        self._queued: OrderedDict[str, MemoryHarness] = OrderedDict()
+        #: Tenants whose close has begun (reopened only once it is done).
         self._closing: set[str] = set()
+        self._close_threads = 0
+        #: The first close that failed in the background (tenant, error) and how many did,
+        #: for close() to raise.
+        self._close_error: tuple[str, Exception] | None = None
+        self._close_failures = 0
+        #: The tenants' ``maintenance.close_timeout`` (the budget of close() by default).
+        self._close_timeout = 0.0
         self._pins: dict[str, int] = {}
         self._closed = False
         self._runner: MaintenanceRunner | None = None
-        #: Harnesses opened and closed so far (evictions included).
+        #: Harnesses opened so far, and closed by eviction so far (a close that failed
+        #: included; one still waiting for its close not yet).
         self.opened = 0
         self.evicted = 0
+        #: Times a tenant asked for was handed back its evicted harness, whose close had
+        #: not begun.
+        self.reclaimed = 0
         #: Times a harness was opened past ``max_open`` because every other open one was
         #: pinned by :meth:`use` (the pool shrinks back as the pins go).
         self.over_max = 0
@@ -220,7 +249,15 @@ class HarnessPool(ClosesOnExit):
                 if found is not None:
                     self._open.move_to_end(tenant)
                     return found
-                if tenant not in self._opening and tenant not in self._closing:
+                found = self._queued.pop(tenant, None)
+                if found is not None:  # evicted, its close not begun: still whole
+                    self.reclaimed += 1
+                    return self._admit(tenant, found)
+                if (
+                    tenant not in self._opening
+                    and tenant not in self._closing
+                    and len(self._queued) < self.max_open  # room in the close backlog
+                ):
                     break
                 self._changed.wait()
             self._opening.add(tenant)
@@ -234,15 +271,9 @@ class HarnessPool(ClosesOnExit):
             raise
         with self._lock:
             self._opening.discard(tenant)
-            self._open[tenant] = opened
             self.opened += 1
-            # The harness just opened is handed out: never its own opening's victim.
-            victims = self._victims(keep=tenant)
-            if len(self._open) > self.max_open:
-                self.over_max += 1
-            self._changed.notify_all()
-        self._close_all(victims)
-        return opened
+            self._close_timeout = opened.settings.maintenance.close_timeout
+            return self._admit(tenant, opened)
 
     @contextmanager
     def use(self, tenant: str) -> Iterator[MemoryHarness]:
@@ -258,14 +289,19 @@ class HarnessPool(ClosesOnExit):
                     self._pins[tenant] = left
                 else:
                     del self._pins[tenant]
-                victims = self._victims()
-            self._close_all(victims)
+                self._evict()
 
     @property
     def open_tenants(self) -> list[str]:
         """Tenants with an open harness, least recently used first."""
         with self._lock:
             return list(self._open)
+
+    def wait_for_closes(self, timeout: float | None = None) -> bool:
+        """Wait until every evicted harness is closed; False if some were still waiting for
+        their close, or closing, after ``timeout`` seconds (None: no limit)."""
+        with self._lock:
+            return self._changed.wait_for(self._closes_done, timeout)
 
     def __len__(self) -> int:
         with self._lock:
@@ -349,34 +385,78 @@ class HarnessPool(ClosesOnExit):
                 self._runner = MaintenanceRunner("harnessmem-pool-maintenance")
             return self._runner
 
-    def _victims(self, keep: str | None = None) -> list[tuple[str, MemoryHarness]]:
-        """Take the least recently used unpinned harnesses past ``max_open`` (lock held),
-        never ``keep``'s."""
-        victims = []
+    def _admit(self, tenant: str, harness: MemoryHarness) -> MemoryHarness:
+        """Put ``harness`` in the open ones, making room for it (lock held)."""
+        self._open[tenant] = harness
+        # The harness handed out is never its own admission's victim.
+        self._evict(keep=tenant)
+        if len(self._open) > self.max_open:
+            self.over_max += 1
+        self._changed.notify_all()
+        return harness
+
+    def _evict(self, keep: str | None = None) -> None:
+        """Queue the least recently used unpinned harnesses past ``max_open`` for their
+        close, never ``keep``'s (lock held)."""
         for tenant in list(self._open):
             if len(self._open) <= self.max_open:
                 break
             if self._pins.get(tenant) or tenant == keep:
                 continue
-            victims.append((tenant, self._open.pop(tenant)))
-            self._closing.add(tenant)
-        return victims
+            self._queued[tenant] = self._open.pop(tenant)
+        if self._queued and self._close_threads < CLOSE_THREADS:
+            self._close_threads += 1
+            # Not a daemon: the interpreter waits for it before it exits, so a close
+            # begun is finished (its flushes written) rather than cut off.
+            threading.Thread(target=self._close_queued, name="harnessmem-pool-close").start()
 
-    def _close_all(self, victims: list[tuple[str, MemoryHarness]]) -> None:
-        errors: list[Exception] = []
-        for tenant, harness in victims:
+    def _close_queued(self) -> None:
+        """Close the queued harnesses, oldest first, until none is left (a close thread)."""
+        while True:
+            with self._lock:
+                if not self._queued:
+                    self._close_threads -= 1
+                    self._changed.notify_all()
+                    return
+                tenant, harness = self._queued.popitem(last=False)
+                self._closing.add(tenant)
+                self._changed.notify_all()  # room in the backlog
             try:
                 harness.close()
-            except Exception as exc:  # close the others; report the first
+            except Exception as exc:  # reported now, and raised by close()
                 logger.warning("closing the harness of tenant %r failed: %s", tenant, exc)
-                errors.append(exc)
+                with self._lock:
+                    self._close_error = self._close_error or (tenant, exc)
+                    self._close_failures += 1
             finally:
                 with self._lock:
                     self._closing.discard(tenant)
                     self.evicted += 1
                     self._changed.notify_all()
-        if errors:
-            raise errors[0]
+
+    def _closes_done(self) -> bool:
+        return not self._queued and not self._closing
+
+    def _finish_closes(self, deadline: Deadline) -> None:
+        """Wait for the closes running in the background, within ``deadline``; raise the
+        first that failed since the pool opened (each was logged when it failed)."""
+        with self._lock:
+            if not self._changed.wait_for(self._closes_done, deadline.left()):
+                logger.warning(
+                    "closing the harness pool for %s: the harnesses of %s were still closing "
+                    "after %gs; abandoning them",
+                    self.url_template,
+                    ", ".join(sorted(self._closing)),
+                    deadline.seconds,
+                )
+            failed, failures = self._close_error, self._close_failures
+            self._close_error, self._close_failures = None, 0
+        if failed is not None:
+            tenant, first = failed
+            more = f" (and {failures - 1} more)" if failures > 1 else ""
+            raise HarnessMemError(
+                f"closing the evicted harness of tenant {tenant!r} failed{more}: {first}"
+            ) from first
 
     # lifetime ------------------------------------------------------------------------------
 
@@ -392,17 +472,18 @@ class HarnessPool(ClosesOnExit):
             self._closed = True
             while self._opening:
                 self._changed.wait()
-            victims = list(self._open.items())
+            # Evicted ones whose close has not begun are closed here, with the open ones.
+            victims = [*self._queued.items(), *self._open.items()]
+            self._queued.clear()
             self._open.clear()
-            self._closing.update(tenant for tenant, _ in victims)
+            running = bool(self._closing)
         # One budget for the whole pool: each harness gets what is left of it.
-        budget = victims[0][1].settings.maintenance.close_timeout if victims else 0.0
+        budget = self._close_timeout if victims or running else 0.0
         deadline = Deadline(budget if timeout is None else timeout)
         closer = Closer("the harness pool")
-        for tenant, harness in victims:
+        for _tenant, harness in victims:
             closer.run(partial(_close_within, harness, deadline))
-            with self._lock:
-                self._closing.discard(tenant)
+        closer.run(partial(self._finish_closes, deadline))
         runner = self._runner
         if runner is not None:
             closer.run(lambda: runner.stop(deadline.left()))

@@ -378,7 +378,8 @@ class _TenantServer:
     """Handlers that serve each request from the harness of the tenant its header names.
 
     The tenant's harness stays open (pinned in the pool) while its request runs; opening
-    it, and closing the least recently used one to make room, happen in a worker thread.
+    it happens in a worker thread (the pool closes the least recently used one, to make
+    room, on a thread of its own).
     """
 
     def __init__(self, pool: HarnessPool, header: str) -> None:
