@@ -16,6 +16,19 @@ PACKAGE = ROOT / "core" / "harnessmem"
 SOURCES = [PACKAGE, *sorted(ROOT.glob("plugins/*/src/*"))]
 
 
+def _parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree. CPython before 3.11.8 may raise a spurious SystemError ("AST
+    constructor recursion depth mismatch", gh-106905) when another thread of the process
+    parses at the same time (a harness closing in the background): parse again then."""
+    source = path.read_text(encoding="utf-8")
+    try:
+        return ast.parse(source, filename=str(path))
+    except SystemError as error:
+        if "recursion depth mismatch" not in str(error):
+            raise
+        return ast.parse(source, filename=str(path))
+
+
 def _modules() -> dict[str, ast.Module]:
     """Every module of the core package and the plugin packages, by dotted name."""
     found = {}
@@ -23,7 +36,7 @@ def _modules() -> dict[str, ast.Module]:
         for path in sorted(root.rglob("*.py")):
             parts = path.relative_to(root.parent).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            found[name] = _parse(path)
     return found
 
 
@@ -245,7 +258,7 @@ def test_tests_import_only_public_modules() -> None:
     assert list(TESTS_THAT_IMPORT_PRIVATE_MODULES) == sorted(set(TESTS_THAT_IMPORT_PRIVATE_MODULES))
     found = {}
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _parse(path)
         if imports := _private_imports(tree):
             found[str(path.relative_to(ROOT / "tests"))] = imports
     unexpected = {k: v for k, v in found.items() if k not in TESTS_THAT_IMPORT_PRIVATE_MODULES}
