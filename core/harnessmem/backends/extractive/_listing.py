@@ -99,10 +99,12 @@ def _items(lines: list[str]) -> list[str]:
     root: _Node = _Node("", -1)
     path = [root]
     for line in lines:
-        depth = len(_indent(line))
+        item = _ITEM.match(line)
+        assert item is not None  # take_listings gathers item lines only
+        depth = len(item["indent"].expandtabs(4))
         while len(path) > 1 and path[-1].depth >= depth:
             path.pop()
-        node = _Node(" ".join(strip_markdown(_body(line)).split()).rstrip(".;"), depth)
+        node = _Node(" ".join(strip_markdown(item["body"]).split()).rstrip(".;"), depth)
         path[-1].children.append(node)
         path.append(node)
     return [child.said() for child in root.children]
@@ -121,16 +123,6 @@ class _Node:
         if self.head.endswith(":"):
             return f"{self.head} {', '.join(below)}"
         return f"{self.head} ({'; '.join(below)})"
-
-
-def _indent(line: str) -> str:
-    match = _ITEM.match(line)
-    return match.group("indent").expandtabs(4) if match else ""
-
-
-def _body(line: str) -> str:
-    match = _ITEM.match(line)
-    return match.group("body") if match else line.strip()
 
 
 def _is_record(items: list[str]) -> bool:
@@ -157,12 +149,10 @@ def take_listings(text: str, listener: str = "the user") -> list[Listing]:
             if lines[end].strip():
                 block.append(lines[end])
             end += 1
-        while end > number + 1 and not lines[end - 1].strip():
-            end -= 1
         listing = _listing(lead_in, block, listener, number)
         if listing is not None:
             found.append(listing)
-        number = max(end, number + 1)
+        number = end
     return found
 
 
