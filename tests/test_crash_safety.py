@@ -88,7 +88,7 @@ CHILD = textwrap.dedent(
     elif point == "before_reindex":
         _memory_files.reindex_paths = die
     elif point == "history":
-        patch("write_text", lambda path: path.startswith("memory/.history/"))
+        patch("create_text", lambda path: path.startswith("memory/.history/"))
     elif point == "pending":
         patch("write_text", nth_state_write(1))
     elif point == "rename":

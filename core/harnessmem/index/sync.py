@@ -384,7 +384,7 @@ class IndexSync:
             try:
                 data = (loaded or {}).get(path)
                 if data is None:
-                    data = self.workspace.read_bytes(path)
+                    data = self.workspace.read_at(path, token)
             except FileNotFoundError:  # deleted since the listing
                 self._drop(path, known, result)
             except PathNotAllowed as exc:  # e.g. became a symlink out of the workspace

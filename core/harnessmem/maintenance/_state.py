@@ -33,7 +33,10 @@ class TickState:
     @classmethod
     def read(cls, workspace: Workspace) -> TickState:
         try:
-            raw = workspace.read_text(STATE_PATH)
+            # Read under the maintenance lease, which every writer of the state holds: in
+            # a tick, its listing (made after the lease was taken) says whether the state
+            # is there and at which version, and this process may hold that version.
+            raw = workspace.decode_text(STATE_PATH, workspace.read_listed(STATE_PATH))
         except FileNotFoundError:
             return cls()
         try:

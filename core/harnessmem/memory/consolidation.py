@@ -160,7 +160,7 @@ class MemoryConsolidator:
         # Named in the watermark before it exists, as consolidation does (see the module doc).
         self._write_watermark(watermark)
         if history is not None:
-            self.workspace.write_text(history, previous(snapshot.text))
+            self._keep_version(history, previous(snapshot.text))
             for old in dropped:
                 self.workspace.delete(old)
         written = self.workspace.update_text(layout.MEMORY_FILE, change, current=snapshot)
@@ -349,7 +349,7 @@ class MemoryConsolidator:
                 # Not clean UTF-8 (an edit in another editor): keep the bytes themselves.
                 workspace.write_bytes(history, snapshot.original)
             else:
-                workspace.write_text(history, prior)
+                self._keep_version(history, prior)
             for old in dropped:
                 workspace.delete(old)
         appended = ""
@@ -410,7 +410,7 @@ class MemoryConsolidator:
         budget), else None. Read-only and without the lease: a log written meanwhile is
         the next run's."""
         watermark = Watermark.parse(
-            self._read(layout.CONSOLIDATION_STATE), where=layout.CONSOLIDATION_STATE
+            self._read_listed(layout.CONSOLIDATION_STATE), where=layout.CONSOLIDATION_STATE
         )
         if watermark.pending is not None or watermark.legacy_since is not None:
             return None
@@ -418,7 +418,7 @@ class MemoryConsolidator:
             record = watermark.files.get(name)
             if not record or found.size != int(record.get("bytes") or 0):
                 return None
-        prior = self._read(layout.MEMORY_FILE)
+        prior = self._read_listed(layout.MEMORY_FILE)
         if watermark.memory_hash and watermark.files and not prior.strip():
             return None  # MEMORY.md lost: the run starts over (see _run)
         tokens = self.tokens(prior)
@@ -458,7 +458,7 @@ class MemoryConsolidator:
                 data = self.workspace.read_bytes(path)
                 segments.append(Segment(name, path, "", len(data), len(data), content_hash(data)))
                 continue
-            data = self.workspace.read_bytes(path)
+            data = self.workspace.read_at(path, info.etag_or_hash)
             if not (record and len(data) >= done and same_content(data[:done], record.get("hash"))):
                 done = 0  # new, or rewritten since: all of it is new
             # surrogateescape keeps a byte that is not UTF-8 (an edit in another editor) as
@@ -520,6 +520,14 @@ class MemoryConsolidator:
         except FileNotFoundError:
             return ""
 
+    def _read_listed(self, path: str) -> str:
+        """``path`` as the maintenance tick's listing finds it (see ``read_listed``): for
+        the look without the lease, which the run under the lease checks again."""
+        try:
+            return self.workspace.decode_text(path, self.workspace.read_listed(path))
+        except FileNotFoundError:
+            return ""
+
     def _plan_history(self, watermark: Watermark, current: str) -> tuple[str | None, list[str]]:
         """Where the previous version ``current`` goes in memory/.history/ (None: not kept)
         and the versions to delete for it; ``watermark.history`` becomes what is kept.
@@ -545,6 +553,13 @@ class MemoryConsolidator:
         )
         watermark.history = versions[-keep:]
         return path, versions[:-keep]
+
+    def _keep_version(self, path: str, text: str) -> None:
+        """Write a previous MEMORY.md to ``path`` in memory/.history/: a new name, so one
+        create-if-absent PUT (a plain write would first read what it replaces, for the
+        audit log); written over only if a stray file holds the name."""
+        if not self.workspace.create_text(path, text):
+            self.workspace.write_text(path, text)
 
     def _advanced_files(
         self, watermark: Watermark, segments: list[Segment]

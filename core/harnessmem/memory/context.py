@@ -159,20 +159,26 @@ class MemoryContext:
                 return self._cache[1].text
         # A change between the check and the read is cached under the older version:
         # the next check sees a newer one and renders again.
-        rendered = self._read_and_render(info.size if info is not None else None)
+        rendered = self._read_and_render(
+            info.size if info is not None else None, info.etag_or_hash if info else None
+        )
         with self._lock:
             self._cache = (version, rendered)
         if rendered.omitted is not None:
             self._over_budget(session_id, rendered, settings.max_tokens)
         return rendered.text
 
-    def _read_and_render(self, size: int | None) -> _Rendered:
-        """Render MEMORY.md of ``size`` bytes (None: missing) with a bounded read."""
+    def _read_and_render(self, size: int | None, token: str | None) -> _Rendered:
+        """Render MEMORY.md of ``size`` bytes (None: missing) at change token ``token``
+        with a bounded read, or none when this process's own last write is that version."""
         max_tokens = self.kernel.settings.context.max_tokens
         workspace = self.kernel.workspace
         window = max_tokens * BYTES_PER_TOKEN
         if size is None:
             return self._render("", max_tokens)
+        held = workspace.held(layout.MEMORY_FILE, token)
+        if held is not None and len(held) < 2 * window:
+            return self._render(workspace.decode_text(layout.MEMORY_FILE, held), max_tokens)
         try:
             data = workspace.read_range(layout.MEMORY_FILE, 0, 2 * window)
         except FileNotFoundError:

@@ -370,7 +370,13 @@ class MemoryFlusher:
         zone = kernel.settings.workspace.timezone
         path = layout.daily_path(now, zone)
         memory_text = self._read(layout.MEMORY_FILE, max_age=self._reference_age())
-        log = logs.get(path) or kernel.workspace.read_snapshot(path)
+        # The log as this process last appended to it, when it did within the reference's
+        # age: the conditional append checks it (and reads the log when another wrote).
+        log = (
+            logs.get(path)
+            or kernel.workspace.recall(path, max_age=self._reference_age())
+            or kernel.workspace.read_snapshot(path)
+        )
         reference = dedup_reference(kernel.settings.flush, transcript, memory_text, log.text, path)
         # A caller that asks a model anyway (compaction's summary) may get the facts in
         # the same answer; None: ask the flush model.

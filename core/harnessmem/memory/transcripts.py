@@ -41,6 +41,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
@@ -170,10 +171,12 @@ class OffloadMark:
 @dataclass(frozen=True)
 class _Log:
     """A session log as read before an append: the snapshot (text and version) and its
-    bytes."""
+    bytes; ``recalled`` when not read but what this object's last append left there
+    (nothing vouches for it until the conditional append from it succeeds)."""
 
     snapshot: Snapshot
     data: bytes
+    recalled: bool = False
 
 
 @dataclass(frozen=True)
@@ -322,11 +325,18 @@ class SessionTranscript:
             return None
         return _Log(snapshot, snapshot.text.encode("utf-8"))
 
-    def _load(self) -> tuple[OffloadMark, bool, bool, _Log | None]:
+    def _load(self, recall: bool) -> tuple[OffloadMark, bool, bool, _Log | None]:
         """:meth:`_load_mark` for an offload, sparing the mark's read when this object
-        wrote the current one (the log is still at the version it described)."""
+        wrote the current one (the log is still at the version it described). ``recall``:
+        spare the log's read too when this object's last append is that version; the
+        append from it then checks that nobody wrote since."""
         known = self._known
         if known is not None and not self.workspace.is_local:
+            # Any age: only the append's conditional PUT vouches for it, whenever it was.
+            recalled = self.workspace.recall(self.path, max_age=math.inf) if recall else None
+            if recalled is not None and recalled.version == known[1]:
+                data = recalled.text.encode("utf-8")
+                return known[0], False, False, _Log(recalled, data, recalled=True)
             log = self._read_log()
             if log is not None and log.snapshot.version == known[1]:
                 return known[0], False, False, log
@@ -353,18 +363,24 @@ class SessionTranscript:
 
     # writing --------------------------------------------------------------------------------
 
-    def _write(self, mark: OffloadMark, text: str, log: _Log | None) -> None:
+    def _write(self, mark: OffloadMark, text: str, log: _Log | None) -> bool:
         """Append ``text`` to the log (when any), then write ``mark``; the caller holds the
         lease. With the log as read (remote stores), the append is one conditional PUT
-        from that version instead of a read and a PUT."""
+        from that version instead of a read and a PUT. False, with nothing written, when
+        the log was recalled and someone else wrote it since, or when there is only a mark
+        to write (nothing then checks the recalled log): the offload starts over."""
+        if log is not None and log.recalled and not text:
+            return False
         self._known = None  # unknown until both writes are through
         version = log.snapshot.version if log is not None else None
         exact = log is not None
         if text and log is not None:
             bases: list[str] = []
 
-            def append(current: str) -> str:
+            def append(current: str) -> str | None:
                 bases.append(current)
+                if log.recalled and current != log.snapshot.text:
+                    return None  # not the log the mark and ``text`` were made from
                 return current + text
 
             written = self.workspace.update_text(
@@ -373,7 +389,9 @@ class SessionTranscript:
             # Kept for the index otherwise; a session log may be large, and the index
             # picks it up from its listing.
             self.workspace.take_written(self.path)
-            version = written.version if written is not None else None
+            if written is None:
+                return False
+            version = written.version
             # The mark describes the log only if the append landed on the version read.
             exact = len(bases) == 1
         elif text:
@@ -381,6 +399,7 @@ class SessionTranscript:
         self.workspace.write_text(self.mark_path, mark.to_json())
         if exact:
             self._known = (mark, version)
+        return True
 
     def offload(
         self,
@@ -405,46 +424,65 @@ class SessionTranscript:
         with self.workspace.lock(
             offload_lease(self.session_id), ttl=_LEASE_TTL, timeout=self.lease_timeout
         ):
-            mark, dirty, partial, log = self._load()
-            fps = [fingerprint(message) for _, message in entries]
-            restarted = False
-            if verify:
-                ordered = [fp for (pos, _), fp in zip(entries, fps, strict=True) if pos is not None]
-                if not self._matches(mark, ordered, log.data if log is not None else None):
-                    mark = OffloadMark(lines=mark.lines, size=mark.size, stream=mark.stream + 1)
-                    restarted = True
-            stamp = _iso(self.clock())
-            lines: list[int | None] = []
-            chunks: list[str] = ["\n"] if partial else []
-            written = 0
-            new_mark = mark
-            size = mark.size + len("".join(chunks))
-            times = said if said is not None else [None] * len(entries)
-            for (pos, message), fp, moment in zip(entries, fps, times, strict=True):
-                if pos is not None and pos <= mark.logged:
-                    lines.append(mark.line_of(pos))
-                    continue
-                line = new_mark.lines + 1
-                record: dict[str, Any] = {
-                    "seq": line,
-                    "pos": pos,
-                    "stream": new_mark.stream,
-                    "ts": stamp,
-                }
-                if moment is not None:
-                    record["said"] = _iso(moment)
-                record["fp"] = fp
-                record["message"] = redact_message(message, self.transform)
-                # Stored as UTF-8 can hold it (a lone surrogate becomes U+FFFD), so that one
-                # odd character never keeps a whole prefix out of the log.
-                text = encoding.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
-                chunks.append(text)
-                size += len(text.encode("utf-8"))
-                new_mark = new_mark._advance(pos, fp, line, size)
-                lines.append(line)
-                written += 1
-            if written or restarted or dirty:
-                self._write(new_mark, "".join(chunks) if written else "", log)
+            result = self._offload(entries, verify, said, recall=True)
+            if result is None:  # the log recalled was not the one on file: read it
+                result = self._offload(entries, verify, said, recall=False)
+            assert result is not None
+            return result
+
+    def _offload(
+        self,
+        entries: Sequence[Entry],
+        verify: bool,
+        said: Sequence[float | None] | None,
+        *,
+        recall: bool,
+    ) -> OffloadResult | None:
+        """:meth:`offload` under the lease; None when a recalled log (see :meth:`_load`)
+        proved stale or unchecked, before anything was written."""
+        mark, dirty, partial, log = self._load(recall)
+        fps = [fingerprint(message) for _, message in entries]
+        restarted = False
+        if verify:
+            ordered = [fp for (pos, _), fp in zip(entries, fps, strict=True) if pos is not None]
+            if not self._matches(mark, ordered, log.data if log is not None else None):
+                mark = OffloadMark(lines=mark.lines, size=mark.size, stream=mark.stream + 1)
+                restarted = True
+        stamp = _iso(self.clock())
+        lines: list[int | None] = []
+        chunks: list[str] = ["\n"] if partial else []
+        written = 0
+        new_mark = mark
+        size = mark.size + len("".join(chunks))
+        times = said if said is not None else [None] * len(entries)
+        for (pos, message), fp, moment in zip(entries, fps, times, strict=True):
+            if pos is not None and pos <= mark.logged:
+                lines.append(mark.line_of(pos))
+                continue
+            line = new_mark.lines + 1
+            record: dict[str, Any] = {
+                "seq": line,
+                "pos": pos,
+                "stream": new_mark.stream,
+                "ts": stamp,
+            }
+            if moment is not None:
+                record["said"] = _iso(moment)
+            record["fp"] = fp
+            record["message"] = redact_message(message, self.transform)
+            # Stored as UTF-8 can hold it (a lone surrogate becomes U+FFFD), so that one
+            # odd character never keeps a whole prefix out of the log.
+            text = encoding.storable(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
+            chunks.append(text)
+            size += len(text.encode("utf-8"))
+            new_mark = new_mark._advance(pos, fp, line, size)
+            lines.append(line)
+            written += 1
+        if written or restarted or dirty:
+            if not self._write(new_mark, "".join(chunks) if written else "", log):
+                return None
+        elif log is not None and log.recalled:
+            return None  # what was logged comes from a mark nothing checked
         return OffloadResult(
             path=self.path,
             appended=written,

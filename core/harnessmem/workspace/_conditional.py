@@ -25,23 +25,35 @@ def compare_and_swap(
     append: bool,
     url: str,
     sleep: Callable[[float], None] = time.sleep,
+    recalled: bool = False,
 ) -> tuple[bytes, str, bytes | None] | None:
     """Write ``change(the bytes at base)`` to ``full`` if it is still at ``base`` (None:
     read it first), else read again and change again; the bytes written, their version and
     the bytes they replaced (None: the file was new), or None when ``change`` returned
     None. WorkspaceError (naming ``what`` and the workspace ``url``) after a bounded number
     of lost writes; ``sleep`` waits between two of them (the workspace's waiter).
+
+    ``recalled``: ``base`` was not read but recalled (what this process wrote last), so
+    nothing vouches for it until a conditional write succeeds from it; when ``change``
+    declines it, the file is read and ``change`` asked again, on what is really there.
     """
     delay = 0.005
     if base is None:
-        base = store.read_versioned(full) or (b"", None)
+        base, recalled = store.read_versioned(full) or (b"", None), False
     for _ in range(_APPEND_ATTEMPTS):
         body = change(base[0])
         if body is None:
+            if recalled:
+                base, recalled = store.read_versioned(full) or (b"", None), False
+                continue
             return None
         version = store.put_if(full, body, base[1], append=append)
         if version is not None:
             return body, version, None if base[1] is None else base[0]
+        if recalled:
+            # Written by someone else since this process did: not a race, no pause.
+            base, recalled = store.read_versioned(full) or (b"", None), False
+            continue
         base = store.read_versioned(full) or (b"", None)
         # Full jitter spreads competing writers so that one of them wins each round.
         sleep(random.uniform(0, delay))

@@ -4,9 +4,11 @@ A maintenance tick lists half a dozen folders (daily logs, the archive, session 
 usage ledger, evicted results, the index's folders); on S3 each is a LIST request. Inside
 ``Workspace.listing_snapshot()`` the first ``list`` or ``scan`` lists the whole workspace
 once (one request per 1,000 files) and the later ones are answered from it. What this
-thread writes, moves or deletes meanwhile makes the folders it touched listed afresh; what
-other threads and processes write meanwhile is seen at the next listing, as it would be by
-a listing made a moment earlier.
+thread writes or deletes meanwhile is added to it when the write tells what it left (the
+size and, on S3, the ETag: a conditional or plain PUT answers with it); a write whose
+outcome is not known so (a failed one, a move) makes its folder listed afresh. What other
+threads and processes write meanwhile is seen at the next listing, as it would be by a
+listing made a moment earlier.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from harnessmem.workspace.files import FileInfo
+    from harnessmem.workspace.store import WorkspaceStore
 
 __all__ = ["Listing", "Listings"]
 
@@ -31,16 +34,28 @@ F = TypeVar("F", bound=_Listed)
 
 
 class Listing(Generic[F]):
-    """The files of a workspace as one listing found them, and the folders written since."""
+    """The files of a workspace as one listing found them, and what was written since."""
 
     def __init__(self, load: Callable[[], list[F]]) -> None:
         self._load = load
         self._files: list[F] | None = None
+        # Paths about to be written, or written with an unknown outcome: their folders are
+        # listed afresh. And the paths written since with what they hold (None: deleted).
+        self._unknown: set[str] = set()
         self._stale: set[str] = set()
+        self._wrote: dict[str, F | None] = {}
 
     def touched(self, path: str) -> None:
-        """``path`` was written, moved or deleted: its folder is listed afresh from now on."""
+        """``path`` is about to be written, moved or deleted: its folder is listed afresh,
+        unless :meth:`wrote` says next what the write left."""
+        self._unknown.add(path)
         self._stale.add(path.rpartition("/")[0])
+
+    def wrote(self, path: str, info: F | None) -> None:
+        """``path`` was just written and holds what ``info`` says (None: deleted)."""
+        self._unknown.discard(path)
+        self._stale = {p.rpartition("/")[0] for p in self._unknown}
+        self._wrote[path] = info
 
     def scan(self, prefix: str, recursive: bool) -> list[F] | None:
         """The files under folder ``prefix`` (relative, no trailing slash), or None when a
@@ -52,11 +67,14 @@ class Listing(Generic[F]):
             return None
         if self._files is None:
             self._files = self._load()
+            self._wrote.clear()  # the listing has them (or newer)
+        files: dict[str, F | None] = {info.path: info for info in self._files}
+        files.update(self._wrote)
         start = f"{prefix}/" if prefix else ""
         found = []
-        for info in self._files:
-            rest = info.path[len(start) :] if info.path.startswith(start) else None
-            if rest and (recursive or "/" not in rest):
+        for path, info in sorted(files.items()):
+            rest = path[len(start) :] if path.startswith(start) else None
+            if info is not None and rest and (recursive or "/" not in rest):
                 found.append(info)
         return found
 
@@ -65,6 +83,22 @@ class Listings:
     """The :meth:`listing_snapshot` blocks of a workspace, one per thread."""
 
     _listings: threading.local
+    _store: WorkspaceStore
+    clock: Callable[[], float]
+
+    def _note_write(self, rel: str, size: int | None, version: str | None = None) -> None:
+        """Tell this thread's listing (if any) what a write just left at ``rel``: ``size``
+        bytes at ``version`` (a change token only where versions are tokens: else the
+        folder is listed afresh), or nothing (``size`` None: deleted)."""
+        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
+        if listing is None:
+            return
+        if size is None:
+            listing.wrote(rel, None)
+        elif version is not None and self._store.versions_are_tokens:
+            from harnessmem.workspace.files import FileInfo
+
+            listing.wrote(rel, FileInfo(rel, size, self.clock(), version))
 
     def _scan_store(self, rel: str, recursive: bool) -> list[FileInfo]:
         raise NotImplementedError

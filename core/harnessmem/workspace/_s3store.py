@@ -174,9 +174,9 @@ class S3Store(WorkspaceStore):
             return None
         return bytes(response["Body"]), _unquoted(response["ETag"])
 
-    def write(self, full: str, data: bytes) -> None:
+    def write(self, full: str, data: bytes) -> str | None:
         with self.op("write", full):
-            self._request("put_object", full, Body=data)
+            return _unquoted(self._request("put_object", full, Body=data)["ETag"])
 
     def exists(self, full: str) -> bool:
         try:

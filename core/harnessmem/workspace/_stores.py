@@ -160,9 +160,10 @@ class LocalStore(WorkspaceStore):
             with self.op("read", full):
                 raise
 
-    def write(self, full: str, data: bytes) -> None:
+    def write(self, full: str, data: bytes) -> str | None:
         with self.op("write", full):
             self._replace(full, data)
+        return None
 
     def _replace(self, full: str, data: bytes) -> None:
         directory = os.path.dirname(full)

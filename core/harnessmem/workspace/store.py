@@ -199,12 +199,14 @@ class WorkspaceStore(ABC):
         with self.op("read", full):
             return bytes(self.fs.cat_file(full, start=start, end=end))
 
-    def write(self, full: str, data: bytes) -> None:
+    def write(self, full: str, data: bytes) -> str | None:
         """Replace ``full`` with ``data`` atomically (readers see the old or the new bytes),
-        creating parent folders. One PUT on object stores; a temp file and rename on disks."""
+        creating parent folders. One PUT on object stores; a temp file and rename on disks.
+        Returns the new version when the storage answers with it (S3's ETag), else None."""
         with self.op("write", full):
             self.fs.pipe_file(full, data)
             self.fs.invalidate_cache(full)
+        return None
 
     def append(self, full: str, data: bytes) -> None:
         """Add ``data`` at the end of ``full`` (created when missing), atomically against

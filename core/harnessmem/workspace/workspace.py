@@ -10,7 +10,8 @@ PUT. Appends are serialised across threads, processes and replicas:
   (picked by a hash of the path, so their number stays bounded), then ``O_APPEND`` +
   fsync. Lock files live under ``.locks/`` (never listed) and stay in place.
 - S3: read-modify-write with a conditional PUT (``If-Match`` the ETag read, or
-  ``If-None-Match: *`` for a new object), retried with jittered backoff. Every S3 request
+  ``If-None-Match: *`` for a new object), retried with jittered backoff; no read when
+  this object wrote the file last (:mod:`harnessmem.workspace._own`). Every S3 request
   is one API call, retried on throttling, 5xx, dropped connections and timeouts (see
   :mod:`harnessmem.workspace._s3store`).
 - ``memory://``: the same compare-and-swap, made atomic by an in-process lock (the store
@@ -59,7 +60,8 @@ from harnessmem.layout import (
 from harnessmem.workspace._conditional import compare_and_swap
 from harnessmem.workspace._faults import hint
 from harnessmem.workspace._leasing import Leasing
-from harnessmem.workspace._listing import Listing, Listings
+from harnessmem.workspace._listing import Listings
+from harnessmem.workspace._own import OwnReads, OwnWrites
 from harnessmem.workspace._paths import confined, relative_path
 from harnessmem.workspace.changes import ChangeWatch, current_watch
 from harnessmem.workspace.files import FileInfo, Snapshot
@@ -79,7 +81,7 @@ logger = logging.getLogger("harnessmem.workspace")
 ORIGINALS_DIR = HISTORY_DIR
 
 
-class Workspace(Leasing, Listings):
+class Workspace(Leasing, Listings, OwnReads):
     """A workspace folder on any fsspec filesystem; open one with :meth:`open`.
 
     Attributes: ``url`` (normalised, no trailing slash), ``protocol``, ``is_local``,
@@ -115,6 +117,9 @@ class Workspace(Leasing, Listings):
         # What update_text last wrote, by path, when its change token is known: an index
         # following the write takes it instead of reading the file back.
         self._written: dict[str, tuple[bytes, str]] = {}
+        # This object's last conditional write of each file, to append from without
+        # reading it first (remote stores only; see _own). The PUT checks it.
+        self._own = None if self.is_local else OwnWrites()
         # Files found not to be clean UTF-8, warned about once each.
         self._damaged: set[str] = set()
         # The listing of a listing_snapshot() block, per thread.
@@ -186,18 +191,23 @@ class Workspace(Leasing, Listings):
     def read_bytes(self, path: str | os.PathLike[str], *, max_age: float = 0.0) -> bytes:
         """The content of ``path``; FileNotFoundError when it does not exist.
 
-        ``max_age`` > 0 accepts a copy this workspace object read at most that many seconds
-        ago (by its clock), saving a request on remote stores; writes through this object
-        drop the copy. Other processes' writes show after at most ``max_age``.
+        ``max_age`` > 0 accepts a copy this workspace object read, or wrote, at most that
+        many seconds ago (by its clock), saving a request on remote stores; writes through
+        this object drop a copy read. Other processes' writes show after at most
+        ``max_age``.
         """
         rel = self._rel(path)
         if max_age > 0:
             with self._cache_lock:
                 hit = self._cache.get(rel)
-            if hit is not None and 0 <= self.clock() - hit[0] < max_age:
+            now = self.clock()
+            if hit is not None and 0 <= now - hit[0] < max_age:
                 if hit[1] is None:
                     raise FileNotFoundError(errno.ENOENT, f"no such file in {self.url}", rel)
                 return hit[1]
+            own = self._own.get(rel, now) if self._own is not None else None
+            if own is not None and 0 <= now - own[2] < max_age:
+                return own[0]
         at = self.clock()
         try:
             data = self._store.read(self._full(rel))
@@ -250,30 +260,6 @@ class Workspace(Leasing, Listings):
             return b""
         return self._store.read_range(self._full(self._rel(path)), start, end)
 
-    def _remember(self, rel: str, at: float, data: bytes | None) -> None:
-        with self._cache_lock:
-            self._cache[rel] = (at, data)
-
-    def _forget(self, rel: str) -> None:
-        listing: Listing[FileInfo] | None = getattr(self._listings, "current", None)
-        if listing is not None:
-            listing.touched(rel)
-        if self._cache or self._written:
-            with self._cache_lock:
-                self._cache.pop(rel, None)
-                self._written.pop(rel, None)
-
-    def take_written(self, path: str | os.PathLike[str]) -> tuple[bytes, str] | None:
-        """What :meth:`update_text` just wrote to ``path``, with its change token, once.
-
-        For an index that follows this process's writes: it gets the bytes without reading
-        them back. None when unknown (another write since, or a store whose change token
-        needs its own request).
-        """
-        rel = self._rel(path)
-        with self._cache_lock:
-            return self._written.pop(rel, None)
-
     # What a change watch needs (see harnessmem.workspace.changes).
     @staticmethod
     def _watching(rel: str, kind: str) -> ChangeWatch | None:
@@ -317,7 +303,10 @@ class Workspace(Leasing, Listings):
         self._forget(rel)
         watch = self._watching(rel, "write")
         before = self._hash_of(rel) if watch is not None else None
-        self._store.write(self._full(rel), bytes(data))
+        version = self._store.write(self._full(rel), bytes(data))
+        self._note_write(rel, len(data), version)
+        if self._own is not None and version is not None:
+            self._own.put(rel, bytes(data), version, self.clock())
         if watch is not None:
             watch.note(rel, before, encoding.content_hash(bytes(data)))
 
@@ -343,7 +332,7 @@ class Workspace(Leasing, Listings):
         rel = self._rel(path)
         full, data = self._full(rel), encoding.encode(text)
         store = self._store
-        self._forget(rel)
+        self._forget(rel, own=False)
         if store.native_append:
             watch = self._watching(rel, "append")
             held = self._bytes_of(rel) if watch is not None else None
@@ -368,10 +357,13 @@ class Workspace(Leasing, Listings):
         store, full, data = self._store, self._full(rel), encoding.encode(text)
         with store.thread_lock(full):
             if store.conditional:
-                created = store.put_if(full, data, None) is not None
+                version = store.put_if(full, data, None)
             else:
                 with self.lock(f"append:{rel}", ttl=60.0, timeout=60.0):
-                    created = store.put_if(full, data, None) is not None
+                    version = store.put_if(full, data, None)
+        created = version is not None
+        if created:
+            self._note_write(rel, len(data), version)
         watch = self._watching(rel, "create") if created else None
         if watch is not None:
             watch.note(rel, None, encoding.content_hash(data))
@@ -403,7 +395,7 @@ class Workspace(Leasing, Listings):
         :data:`ORIGINALS_DIR` (the file is UTF-8 from then on).
         """
         rel = self._rel(path)
-        self._forget(rel)
+        self._forget(rel, own=False)
         base = None
         if current is not None:
             stored = current.original
@@ -460,6 +452,10 @@ class Workspace(Leasing, Listings):
         with store.thread_lock(full), ExitStack() as held:
             if not store.conditional:
                 held.enter_context(self.lock(f"append:{rel}", ttl=60.0, timeout=60.0))
+            own = self._own.take(rel, self.clock()) if self._own is not None else None
+            if base is None and own is not None:
+                base = own[0], own[1]
+            recalled = own is not None and base is not None and base[1] == own[1]
             written = compare_and_swap(
                 store,
                 full,
@@ -469,9 +465,16 @@ class Workspace(Leasing, Listings):
                 append=append,
                 url=self.url,
                 sleep=self.lease_waiter.sleep,
+                # Nobody vouches for what this process wrote last but the PUT itself.
+                recalled=recalled,
             )
+            if self._own is not None and written is not None:
+                if own is not None and recalled and written[2] != own[0]:
+                    self._own.contended(rel, self.clock())  # someone else wrote it since
+                self._own.put(rel, written[0], written[1], self.clock())
         if written is None:
             return None
+        self._note_write(rel, len(written[0]), written[1])
         watch = self._watching(rel, what)
         if watch is not None:
             replaced = written[2]
@@ -507,6 +510,7 @@ class Workspace(Leasing, Listings):
         watch = self._watching(rel, "delete")
         before = self._hash_of(rel) if watch is not None else None
         self._store.delete(self._full(rel), missing_ok=missing_ok)
+        self._note_write(rel, None)
         if watch is not None and before is not None:
             watch.note(rel, before, None)
 
