@@ -12,7 +12,6 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harnessmem.audit import in_session
 from harnessmem.errors import MessageFormatError
 from harnessmem.events import TurnContext
 from harnessmem.messages import check_messages, check_tool_call
@@ -193,6 +192,7 @@ class Session:
         arguments, a path it may not read, a timeout) come back as ``Error: ...`` text;
         an unknown ``name`` raises ``ValueError``.
         """
+        from harnessmem.audit import in_session
         from harnessmem.tools import call_tool
 
         self.kernel.check_open()
