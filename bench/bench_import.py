@@ -157,6 +157,8 @@ def run(quick: bool) -> list[Row]:
             {
                 "bare": _Command([python, "-c", "pass"]),
                 "baseline": _Command([python, "-c", "import pydantic, pluggy"]),
+                # HarnessSettings is a BaseSettings: the floor of the API's import.
+                "settings_base": _Command([python, "-c", "import pydantic_settings, pluggy"]),
                 "ours": _Command([python, "-c", "import harnessmem"]),
                 "api": _Command(
                     [python, "-c", "from harnessmem import MemoryHarness, HarnessSettings"]
@@ -192,6 +194,15 @@ def run(quick: bool) -> list[Row]:
             base_name,
             baseline,
             notes="loads the settings models, the plugin manager and the harness",
+        ),
+        Row(
+            "import",
+            "import pydantic_settings, pluggy (cold process)",
+            times["settings_base"],
+            "s",
+            base_name,
+            baseline,
+            notes="what HarnessSettings (a pydantic-settings BaseSettings) cannot start without",
         ),
         Row("import", "harnessmem --help (cold process)", cli, "s", base_name, baseline),
         Row(
