@@ -197,21 +197,36 @@ class Tally:
     with_fact: int = 0
 
 
+def _memory_bullets(text: str) -> list[tuple[str, str, str]]:
+    """MEMORY.md's bullets as (section, bullet, day): the day of the nearest day heading
+    that encloses the bullet, by level (``## 2023-05-08`` over ``### Decisions``, or
+    ``### 2023-05-08`` under ``## Facts``), the section of the nearest other heading
+    ("Facts" for a bullet right under a day)."""
+    enclosing: list[tuple[int, str]] = []
+    found: list[tuple[str, str, str]] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            while enclosing and enclosing[-1][0] >= level:
+                enclosing.pop()
+            enclosing.append((level, line.lstrip("#").strip()))
+        elif line.lstrip().startswith("- "):
+            days = [w for _, w in enclosing if _ISO.fullmatch(w)]
+            sections = [w for level, w in enclosing if level > 1 and not _ISO.fullmatch(w)]
+            found.append((sections[-1] if sections else "Facts", line, days[-1] if days else ""))
+    return found
+
+
 def memory_lines(root: Path) -> tuple[list[str], list[str]]:
     """The fact lines of memory (MEMORY.md and the daily logs, archived ones too; headings
     and old versions left out), and MEMORY.md's bullets, each with the day heading it is
-    under ("### 2023-05-08") appended, so that a bullet carries its date."""
+    under ("## 2023-05-08") appended, so that a bullet carries its date."""
     lines: list[str] = []
     bullets: list[str] = []
     memory = root / "MEMORY.md"
     if memory.exists():
-        day = ""
-        for line in memory.read_text(encoding="utf-8").splitlines():
-            if line.startswith("#"):
-                words = line.lstrip("#").strip()
-                day = words if _ISO.fullmatch(words) else ""
-            elif line.lstrip().startswith("- "):
-                bullets.append(f"{line} [{day}]" if day else line)
+        for _, line, day in _memory_bullets(memory.read_text(encoding="utf-8")):
+            bullets.append(f"{line} [{day}]" if day else line)
         lines += bullets
     for log in sorted((root / "memory").rglob("*.md")):
         if any(part.startswith(".") for part in log.relative_to(root).parts):
@@ -226,20 +241,22 @@ def dated_share(bullets: list[str]) -> float:
 
 
 def date_tokens(root: Path) -> tuple[int, int]:
-    """MEMORY.md's tokens as it is, and without its dates (day headings and stamps), the
-    same facts: what the dates cost in every system prompt."""
+    """MEMORY.md's tokens as it is, and the same facts as MEMORY.md would hold them without
+    dates (under their sections, no day headings, no stamps): what the dates cost in every
+    system prompt."""
     from harnessmem.tokens import TokenCounter
 
     path = root / "MEMORY.md"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    bare = [
-        _STAMP.sub("", line)
-        for line in text.splitlines()
-        if not (line.startswith("#") and _ISO.fullmatch(line.lstrip("#").strip()))
-    ]
-    bare_text = re.sub(r"\n{3,}", "\n\n", "\n".join(bare))
+    sections: dict[str, list[str]] = {}
+    for section, line, _ in _memory_bullets(text):
+        sections.setdefault(section, []).append(_STAMP.sub("", line))
+    title = [line for line in text.splitlines()[:1] if line.startswith("# ")]
+    bare_text = "\n\n".join(
+        title + [f"## {name}\n" + "\n".join(lines) for name, lines in sections.items()]
+    )
     counter = TokenCounter()
-    return counter.count_text(text), counter.count_text(bare_text)
+    return counter.count_text(text), counter.count_text(bare_text + "\n" if bare_text else "")
 
 
 def _replay(path: Path, sample: int | None, workspace: Path, keep_dates: bool) -> str:

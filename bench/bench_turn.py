@@ -13,9 +13,10 @@ Turns and recounts are sampled in alternation (medians of 15 samples of 5 turns 
 Baseline, same run: one full tiktoken recount of the same conversation (every text of every
 message encoded afresh, the framing of ``TokenCounter``), the least a loop without an
 incremental counter must do before each call. The ratio staying flat and far below 1 as the
-conversation grows is what shows the turn is incremental: only the new message is encoded;
-the rest of the per-turn cost is linear bookkeeping (a list copy, the sweep's length check
-and the cache-key lookups).
+conversation grows is what shows the turn is incremental: only the new message is encoded,
+and only the messages that changed since the previous turn are checked and counted. What
+still grows with the length is linear bookkeeping: the comparison with the previous turn's
+messages (by the session and by the compactor) and the eviction sweep's length check.
 """
 
 from __future__ import annotations

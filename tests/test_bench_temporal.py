@@ -59,3 +59,31 @@ def test_the_fact_must_be_named_on_the_line(temporal: ModuleType) -> None:
     assert wanted == {"paint", "sunri"}
     assert temporal.with_fact("- Melanie painted the lake sunrise in 2022.", wanted)
     assert not temporal.with_fact("- Melanie ran a charity race in 2022.", wanted)
+
+
+DAY_FIRST = (
+    "## 2026-12-03\n- Staging runs on port 5433.\n\n"
+    "### Decisions\n- We decided to pin the fixtures.\n\n"
+    "## 2026-12-05\n- We ship on Thursday.\n"
+)
+SECTION_FIRST = (
+    "## Facts\n\n### 2026-12-03\n- Staging runs on port 5433.\n\n### 2026-12-05\n"
+    "- We ship on Thursday.\n\n## Decisions\n\n### 2026-12-03\n- We decided to pin the fixtures.\n"
+)
+
+
+@pytest.mark.parametrize("layout", [DAY_FIRST, SECTION_FIRST])
+def test_the_dates_cost_is_counted_against_the_undated_layout(
+    temporal: ModuleType, tmp_path: Path, layout: str
+) -> None:
+    """Either layout dates every bullet, and its baseline is the same undated text."""
+    from harnessmem.tokens import TokenCounter
+
+    (tmp_path / "MEMORY.md").write_text(layout, encoding="utf-8")
+    undated = (
+        "## Facts\n- Staging runs on port 5433.\n- We ship on Thursday.\n\n"
+        "## Decisions\n- We decided to pin the fixtures.\n"
+    )
+    dated, bare = temporal.date_tokens(tmp_path)
+    assert (dated, bare) == (TokenCounter().count_text(layout), TokenCounter().count_text(undated))
+    assert temporal.dated_share(temporal.memory_lines(tmp_path)[1]) == 1.0

@@ -1,8 +1,10 @@
 """MEMORY.md that stays true over time: every fact dated, replaced facts retired.
 
-The offline consolidation groups each section's facts under the day they were learned
-(``### YYYY-MM-DD``) and retires a fact a newer entry replaces; a model's answer gets the
-days it lost back, and may drop a replaced fact, never another one.
+The offline consolidation files the facts under the day they were learned, one
+``## YYYY-MM-DD`` heading a day with the other sections than Facts inside it
+(``### Decisions``), reads the older layout (``### YYYY-MM-DD`` under each section) as well,
+and retires a fact a newer entry replaces; a model's answer gets the days it lost back, and
+may drop a replaced fact, never another one.
 """
 
 from __future__ import annotations
@@ -40,17 +42,43 @@ def test_facts_are_grouped_under_the_day_they_were_learned() -> None:
     first = run("", entries("2027-01-14", "Ana lives in Lisbon", "Ana has a cat named Miso"))
     second = run(first, entries("2027-01-15", "Ana's sister Rita works at the port authority"))
     assert second == (
-        "## Facts\n\n### 2027-01-14\n- Ana lives in Lisbon\n- Ana has a cat named Miso\n\n"
-        "### 2027-01-15\n- Ana's sister Rita works at the port authority\n"
+        "## 2027-01-14\n- Ana lives in Lisbon\n- Ana has a cat named Miso\n\n"
+        "## 2027-01-15\n- Ana's sister Rita works at the port authority\n"
     )
     assert run(second, "") == second, "a rewrite keeps every day"
+
+
+def test_a_day_holds_its_other_sections_under_their_own_headings() -> None:
+    memory = run(
+        "",
+        entries("2027-01-14", "Ana lives in Lisbon", "We decided to ship on Fridays")
+        + entries("2027-01-15", "The user prefers tea over coffee"),
+    )
+    assert memory == (
+        "## 2027-01-14\n- Ana lives in Lisbon\n\n### Decisions\n- We decided to ship on Fridays"
+        "\n\n## 2027-01-15\n\n### Preferences\n- The user prefers tea over coffee\n"
+    )
+    assert run(memory, "") == memory, "a section under a day keeps the day"
+
+
+def test_the_older_layout_and_saved_facts_are_filed_under_their_days() -> None:
+    older = (
+        "# Memory\n\n## Facts\n\n### 2027-01-14\n- Ana lives in Lisbon\n\n"
+        "## Travel\n\n### 2027-01-15\n- Ana flies to Porto in March\n\n"
+        "## Memory Save — 2027-01-16T09:00:00Z\n- Ana's locker code is 4411\n"
+    )
+    assert run(older, "") == (
+        "# Memory\n\n## 2027-01-14\n- Ana lives in Lisbon\n\n"
+        "## 2027-01-15\n\n### Travel\n- Ana flies to Porto in March\n\n"
+        "## 2027-01-16\n- Ana's locker code is 4411\n"
+    )
 
 
 def test_a_restated_fact_takes_the_newer_day_and_old_facts_stay_undated() -> None:
     memory = "## Facts\n- Ana has a cat named Miso (2027-01-02)\n- Ana speaks Portuguese\n"
     out = run(memory, entries("2027-01-15", "Ana has a cat named Miso"))
-    assert "- Ana speaks Portuguese\n" in out.split("###")[0], "never a made-up day"
-    assert "### 2027-01-15\n- Ana has a cat named Miso" in out
+    assert out.startswith("## Facts\n- Ana speaks Portuguese\n"), "never a made-up day"
+    assert "## 2027-01-15\n- Ana has a cat named Miso" in out
     assert "2027-01-02" not in out
 
 
@@ -248,6 +276,24 @@ def test_a_bullet_that_matches_no_input_gets_no_day(open_harness: HarnessFactory
     text = harness.workspace.read_text("MEMORY.md")
     assert "- Something the model made up entirely.\n" in text
     assert "- Ana lives in Lisbon. (2027-01-15)" in text
+
+
+def test_a_day_first_answer_keeps_its_days_inside_the_sections(
+    open_harness: HarnessFactory,
+) -> None:
+    """A section under a day heading is that day's; a section of its own is no day's."""
+    answer = (
+        "## 2027-01-14\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n\n"
+        "### People\n- Ana's sister is Rita.\n\n"
+        "## Work\n- Our staging database runs on port 5433.\n"
+    )
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana lives in Lisbon."))
+    assert harness.consolidate().status == "consolidated"
+    text = harness.workspace.read_text("MEMORY.md")
+    assert "### People\n- Ana's sister is Rita.\n" in text, "the day heading encloses it"
+    assert "- Our staging database runs on port 5433. (2027-01-14)" in text
 
 
 def test_the_flush_keeps_an_update_of_a_fact_already_on_file() -> None:

@@ -53,6 +53,17 @@ def test_the_example_s_staging_fact_leads_to_the_words_as_said(example_root: Pat
     assert all(m.said is not None and m.said <= entry.written for m in entry.messages)
 
 
+def test_a_decision_under_its_day_is_traced_with_that_day(example_root: Path) -> None:
+    """MEMORY.md files a day's decisions under ``### Decisions`` inside ``## <day>``."""
+    memory = (example_root / "MEMORY.md").read_text().splitlines()
+    line = next(n for n, text in enumerate(memory, 1) if "composite index" in text)
+    assert memory[line - 2] == "### Decisions"
+    with _open(example_root) as harness:
+        (trace,) = harness.trace(f"MEMORY.md:{line}")
+    assert trace.date == "2026-12-04"
+    assert trace.entries[0].path == "memory/2026-12-04.md"
+
+
 def test_the_command_prints_the_chain_and_json(example_root: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(main, ["why", "staging database port", "-w", str(example_root)])

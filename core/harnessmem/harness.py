@@ -24,7 +24,6 @@ from harnessmem.lifetime import ClosesOnExit
 from harnessmem.plugins import HookFacade, check_settings, make_plugin_manager
 from harnessmem.session import Session
 from harnessmem.settings import HarnessSettings
-from harnessmem.workspace import Workspace
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import (
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from harnessmem.memory.search import MemorySearcher
     from harnessmem.models.usage import UsageReport
     from harnessmem.telemetry import Telemetry
+    from harnessmem.workspace import Workspace
 
 __all__ = ["MemoryHarness", "Session"]
 
@@ -99,6 +99,9 @@ class MemoryHarness(ClosesOnExit):
         hooks = HookFacade(make_plugin_manager(self.settings.plugins, plugins))
         hooks.configure(self.settings)
         clock = clock or time.time
+        # Loaded here, not at import: ``from harnessmem import MemoryHarness`` stays cheap.
+        from harnessmem.workspace import Workspace
+
         #: The workspace (local folder, S3 prefix, any fsspec URL).
         self.workspace: Workspace = Workspace.open(
             self.settings.workspace.url, self.settings.workspace.storage_options, clock=clock

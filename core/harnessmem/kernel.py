@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessmem import layout
-from harnessmem.audit import AuditChange, AuditLog
 from harnessmem.errors import ConfigError, HarnessMemError
 from harnessmem.lifetime import Closer, Deadline
 from harnessmem.models.routes import ModelRoutes
@@ -43,6 +42,7 @@ from harnessmem.plugins import index_registry
 from harnessmem.telemetry import Span, Telemetry, names, telemetry_from_settings
 
 if TYPE_CHECKING:
+    from harnessmem.audit import AuditChange
     from harnessmem.backends.base import IndexBackend, ModelBackend
     from harnessmem.index import IndexSync, ReindexResult
     from harnessmem.maintenance import MaintenanceScheduler
@@ -119,6 +119,8 @@ class Kernel(ABC):
         )
         #: The models of each purpose, metered, and the usage ledger.
         self.models = ModelRoutes(self, model)
+        from harnessmem.audit import AuditLog  # loaded on open, not by importing harnessmem
+
         #: The audit log: one record per change to the workspace (:mod:`harnessmem.audit`).
         self.audit = AuditLog(
             workspace,

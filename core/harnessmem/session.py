@@ -12,10 +12,9 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harnessmem.audit import in_session
 from harnessmem.errors import MessageFormatError
 from harnessmem.events import TurnContext
-from harnessmem.messages import check_messages, check_tool_call
+from harnessmem.messages import SeenMessages, check_messages, check_tool_call
 
 if TYPE_CHECKING:
     from harnessmem.kernel import Kernel
@@ -23,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 Message = dict[str, Any]
+# Calls that carry no conversation: they must not make the next call recheck everything.
+_NO_MESSAGES = frozenset({"after_tool", "aafter_tool"})
 
 
 class Session:
@@ -37,6 +38,8 @@ class Session:
         # Whether close() ran since the last lifecycle call: leaving a ``with`` block after
         # an explicit close() does not end the conversation a second time.
         self._ended = False
+        # The messages of the previous call, so that each call checks only what changed.
+        self._seen = SeenMessages()
 
     def _context(
         self, messages: Sequence[Message], where: str = "session", **fields: Any
@@ -45,7 +48,10 @@ class Session:
         self._ended = where in ("close", "aclose")
         # Checked here, once per call, so no plugin meets a str, a None or a bottomless
         # structure where it expects messages (and fails with a plain Python error).
-        ctx = TurnContext(session=self, messages=check_messages(messages, where), **fields)
+        # Only the messages that differ from the previous call's are checked again.
+        seen = self._seen if where not in _NO_MESSAGES else None
+        checked = check_messages(messages, where, seen=seen)
+        ctx = TurnContext(session=self, messages=checked, **fields)
         self.last_outcomes = ctx.outcomes
         return ctx
 
@@ -193,6 +199,7 @@ class Session:
         arguments, a path it may not read, a timeout) come back as ``Error: ...`` text;
         an unknown ``name`` raises ``ValueError``.
         """
+        from harnessmem.audit import in_session
         from harnessmem.tools import call_tool
 
         self.kernel.check_open()

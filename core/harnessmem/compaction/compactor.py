@@ -55,9 +55,10 @@ from harnessmem.compaction._summary import (
 from harnessmem.compaction.message_times import MessageTimes
 from harnessmem.events import CompactionResult
 from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
+from harnessmem.messages import SeenMessages
 from harnessmem.plugins import hookimpl
 from harnessmem.telemetry import names
-from harnessmem.tokens import TokenCounter
+from harnessmem.tokens import REPLY_PRIMING, TokenCounter
 
 if TYPE_CHECKING:
     from harnessmem.backends.base import Completion
@@ -105,6 +106,9 @@ class ConversationCompactor:
         self.times = MessageTimes()  # when the messages not yet logged were first seen
         # Survives new Session objects: the plugin keeps one compactor per session id.
         self.summariser = Summariser(kernel, session_id, self.counter)
+        # The previous turn's messages and their token counts (see _count_turn).
+        self._seen = SeenMessages()
+        self._counts: list[int] = []
 
     @property
     def settings(self) -> CompactionSettings:
@@ -168,7 +172,9 @@ class ConversationCompactor:
             self.times.note(messages[head:], self.kernel.clock())
         work, truncated = self._truncate_args(messages, head)
         # Token counts only when a token trigger or a compaction needs them (cached per message).
-        tokens = count(work) if self.settings.trigger_tokens or budget is not None else None
+        tokens = (
+            self._count_turn(work) if self.settings.trigger_tokens or budget is not None else None
+        )
         if budget is not None:
             trigger = "overflow"
         else:
@@ -325,6 +331,24 @@ class ConversationCompactor:
         return truncate_tool_args(
             messages, head, stop, config.max_arg_chars, self.originals.remember
         )
+
+    def _count_turn(self, messages: list[Message]) -> int:
+        """``count_messages(messages)``, encoding only the messages that differ from the
+        previous turn's (whose counts are kept): the turn's cost follows what changed."""
+        seen, counts = self._seen, self._counts
+        with seen.lock:
+            changed = seen.changed(messages)
+            del counts[len(messages) :]
+            if changed:
+                sums = self.counter.count_prefix_sums([messages[i] for i in changed])
+                for position, index in enumerate(changed):
+                    tokens = sums[position + 1] - sums[position]
+                    if index < len(counts):
+                        counts[index] = tokens
+                    else:
+                        counts.append(tokens)
+            seen.remember(messages, changed)
+            return sum(counts) + REPLY_PRIMING
 
     def _trigger(self, messages: list[Message], tokens: int | None) -> str:
         settings = self.settings

@@ -56,13 +56,11 @@ DATE_MATCH_SHARE = 0.6
 
 def _dated_facts(prior: str, segments: Sequence[Segment]) -> list[tuple[set[str], str]]:
     """The input's facts with the day each was learned: MEMORY.md's (own stamp, or the
-    ``### YYYY-MM-DD`` heading above) and the new entries' (their log's day)."""
+    day heading that encloses it) and the new entries' (their log's day)."""
     facts: list[tuple[set[str], str]] = []
-    heading: str | None = None
-    for line in prior.splitlines():
+    lines = prior.splitlines()
+    for line, heading in zip(lines, mf.heading_days(lines), strict=True):
         if line.startswith("#"):
-            day = mf.DAY_HEADING.match(line)
-            heading = day.group(1) if day else None
             continue
         stamp = mf.DAY_STAMP.search(line)
         date = stamp.group(1) if stamp else heading
@@ -80,7 +78,7 @@ def _dated_facts(prior: str, segments: Sequence[Segment]) -> list[tuple[set[str]
 def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> str:
     """A model's new MEMORY.md with the dates it lost put back.
 
-    Facts carry the day they were learned (a ``### YYYY-MM-DD`` heading above them, or a
+    Facts carry the day they were learned (a day heading that encloses them, or a
     stamp, ``- fact (2026-11-20)``). A bullet of the answer with neither gets the stamp of
     the input fact whose words it holds the most of (at least ``DATE_MATCH_SHARE`` of
     them; the newest such day); a bullet that matches no input fact keeps no date rather
@@ -90,11 +88,8 @@ def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> st
     if not facts:
         return candidate
     lines = candidate.splitlines()
-    heading: str | None = None
-    for number, line in enumerate(lines):
+    for number, (line, heading) in enumerate(zip(lines, mf.heading_days(lines), strict=True)):
         if line.startswith("#"):
-            day = mf.DAY_HEADING.match(line)
-            heading = day.group(1) if day else None
             continue
         if heading or not line.lstrip().startswith(("- ", "* ")) or mf.DAY_STAMP.search(line):
             continue

@@ -34,6 +34,28 @@ ENTRY_HEADING = re.compile(
 DAY_HEADING = re.compile(r"^#{2,6}\s+(\d{4}-\d{2}-\d{2})\s*$")
 #: A fact's own day, at its end: ``- Staging listens on 6432 (2026-11-20)``.
 DAY_STAMP = re.compile(r"\s\((\d{4}-\d{2}-\d{2})\)\s*$")
+_ANY_HEADING = re.compile(r"^(#{1,6})\s")
+_SAVED_DAY = re.compile(r"^## Memory Save — (\d{4}-\d{2}-\d{2})")
+
+
+def heading_days(lines: Sequence[str]) -> list[str | None]:
+    """The day each line of a MEMORY.md falls under: that of the nearest day heading
+    that encloses it, by level. ``## 2026-11-20`` encloses the ``### Decisions`` under it
+    (the day-first layout), ``### 2026-11-20`` the facts up to the next ``##`` (the
+    older layout); a ``## Memory Save — <time>`` heading gives its day as well."""
+    enclosing: list[tuple[int, str | None]] = []
+    days: list[str | None] = []
+    for line in lines:
+        heading = _ANY_HEADING.match(line)
+        if heading:
+            level = len(heading.group(1))
+            while enclosing and enclosing[-1][0] >= level:
+                enclosing.pop()
+            day = DAY_HEADING.match(line) or _SAVED_DAY.match(line)
+            enclosing.append((level, day.group(1) if day else None))
+        days.append(next((d for _, d in reversed(enclosing) if d), None))
+    return days
+
 
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")

@@ -180,13 +180,11 @@ class FactTracer:
     def _dated_bullets(memory: str) -> Iterator[tuple[int, str, str | None]]:
         """(line number, fact, day) of each bullet of MEMORY.md; the day is the bullet's
         stamp, else the day heading it is under."""
-        heading_day = None
-        for number, line in enumerate(memory.splitlines(), 1):
-            if line.startswith("#"):
-                day = mf.DAY_HEADING.match(line)
-                heading_day = day.group(1) if day else None
-                continue
-            if not _BULLET.match(line):
+        lines = memory.splitlines()
+        for number, (line, heading_day) in enumerate(
+            zip(lines, mf.heading_days(lines), strict=True), 1
+        ):
+            if line.startswith("#") or not _BULLET.match(line):
                 continue
             fact = _bullet_text(line)
             stamp = mf.DAY_STAMP.search(fact)

@@ -14,6 +14,7 @@ from harnessmem.messages._formats import (
     is_locomo_list,
     sample_name,
 )
+from harnessmem.messages._seen import SeenMessages
 from harnessmem.messages.normalise import from_anthropic, from_swe_agent, normalize_messages
 from harnessmem.messages.structure import (
     TIME_KEYS,
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_DEPTH",
     "TIME_KEYS",
     "MessageFormatError",
+    "SeenMessages",
     "ToolPairing",
     "atomic_spans",
     "check_messages",

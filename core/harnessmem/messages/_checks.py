@@ -14,10 +14,11 @@ strict check (known roles, required fields, call/result pairing) for transcripts
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from harnessmem.errors import MessageFormatError
+from harnessmem.messages._seen import SeenMessages
 
 __all__ = [
     "MAX_DEPTH",
@@ -206,8 +207,13 @@ def _message_problem(message: Any) -> str | None:
     return None
 
 
-def check_messages(messages: Any, where: str) -> list[Message]:
+def check_messages(messages: Any, where: str, *, seen: SeenMessages | None = None) -> list[Message]:
     """``messages`` as a new list (the same message objects) once their shape is checked.
+
+    With ``seen`` (a session's memory of the messages of its previous call), only the
+    messages that differ from the remembered ones are checked, at any depth (see
+    :class:`~harnessmem.messages.SeenMessages`); the others passed this check then. The
+    list is then remembered for the next call.
 
     Raises :class:`~harnessmem.errors.MessageFormatError` whose first line names ``where``
     (the call, e.g. ``before_reasoning``; "" for none), the message index and the field, and whose
@@ -222,8 +228,25 @@ def check_messages(messages: Any, where: str) -> list[Message]:
             hint=_HINT,
         )
     out = list(messages)
+    if seen is None:
+        _raise_problems(out, range(len(out)), where)
+        return out
+    with seen.lock:
+        changed = seen.changed(out)
+        try:
+            _raise_problems(out, changed, where)
+        except MessageFormatError:
+            seen.forget()
+            raise
+        seen.remember(out, changed)
+    return out
+
+
+def _raise_problems(out: list[Any], indexes: Iterable[int], where: str) -> None:
+    """Raise ``MessageFormatError`` naming the bad messages among ``out[i]`` for ``indexes``."""
     problems: list[str] = []
-    for index, message in enumerate(out):
+    for index in indexes:
+        message = out[index]
         if type(message) is dict and type(message.get("role")) is str:
             # Most messages hold only text, or one plain tool call or content list: a few
             # checks a key, no call to the general check.
@@ -249,7 +272,6 @@ def check_messages(messages: Any, where: str) -> list[Message]:
         if len(problems) > 1:
             headline += f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})"
         raise MessageFormatError(headline, hint=_HINT, problems=problems)
-    return out
 
 
 def check_tool_call(call: Any, where: str) -> None:

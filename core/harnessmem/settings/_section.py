@@ -30,4 +30,6 @@ Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 class Section(BaseModel):
     """The base of every section: unknown keys are errors, defaults are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # defer_build: each section's validator is built when settings are first made, not
+    # when harnessmem is imported (an application that imports it pays ~30 ms less).
+    model_config = ConfigDict(extra="forbid", validate_default=True, defer_build=True)

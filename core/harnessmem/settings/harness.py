@@ -49,6 +49,8 @@ class HarnessSettings(BaseSettings):
         extra="forbid",
         validate_default=True,
         case_sensitive=False,
+        # The validators are built on the first settings, not at import (see Section).
+        defer_build=True,
     )
 
     workspace: WorkspaceSettings = Field(
