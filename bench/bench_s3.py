@@ -14,10 +14,11 @@ the fewest requests that give the same durability:
   reads the mark, and the index sweeps once).
 - *memory_save*: GET + conditional PUT of MEMORY.md: 2.
 - *consolidation*: read MEMORY.md and the new log, write MEMORY.md and the watermark: 4
-  (harnessmem also takes and releases a lease, reads the watermark, lists the logs and
-  the archive, keeps the previous MEMORY.md in ``memory/.history/`` and writes the
-  watermark twice, "pending" before the replace and committed after it; the first run
-  in a workspace also lists ``memory/.history/``, later ones find it in the watermark).
+  (harnessmem also takes and releases a lease, reads the watermark, lists ``memory/``
+  and, when that listing shows one, the archive, keeps the previous MEMORY.md in
+  ``memory/.history/`` and writes the watermark twice, "pending" before the replace and
+  committed after it; a run whose watermark does not name the kept versions lists
+  ``memory/.history/`` when it exists; the audit record adds a PUT).
 - *search*: between sweeps nothing (baseline 0, no ratio); a sweep lists ``memory/`` and
   heads MEMORY.md, against one LIST; a changed file adds its GET to both sides.
 - *eviction*: one create-if-absent PUT of the file.

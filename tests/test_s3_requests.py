@@ -21,7 +21,8 @@ they would show.) The savings these pin, and why each keeps its guarantee:
   drops) writes nothing: the stored mark covers them and finds the list's place later;
 - a consolidation reads MEMORY.md once (the read that resolves a pending watermark is the
   one it rewrites), reads a daily log only when the listing's ETag is not the one of this
-  process's own last write of it, writes the previous version with one create-if-absent
+  process's own last write of it, lists the archive only when the listing of ``memory/``
+  shows it (a common prefix), writes the previous version with one create-if-absent
   PUT (a new name), and finds the kept versions in its watermark instead of listing
   ``memory/.history/`` (a run that stopped between its writes leaves ``pending``, and the
   next run lists the folder again);
@@ -303,15 +304,18 @@ def test_a_flush_after_a_restart_reads_the_pending_log_once(
 # -- consolidation ------------------------------------------------------------------------------
 
 
-def test_consolidation_costs_eleven_requests_and_nothing_new_six(
+def test_consolidation_costs_ten_requests_and_nothing_new_five(
     s3_server: S3TestServer, new_harness: Callable[..., MemoryHarness], clock: FakeClock
 ) -> None:
+    """memory/ is listed with a delimiter: its common prefixes say whether the archive and
+    memory/.history/ hold anything, so that a folder that does not exist is not listed."""
     harness = new_harness()
     harness.save("- the user likes trains")
     harness.flush(_chat(1)[1:], session_id="a")
     with s3_server.record() as first:
         assert harness.consolidate().status == "consolidated"
-    assert described(first).count("ListObjectsV2 memory/.history/") == 1, "not recorded yet"
+    # Not recorded in the watermark yet, but memory/'s listing shows no such folder.
+    assert "ListObjectsV2 memory/.history/" not in described(first)
     clock.advance(60)
     harness.flush([*_chat(3)[1:]], session_id="a")
     with s3_server.record() as requests:
@@ -321,11 +325,10 @@ def test_consolidation_costs_eleven_requests_and_nothing_new_six(
         "PutObject .locks/consolidation.lease [If-None-Match]",
         "DeleteObject .locks/consolidation.lease [If-Match]",
     )
-    # The watermark and MEMORY.md read once each, the logs and the archive listed.
+    # The watermark and MEMORY.md read once each, the logs listed (there is no archive).
     look = [
         "GetObject memory/.consolidation_state",
         "GetObject MEMORY.md",
-        "ListObjectsV2 memory/archive/",
         "ListObjectsV2 memory/",
     ]
     assert described(requests) == [
@@ -342,6 +345,14 @@ def test_consolidation_costs_eleven_requests_and_nothing_new_six(
     with s3_server.record() as requests:
         assert harness.consolidate().status == "nothing_new"
     assert described(requests) == [lease, *look, release]
+    # An archived log: the archive is listed too (after memory/, where a log being
+    # archived still is, or is not any more because its copy is in the archive).
+    harness.workspace.write_text("memory/archive/2026-01-01.md", "- an archived fact\n")
+    with s3_server.record() as requests:
+        result = harness.consolidate()
+    assert result.status == "consolidated"
+    assert result.files == ("memory/archive/2026-01-01.md",)
+    assert described(requests)[3:5] == ["ListObjectsV2 memory/", "ListObjectsV2 memory/archive/"]
 
 
 def test_the_history_recorded_in_the_watermark_stays_bounded_and_true(

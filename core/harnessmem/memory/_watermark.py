@@ -53,6 +53,8 @@ class Watermark:
     history: list[str] | None = None
     #: Log names found by this run's listing (not stored).
     live: set[str] | None = None
+    #: Folders under memory/ that hold files, when that listing told (not stored).
+    folders: set[str] | None = None
 
     def dumps(self, now: float) -> str:
         data: dict[str, Any] = {

@@ -414,7 +414,7 @@ class MemoryConsolidator:
         )
         if watermark.pending is not None or watermark.legacy_since is not None:
             return None
-        for name, found in self._daily_logs().items():
+        for name, found in self._daily_logs()[0].items():
             record = watermark.files.get(name)
             if not record or found.size != int(record.get("bytes") or 0):
                 return None
@@ -426,22 +426,30 @@ class MemoryConsolidator:
 
     # inputs ----------------------------------------------------------------------------------
 
-    def _daily_logs(self) -> dict[str, FileInfo]:
+    def _daily_logs(self) -> tuple[dict[str, FileInfo], set[str] | None]:
         """The daily logs by name, live and archived (a live log wins over an archived one),
-        with the size and time the listing gives: no HEAD per log."""
+        with the size and time the listing gives: no HEAD per log; and the folders under
+        memory/ that hold files when that listing tells (on S3 it does).
+
+        memory/ is listed first: a log being archived (copied, then deleted) is in it, or
+        in the archive by the time the archive is listed. The archive is listed only when
+        memory/'s listing shows it holds something (or cannot tell)."""
+        live, folders = self.workspace.scan_folders(layout.MEMORY_DIR)
+        archived: list[FileInfo] = []
+        if folders is None or layout.ARCHIVE_DIR.rpartition("/")[2] in folders:
+            archived = self.workspace.scan(layout.ARCHIVE_DIR, recursive=False)
         names: dict[str, FileInfo] = {}
-        for directory in (layout.ARCHIVE_DIR, layout.MEMORY_DIR):
-            for found in self.workspace.scan(directory, recursive=False):
-                name = found.path.rsplit("/", 1)[-1]
-                if layout.is_daily_log(name):
-                    names[name] = found
-        return names
+        for found in [*archived, *live]:
+            name = found.path.rsplit("/", 1)[-1]
+            if layout.is_daily_log(name):
+                names[name] = found
+        return names, folders
 
     def _collect(self, watermark: Watermark) -> tuple[list[Segment], bool]:
         """Log text past the watermark, oldest first, bounded; and whether more is left."""
         settings = self.kernel.settings.consolidation
         limit = watermark.input_limit or settings.max_input_tokens
-        names = self._daily_logs()
+        names, watermark.folders = self._daily_logs()
         watermark.live = set(names)
         segments: list[Segment] = []
         used = 0
@@ -539,6 +547,9 @@ class MemoryConsolidator:
         if not keep or not current.strip():
             return None, []
         existing = watermark.history
+        folders, history = watermark.folders, layout.HISTORY_DIR.rpartition("/")[2]
+        if existing is None and folders is not None and history not in folders:
+            existing = []  # memory/'s listing just showed no such folder
         if existing is None:
             existing = self.workspace.list(layout.HISTORY_DIR, recursive=False)
         stamp = mf.utc_now_compact(self.kernel.clock())

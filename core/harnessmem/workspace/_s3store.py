@@ -216,6 +216,23 @@ class S3Store(WorkspaceStore):
         One ListObjectsV2 per 1,000 keys; keys ending in ``/`` (directory markers) are not
         files, and a missing "directory" is simply an empty listing.
         """
+        for page in self._pages(directory, recursive):
+            yield from self._files(directory, page)
+
+    def scan_folders(
+        self, directory: str
+    ) -> tuple[list[tuple[str, int, float | None, str]], set[str] | None]:
+        """One ListObjectsV2 (per 1,000 keys) with a delimiter gives both: the files, and
+        the common prefixes (folders holding at least one key, a marker included)."""
+        files: list[tuple[str, int, float | None, str]] = []
+        folders: set[str] = set()
+        for page in self._pages(directory, recursive=False):
+            files.extend(self._files(directory, page))
+            for common in page.get("CommonPrefixes", ()):
+                folders.add(str(common["Prefix"]).rstrip("/").rpartition("/")[2])
+        return files, folders
+
+    def _pages(self, directory: str, recursive: bool) -> Iterator[dict[str, Any]]:
         bucket, key, _ = self.fs.split_path(directory)
         prefix = key.rstrip("/") + "/" if key else ""
         kw: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
@@ -224,20 +241,25 @@ class S3Store(WorkspaceStore):
         with self.op("list", directory):
             while True:
                 page = self._request("list_objects_v2", None, **kw)
-                for item in page.get("Contents", ()):
-                    name = str(item["Key"])
-                    if name.endswith("/"):
-                        continue
-                    yield (
-                        self.rel(f"{bucket}/{name}"),
-                        int(item["Size"]),
-                        item["LastModified"].timestamp(),
-                        _unquoted(item["ETag"]),
-                    )
+                yield page
                 token = page.get("NextContinuationToken")
                 if not page.get("IsTruncated") or not token:
                     return
                 kw["ContinuationToken"] = token
+
+    def _files(
+        self, directory: str, page: dict[str, Any]
+    ) -> Iterator[tuple[str, int, float | None, str]]:
+        bucket = self.fs.split_path(directory)[0]
+        for item in page.get("Contents", ()):
+            name = str(item["Key"])
+            if not name.endswith("/"):
+                yield (
+                    self.rel(f"{bucket}/{name}"),
+                    int(item["Size"]),
+                    item["LastModified"].timestamp(),
+                    _unquoted(item["ETag"]),
+                )
 
     def find(self, directory: str, recursive: bool) -> list[str]:
         return [path for path, *_ in self.scan(directory, recursive)]

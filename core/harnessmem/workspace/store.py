@@ -298,6 +298,14 @@ class WorkspaceStore(ABC):
                 str(tag).strip('"'),
             )
 
+    def scan_folders(
+        self, directory: str
+    ) -> tuple[list[tuple[str, int, float | None, str]], set[str] | None]:
+        """:meth:`scan` of ``directory`` (not recursive), and the names of the folders
+        right under it that hold something, when the same listing tells them (S3's common
+        prefixes); the default does not know them (None) and costs one :meth:`scan`."""
+        return list(self.scan(directory, False)), None
+
     # Compare-and-swap, for appends, creates and leases.
     def read_versioned(self, full: str) -> tuple[bytes, str] | None:
         """Content and version of ``full`` from one read, or None when it does not exist.
