@@ -61,7 +61,12 @@ def test_a_consolidation_between_two_turns_reaches_the_next_one(harness: MemoryH
     assert result.status == "consolidated", result.reason
     messages.append({"role": "user", "content": "where does Ana live?"})
     messages = session.before_reasoning(messages)
-    assert "## People\n- Ana lives in Lisbon\n- Ana moved to Porto" in messages[0]["content"]
+    # The model's answer lost the days; each bullet gets its input fact's back (the save's
+    # heading and the log's name are both of 2027-01-15).
+    assert (
+        "## People\n- Ana lives in Lisbon (2027-01-15)\n- Ana moved to Porto (2027-01-15)"
+        in messages[0]["content"]
+    )
     assert blocks_in(messages) == 1
 
 

@@ -45,6 +45,7 @@ from harnessmem.events import MemoryConsolidatedEvent
 from harnessmem.memory import files as mf
 from harnessmem.memory._answer_check import entry_loss, restore_dates, unreplaced, unwrap
 from harnessmem.memory._consolidation_result import ConsolidationResult, SaveResult
+from harnessmem.memory._history import keep_version, plan_history
 from harnessmem.memory._tombstones import read_tombstones
 from harnessmem.memory._watermark import Segment, Watermark, same_content
 from harnessmem.models.backoff import Backoff
@@ -156,11 +157,11 @@ class MemoryConsolidator:
         watermark, snapshot = self._settled()
         if change(snapshot.text) is None:
             return None, None
-        history, dropped = self._plan_history(watermark, snapshot.text)
+        history, dropped = plan_history(self.kernel, watermark, snapshot.text)
         # Named in the watermark before it exists, as consolidation does (see the module doc).
         self._write_watermark(watermark)
         if history is not None:
-            self._keep_version(history, previous(snapshot.text))
+            keep_version(self.workspace, history, previous(snapshot.text))
             for old in dropped:
                 self.workspace.delete(old)
         written = self.workspace.update_text(layout.MEMORY_FILE, change, current=snapshot)
@@ -331,7 +332,7 @@ class MemoryConsolidator:
     ) -> ConsolidationResult:
         workspace = self.workspace
         prior = snapshot.text
-        history, dropped = self._plan_history(watermark, prior)
+        history, dropped = plan_history(self.kernel, watermark, prior)
         head = candidate.strip("\n") + "\n"
         # Pending names the new text without the appends it keeps: memory_save may append
         # between this write and the replace, and MEMORY.md starting with ``head`` is what
@@ -349,7 +350,7 @@ class MemoryConsolidator:
                 # Not clean UTF-8 (an edit in another editor): keep the bytes themselves.
                 workspace.write_bytes(history, snapshot.original)
             else:
-                self._keep_version(history, prior)
+                keep_version(self.workspace, history, prior)
             for old in dropped:
                 workspace.delete(old)
         appended = ""
@@ -536,42 +537,6 @@ class MemoryConsolidator:
         except FileNotFoundError:
             return ""
 
-    def _plan_history(self, watermark: Watermark, current: str) -> tuple[str | None, list[str]]:
-        """Where the previous version ``current`` goes in memory/.history/ (None: not kept)
-        and the versions to delete for it; ``watermark.history`` becomes what is kept.
-
-        The versions come from the watermark, which records them; memory/.history/ is
-        listed only when it does not (see :attr:`Watermark.history`).
-        """
-        keep = self.kernel.settings.consolidation.history_keep
-        if not keep or not current.strip():
-            return None, []
-        existing = watermark.history
-        folders, history = watermark.folders, layout.HISTORY_DIR.rpartition("/")[2]
-        if existing is None and folders is not None and history not in folders:
-            existing = []  # memory/'s listing just showed no such folder
-        if existing is None:
-            existing = self.workspace.list(layout.HISTORY_DIR, recursive=False)
-        stamp = mf.utc_now_compact(self.kernel.clock())
-        path = layout.history_path(stamp)
-        counter = 1
-        while path in existing:
-            path = layout.history_path(stamp, counter)
-            counter += 1
-        versions = sorted(
-            (p for p in [*existing, path] if layout.is_history_path(p)),
-            key=_history_order,
-        )
-        watermark.history = versions[-keep:]
-        return path, versions[:-keep]
-
-    def _keep_version(self, path: str, text: str) -> None:
-        """Write a previous MEMORY.md to ``path`` in memory/.history/: a new name, so one
-        create-if-absent PUT (a plain write would first read what it replaces, for the
-        audit log); written over only if a stray file holds the name."""
-        if not self.workspace.create_text(path, text):
-            self.workspace.write_text(path, text)
-
     def _advanced_files(
         self, watermark: Watermark, segments: list[Segment]
     ) -> dict[str, dict[str, Any]]:
@@ -612,9 +577,3 @@ class MemoryConsolidator:
             )
         )
 
-
-def _history_order(path: str) -> tuple[str, int]:
-    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-    parts = stem.split("-")
-    counter = int(parts[-1]) if len(parts) > 2 and parts[-1].isdigit() else 0
-    return parts[1] if len(parts) > 1 else stem, counter
