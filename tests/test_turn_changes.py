@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harnessmem import MemoryHarness, MessageFormatError, hookimpl
+from harnessmem import MemoryHarness, MessageFormatError, Session, hookimpl
 from harnessmem.tokens import TokenCounter
 
 Message = dict[str, Any]
@@ -270,3 +270,14 @@ def test_compaction_counts_what_a_plugin_replaced_after_the_check(
         assert result is not None
         assert result.trigger == "tokens"
         assert result.tokens_before == fresh
+
+
+def test_a_new_session_object_under_the_same_id_is_swept_whole(harness: MemoryHarness) -> None:
+    """The sweep's memory of a session id does not carry over to another Session object
+    (one built directly on the harness's kernel), whose calls are numbered afresh."""
+    harness.session("s").before_reasoning(conversation())
+    messages = conversation()
+    messages[3]["content"] = _huge(harness.settings.eviction.max_result_chars)
+    session = Session(harness.kernel, "s")
+    out = session.before_reasoning(messages)
+    assert len(out[3]["content"]) < harness.settings.eviction.max_result_chars
