@@ -109,6 +109,7 @@ class ConversationCompactor:
         # The previous turn's messages and their token counts (see _count_turn).
         self._seen = SeenMessages()
         self._counts: list[int] = []
+        self._total = 0  # sum(self._counts)
         self._follower = Follower()  # the turns counted, to compare only what changed
 
     @property
@@ -176,7 +177,7 @@ class ConversationCompactor:
         count = self.counter.count_messages
         head = head_length(messages)
         if self.settings.offload_before_compact:
-            self.times.note(messages[head:], self.kernel.clock())
+            self.times.note(messages, self.kernel.clock(), head)
         work, truncated = self._truncate_args(messages, head)
         # Token counts only when a token trigger or a compaction needs them (cached per message).
         tokens = (
@@ -354,18 +355,32 @@ class ConversationCompactor:
                 changed = seen.changed(messages)
             else:
                 changed = seen.changed_among(messages, look.positions)
-            del counts[len(messages) :]
+            if len(counts) > len(messages):
+                self._total -= sum(counts[len(messages) :])
+                del counts[len(messages) :]
+            total = self._total
             if changed:
-                sums = self.counter.count_prefix_sums([messages[i] for i in changed])
+                try:
+                    sums = self.counter.count_prefix_sums([messages[i] for i in changed])
+                except BaseException:
+                    # Counts and copies no longer line up: the next turn counts afresh.
+                    seen.forget()
+                    counts.clear()
+                    self._total = 0
+                    self._follower.reset()
+                    raise
                 for position, index in enumerate(changed):
                     tokens = sums[position + 1] - sums[position]
                     if index < len(counts):
+                        total += tokens - counts[index]
                         counts[index] = tokens
                     else:
+                        total += tokens
                         counts.append(tokens)
             seen.remember(messages, changed)
             self._follower.saw(look)
-            return sum(counts) + REPLY_PRIMING
+            self._total = total
+            return total + REPLY_PRIMING
 
     def _trigger(self, messages: list[Message], tokens: int | None) -> str:
         settings = self.settings
