@@ -10,6 +10,17 @@ frequencies over 365 daily logs; *natural* queries of 2-5 words). In one run, pe
 - *search*: ``harness.search(query, limit=10)`` on the two harnesses and the raw FTS5
   table, each query run by the three in turn (one round in a quick run, three in a full
   one): p50 and p95 of the plugin against the default, and against raw FTS5.
+- *first search after a write*: rounds of one bullet (drawn like the corpus's) appended
+  to the newest daily log through the workspace, then ``harness.search(query, limit=10)``
+  (which indexes the changed file first: its text, the new bullet's vector, the matrix and
+  the word shares brought up to date), each round followed by a search without a write;
+  p50 of the one against the other, on the harness of the search rows; and with the
+  static embedder at the size of the issue (100,000 entries; 20,000 in a quick run), on a
+  build of its own.
+
+Sizes: the local model embeds about 70-200 entries a second on two cores, so its rows use
+5,000 and 20,000 entries in a full run (2,000 and 5,000 in a quick one); a 100,000-entry
+build would take most of an hour there.
 
 Skipped, saying why, when the plugin or its weights package is not installed.
 """
@@ -21,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench._util import Row, percentile
 from bench.bench_index import (
@@ -32,6 +44,52 @@ from bench.bench_index import (
     _vocabulary,
     _write_workspace,
 )
+
+if TYPE_CHECKING:
+    from harnessmem import MemoryHarness
+
+#: Write-then-search rounds of the *first search after a write* rows.
+WRITE_ROUNDS = 30
+
+
+def _write_rows(harness: MemoryHarness, root: Path, size: int, label: str, notes: str) -> list[Row]:
+    """The *first search after a write* row of ``harness`` (its index warm)."""
+    import random
+
+    words, weights = _vocabulary()
+    queries = _queries(words, weights, content_only=False)
+    rnd = random.Random(3)
+    newest = max((root / "memory").iterdir(), key=lambda p: p.stat().st_mtime)
+    log = f"memory/{newest.name}"
+    search, workspace = harness.search, harness.workspace
+    after: list[float] = []
+    plain: list[float] = []
+    for n in range(WRITE_ROUNDS):
+        bullet = " ".join(rnd.choices(words, weights, k=rnd.randint(8, 30))).capitalize()
+        workspace.append_text(log, f"- {bullet}.\n")
+        begun = time.perf_counter()
+        search(queries[2 * n], limit=10)
+        after.append(time.perf_counter() - begun)
+        begun = time.perf_counter()
+        search(queries[2 * n + 1], limit=10)
+        plain.append(time.perf_counter() - begun)
+    print(
+        f"   {size:,}{label}: first search after a write p50 "
+        f"{statistics.median(after) * 1e3:.1f} ms, without a write "
+        f"{statistics.median(plain) * 1e3:.1f} ms"
+    )
+    return [
+        Row(
+            bench="vectors",
+            name=f"first search after a write, {size:,} entries{label}",
+            value=percentile(after, 0.5),
+            unit="s",
+            baseline="search without a write, same run",
+            baseline_value=percentile(plain, 0.5),
+            notes=f"{WRITE_ROUNDS} rounds: one bullet appended to the newest daily log, "
+            f"then a search (indexes the change first), then one without a write; {notes}",
+        )
+    ]
 
 
 def run(quick: bool) -> list[Row]:
@@ -50,7 +108,7 @@ def run(quick: bool) -> list[Row]:
     from harnessmem import MemoryHarness
 
     words, weights = _vocabulary()
-    sizes = (5_000, 20_000) if quick else (20_000, 100_000)
+    sizes = (2_000, 5_000) if quick else (5_000, 20_000)
     rounds = 1 if quick else 3
     rows: list[Row] = []
     for size in sizes:
@@ -71,8 +129,8 @@ def run(quick: bool) -> list[Row]:
                 workspace={"index_path": str(Path(tmp) / "hybrid.db")},
                 **common,
             )
-            store = hybrid.index.store  # type: ignore[attr-defined]
-            embedder = hybrid.index.embedder  # type: ignore[attr-defined]
+            store = hybrid.kernel.index.store  # type: ignore[attr-defined]
+            embedder = hybrid.kernel.index.embedder  # type: ignore[attr-defined]
             started = time.perf_counter()
             hybrid.reindex()
             hybrid_build = time.perf_counter() - started
@@ -143,6 +201,7 @@ def run(quick: bool) -> list[Row]:
                         notes=notes,
                     )
                 )
+            rows += _write_rows(hybrid, root, size, "", f"embedder {embedder.identity}")
             print(
                 f"   {size:,}: build {hybrid_build:.1f} s (embedding {embedding:.1f} s) vs "
                 f"default {plain_build:.1f} s; search p50 hybrid "
@@ -153,7 +212,36 @@ def run(quick: bool) -> list[Row]:
             raw.close()
             hybrid.close()
             plain.close()
+    rows += _static_write_rows(20_000 if quick else 100_000, words, weights)
     return rows
+
+
+def _static_write_rows(size: int, words: list[str], weights: list[int]) -> list[Row]:
+    """The *first search after a write* row with the static embedder, on its own build."""
+    from harnessmem import MemoryHarness
+
+    bullets = _corpus(size, words, weights)
+    with tempfile.TemporaryDirectory(prefix="bench-vectors-") as tmp:
+        root = Path(tmp) / "ws"
+        _write_workspace(root, bullets)
+        with MemoryHarness.open(
+            root,
+            index={"backend": "vectors", "options": {"embedder": "static"}},
+            workspace={"index_path": str(Path(tmp) / "static.db")},
+            maintenance={"enabled": False},
+            plugins={"autoload": False},
+        ) as harness:
+            harness.reindex()
+            for query in _queries(words, weights, content_only=False)[-20:]:  # warm
+                harness.search(query, limit=10)
+            identity = harness.kernel.index.embedder.identity  # type: ignore[attr-defined]
+            return _write_rows(
+                harness,
+                root,
+                size,
+                ", static embedder",
+                f"embedder {identity} (the local model's build at this size takes minutes)",
+            )
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def _z(values: Any) -> Any:
 
 
 def _place(hit: SearchHit) -> tuple[str, int, int]:
-    """A hit's place, the key of its entry in both halves (and of ``Matrix.rows``)."""
+    """A hit's place, the key of its entry in both halves (and of ``Matrix.row``)."""
     return (hit.path, hit.start_line, hit.end_line)
 
 
@@ -368,7 +368,7 @@ class VectorIndex(IndexBackend):
         if vector.shape[0] != matrix.vectors.shape[1]:
             logger.warning("the vectors index holds vectors of another size; reindex it")
             return []
-        similarity = matrix.vectors @ vector
+        similarity = matrix.similarity(vector)
         if dates != (None, None):
             keep = np.fromiter(
                 (dated_within(p[5], *dates) for p in matrix.places), bool, len(matrix.places)
@@ -376,7 +376,7 @@ class VectorIndex(IndexBackend):
             similarity = np.where(keep, similarity, -np.inf)
         found: dict[int, SearchHit | None] = {}
         for hit in text_hits:
-            row = matrix.rows.get(_place(hit))
+            row = matrix.row(*_place(hit))
             if row is not None:
                 found[row] = hit
         extra = max(self.opts.dense_candidates, limit if not text_hits else 0)
@@ -395,7 +395,8 @@ class VectorIndex(IndexBackend):
                 if path_prefix and not place[0].startswith(path_prefix):
                     continue
                 found[row] = None
-        ranked = sorted(found, key=lambda row: (-float(similarity[row]), row))
+        # Ties by place, not row: rows follow the order of writes, not of the files.
+        ranked = sorted(found, key=lambda row: (-float(similarity[row]), matrix.places[row][:3]))
         out = []
         for row in ranked:
             held = found[row]
@@ -409,7 +410,7 @@ class VectorIndex(IndexBackend):
         """``query`` without its words common in ``matrix`` (see the module docstring);
         the whole query when every word is common or the source is small."""
         share = self.opts.common_share
-        if share >= 1 or len(matrix.places) < _COMMON_MIN_ENTRIES:
+        if share >= 1 or matrix.entries < _COMMON_MIN_ENTRIES:
             return query
         kept = []
         for token in query.split():
