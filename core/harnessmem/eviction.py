@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem.encoding import content_hash
@@ -169,21 +169,21 @@ class ToolResultEvictor:
         # that keeps its raw history sends them again, to be evicted again.
         follower = self._follower(ctx.session_id)
         look = follower.look(messages, ctx.changes)
+        pairs: Iterable[tuple[int, Any]]
         if look.positions is not None and look.kept is not None and look.kept[0] == limit:
             count = len(messages)
             again = [i for i in look.kept[1] if i < count]
-            positions: Sequence[int] = (
-                sorted({*look.positions, *again}) if again else look.positions
-            )
+            positions = sorted({*look.positions, *again}) if again else look.positions
+            pairs = [(i, messages[i]) for i in positions]
         else:
-            positions = range(len(messages))
+            pairs = enumerate(messages)
         # One length check per message; the pairing is built only when something is too long.
         # The common case (a dict with string content) is tested first: isinstance against
         # the Mapping ABC alone costs several times the length check itself.
         candidates = [
             i
-            for i in positions
-            if (isinstance(m := messages[i], dict) or isinstance(m, Mapping))
+            for i, m in pairs
+            if (isinstance(m, dict) or isinstance(m, Mapping))  # noqa: SIM101 - a tuple is slower
             and m.get("role") == "tool"
             and (
                 len(body) > limit
