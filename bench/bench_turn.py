@@ -14,9 +14,12 @@ Baseline, same run: one full tiktoken recount of the same conversation (every te
 message encoded afresh, the framing of ``TokenCounter``), the least a loop without an
 incremental counter must do before each call. The ratio staying flat and far below 1 as the
 conversation grows is what shows the turn is incremental: only the new message is encoded,
-and only the messages that changed since the previous turn are checked and counted. What
-still grows with the length is linear bookkeeping: the comparison with the previous turn's
-messages (by the session and by the compactor) and the eviction sweep's length check.
+and only the messages that changed since the previous turn are checked, swept and counted.
+The session compares the list with its copy of the previous call's once (``ctx.changes``);
+the eviction sweep and the compactor follow that comparison instead of redoing it. What
+still grows with the length is the session's one C-level comparison (the price of seeing a
+change made in place at any depth; slower right after the recount has cooled the caches) and
+a few list copies and identity comparisons of the list.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harnessmem import MemoryHarness, MessageFormatError
+from harnessmem import MemoryHarness, MessageFormatError, Session, hookimpl
 from harnessmem.tokens import TokenCounter
 
 Message = dict[str, Any]
@@ -141,3 +141,143 @@ def test_eviction_sees_a_tool_result_made_large_in_place(harness: MemoryHarness)
     out = session.before_reasoning(messages)
     assert len(out[3]["content"]) < limit
     assert session.last_outcomes["eviction"][0].call_id == "call_1"
+
+
+# The sweep and the count skip what the session found unchanged since their previous turn.
+# What must still reach them: a message sent again that was too long (raw history), a change
+# made between two of their turns by another call, and a message a plugin replaced.
+
+
+def _huge(limit: int) -> str:
+    return "row of the search result\n" * (limit // 10)
+
+
+def test_eviction_evicts_a_raw_history_resent_on_every_turn(harness: MemoryHarness) -> None:
+    session = harness.session("s")
+    raw = conversation()
+    raw[3]["content"] = _huge(harness.settings.eviction.max_result_chars)
+    for turn in range(3):
+        raw.append({"role": "user", "content": f"turn {turn}"})
+        out = session.before_reasoning(raw)  # the caller never keeps what came back
+        assert len(out[3]["content"]) < harness.settings.eviction.max_result_chars
+        assert [r.call_id for r in session.last_outcomes["eviction"]] == ["call_1"]
+    assert len(raw[3]["content"]) > harness.settings.eviction.max_result_chars
+
+
+@pytest.mark.parametrize("calls_between", [1, 40])
+def test_eviction_sees_a_change_made_before_other_calls(
+    harness: MemoryHarness, calls_between: int
+) -> None:
+    """A change that an ``after_call`` saw first (one, or more than any log keeps) is swept
+    at the next ``before_reasoning``."""
+    session = harness.session("s")
+    messages = session.before_reasoning(conversation())
+    messages[3]["content"] = _huge(harness.settings.eviction.max_result_chars)
+    for _ in range(calls_between):
+        session.after_call(messages)
+    out = session.before_reasoning(messages)
+    assert len(out[3]["content"]) < harness.settings.eviction.max_result_chars
+    assert session.last_outcomes["eviction"][0].call_id == "call_1"
+
+
+class _Replaces:
+    """Puts a new message at ``index`` of ``ctx.messages`` on the turns ``when`` lists."""
+
+    def __init__(self, index: int, make: Any, when: set[int]) -> None:
+        self.index, self.make, self.when, self.turn = index, make, when, 0
+
+    def replace(self, ctx: Any) -> None:
+        self.turn += 1
+        if self.turn in self.when:
+            old = ctx.messages[self.index]
+            ctx.messages[self.index] = {**old, "content": self.make(old)}
+
+
+class _BeforeEviction(_Replaces):
+    @hookimpl(tryfirst=True)
+    def pre_reasoning(self, ctx: Any) -> None:
+        self.replace(ctx)
+
+
+class _BeforeCompaction(_Replaces):
+    @hookimpl
+    def pre_reasoning(self, ctx: Any) -> None:
+        self.replace(ctx)
+
+
+def test_eviction_sweeps_a_message_a_plugin_before_it_replaced(tmp_path: Path) -> None:
+    limit = 20_000
+    plugin = _BeforeEviction(3, lambda old: _huge(limit), when={2})
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        plugins=[plugin],
+        maintenance={"enabled": False},
+        flush={"enabled": False},
+        context={"inject": "manual"},
+        eviction={"max_result_chars": limit},
+    ) as harness:
+        session = harness.session("s")
+        messages = session.before_reasoning(conversation())
+        assert "eviction" not in session.last_outcomes
+        out = session.before_reasoning(messages)
+        assert len(out[3]["content"]) < limit
+        assert session.last_outcomes["eviction"][0].call_id == "call_1"
+
+
+def _longer(old: Message) -> str:
+    return f"{old['content']} " + "and a hotel near the river " * 100
+
+
+def _shorter(old: Message) -> str:
+    return "hi"
+
+
+@pytest.mark.parametrize(
+    ("make", "when", "fires_on"),
+    [
+        # Replaced on turn 2: counted as the plugin left it (the caller's list is unchanged).
+        (_longer, {2}, 2),
+        # Replaced on turn 1 only: turn 2 counts the caller's message again, not the
+        # plugin's shorter one of the turn before.
+        (_shorter, {1}, 2),
+    ],
+)
+def test_compaction_counts_what_a_plugin_replaced_after_the_check(
+    tmp_path: Path, make: Any, when: set[int], fires_on: int
+) -> None:
+    counter = TokenCounter()
+    sent = conversation()
+    sent[1] = {**sent[1], "content": _longer(sent[1])}  # a longer user message than _shorter
+    changed = [dict(m) for m in sent]
+    if make is _longer:
+        changed[1]["content"] = make(sent[1])
+    fresh = counter.count_messages(changed if make is _longer else sent)
+    with MemoryHarness.open(
+        tmp_path / "ws",
+        plugins=[_BeforeCompaction(1, make, when)],
+        maintenance={"enabled": False},
+        flush={"enabled": False},
+        context={"inject": "manual"},
+        compaction={"trigger_tokens": fresh, "trigger_messages": 0, "keep_messages": 2},
+    ) as harness:
+        session = harness.session("s")
+        messages = list(sent)
+        for turn in (1, 2):
+            session.before_reasoning(messages)
+            result = session.last_outcomes.get("compaction")
+            if turn < fires_on:
+                assert result is None
+        assert result is not None
+        assert result.trigger == "tokens"
+        assert result.tokens_before == fresh
+
+
+def test_a_new_session_object_under_the_same_id_is_swept_whole(harness: MemoryHarness) -> None:
+    """The sweep's memory of a session id does not carry over to another Session object
+    (one built directly on the harness's kernel), whose calls are numbered afresh."""
+    harness.session("s").before_reasoning(conversation())
+    messages = conversation()
+    messages[3]["content"] = _huge(harness.settings.eviction.max_result_chars)
+    session = Session(harness.kernel, "s")
+    out = session.before_reasoning(messages)
+    assert len(out[3]["content"]) < harness.settings.eviction.max_result_chars

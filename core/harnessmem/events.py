@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from harnessmem.kernel import Kernel
     from harnessmem.maintenance import MaintenanceReport
     from harnessmem.memory.transcripts import OffloadResult
+    from harnessmem.messages import MessageChanges
     from harnessmem.session import Session
     from harnessmem.settings import HarnessSettings
     from harnessmem.workspace import Workspace
@@ -48,6 +49,12 @@ class TurnContext:
     plugins may replace it. ``outcomes`` collects the result objects the
     behaviours produced during this call (e.g. ``"compaction"``), for callers
     and tests to inspect.
+
+    ``changes`` is what the session's check found: which messages differ from its
+    previous call's. A plugin doing work per message keeps a
+    :class:`~harnessmem.messages.Follower` to redo it only where something changed. To
+    change a message, put a new object in its place in ``ctx.messages`` (the message
+    dicts are the caller's): the plugins after it and the next turn then see the change.
     """
 
     session: Session
@@ -58,6 +65,7 @@ class TurnContext:
     #: whatever the triggers, and pass ``compact_focus`` to the summariser.
     compact: bool = False
     compact_focus: str | None = None
+    changes: MessageChanges | None = field(default=None, repr=False, compare=False)
 
     @property
     def session_id(self) -> str:

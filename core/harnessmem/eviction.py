@@ -25,15 +25,16 @@ matches the file line for line.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from harnessmem.encoding import content_hash
 from harnessmem.errors import ConfigError
 from harnessmem.events import ToolResultEvictedEvent
 from harnessmem.layout import eviction_path
-from harnessmem.messages import pair_tool_calls, text_only
+from harnessmem.messages import Follower, pair_tool_calls, text_only
 from harnessmem.plugins import hookimpl
 from harnessmem.telemetry import names
 
@@ -56,6 +57,8 @@ _KNOWN_PATHS = 1024
 # Placeholders of recent evictions by (session, call id, hash of the original output): a
 # re-sent message costs one hash instead of a redaction pass over 100,000+ characters.
 _PLACEHOLDERS = 256
+# Sessions whose previous sweep is remembered, so that the next sweeps only what changed.
+_SWEPT_SESSIONS = 256
 
 
 def _renew_after(settings: EvictionSettings) -> float:
@@ -113,6 +116,8 @@ class ToolResultEvictor:
         self.settings: EvictionSettings | None = None
         self._known: OrderedDict[str, float] = OrderedDict()
         self._replaced: OrderedDict[tuple[str, str, str], tuple[str, str]] = OrderedDict()
+        self._swept: OrderedDict[str, Follower] = OrderedDict()
+        self._swept_lock = threading.Lock()
 
     @hookimpl
     def harnessmem_configure(self, settings: HarnessSettings) -> None:
@@ -159,13 +164,25 @@ class ToolResultEvictor:
             return
         messages = ctx.messages
         limit = settings.max_result_chars
+        # Only the positions that may have changed since this session's previous sweep are
+        # looked at again (see Follower), and the ones that were too long then: a caller
+        # that keeps its raw history sends them again, to be evicted again.
+        follower = self._follower(ctx.session_id)
+        look = follower.look(messages, ctx.changes)
+        pairs: Iterable[tuple[int, Any]]
+        if look.positions is not None and look.kept is not None and look.kept[0] == limit:
+            count = len(messages)
+            again = [i for i in look.kept[1] if i < count]
+            positions = sorted({*look.positions, *again}) if again else look.positions
+            pairs = [(i, messages[i]) for i in positions]
+        else:
+            pairs = enumerate(messages)
         # One length check per message; the pairing is built only when something is too long.
-        # This runs before every model call over the whole conversation, so the common case
-        # (a dict with string content) is tested first: isinstance against the Mapping ABC
-        # alone costs several times the length check itself.
+        # The common case (a dict with string content) is tested first: isinstance against
+        # the Mapping ABC alone costs several times the length check itself.
         candidates = [
             i
-            for i, m in enumerate(messages)
+            for i, m in pairs
             if (isinstance(m, dict) or isinstance(m, Mapping))  # noqa: SIM101 - a tuple is slower
             and m.get("role") == "tool"
             and (
@@ -174,6 +191,7 @@ class ToolResultEvictor:
                 else len(text_only(body) or "") > limit
             )
         ]
+        follower.saw(look, (limit, candidates))
         if not candidates:
             return
         parents = pair_tool_calls(messages).parents
@@ -192,6 +210,15 @@ class ToolResultEvictor:
             messages[index] = {**message, "content": content}
 
     # the work -------------------------------------------------------------------------------
+
+    def _follower(self, session_id: str) -> Follower:
+        """What the previous sweep of ``session_id`` saw (recent sessions only)."""
+        with self._swept_lock:
+            follower = self._swept.pop(session_id, None) or Follower()
+            self._swept[session_id] = follower
+            while len(self._swept) > _SWEPT_SESSIONS:
+                self._swept.popitem(last=False)
+            return follower
 
     def _evict_wanted(
         self,

@@ -94,7 +94,11 @@ def pre_reasoning(ctx: TurnContext) -> Awaitable[None] | None:
     Arguments:
         ctx: The turn's ``TurnContext``. ``ctx.messages`` is a copy of the list the agent
             is about to send (never the caller's list): edit or replace it to change what
-            is sent. Record what you did in ``ctx.outcomes``.
+            is sent. To change a message, put a new dict in its place: the dicts are the
+            caller's, and the plugins after yours (the eviction sweep, the compactor's
+            count) look again only where the list differs from the one the session checked
+            or the caller changed something (``ctx.changes``); an edit made inside a dict
+            reaches them at the next call. Record what you did in ``ctx.outcomes``.
     Result:
         Ignored; the session returns ``ctx.messages``. Every implementation runs, each
         seeing the changes of the ones before it.

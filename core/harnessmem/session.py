@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessmem.errors import MessageFormatError
 from harnessmem.events import TurnContext
-from harnessmem.messages import SeenMessages, check_messages, check_tool_call
+from harnessmem.messages import SeenMessages, check_changes, check_messages, check_tool_call
 
 if TYPE_CHECKING:
     from harnessmem.kernel import Kernel
@@ -49,9 +49,11 @@ class Session:
         # Checked here, once per call, so no plugin meets a str, a None or a bottomless
         # structure where it expects messages (and fails with a plain Python error).
         # Only the messages that differ from the previous call's are checked again.
-        seen = self._seen if where not in _NO_MESSAGES else None
-        checked = check_messages(messages, where, seen=seen)
-        ctx = TurnContext(session=self, messages=checked, **fields)
+        if where in _NO_MESSAGES:
+            ctx = TurnContext(session=self, messages=check_messages(messages, where), **fields)
+        else:
+            checked, changes = check_changes(messages, where, self._seen)
+            ctx = TurnContext(session=self, messages=checked, changes=changes, **fields)
         self.last_outcomes = ctx.outcomes
         return ctx
 

@@ -55,7 +55,7 @@ from harnessmem.compaction._summary import (
 from harnessmem.compaction.message_times import MessageTimes
 from harnessmem.events import CompactionResult
 from harnessmem.memory.transcripts import OffloadResult, SessionTranscript
-from harnessmem.messages import SeenMessages
+from harnessmem.messages import Follower, MessageChanges, SeenMessages
 from harnessmem.plugins import hookimpl
 from harnessmem.telemetry import names
 from harnessmem.tokens import REPLY_PRIMING, TokenCounter
@@ -109,6 +109,8 @@ class ConversationCompactor:
         # The previous turn's messages and their token counts (see _count_turn).
         self._seen = SeenMessages()
         self._counts: list[int] = []
+        self._total = 0  # sum(self._counts)
+        self._follower = Follower()  # the turns counted, to compare only what changed
 
     @property
     def settings(self) -> CompactionSettings:
@@ -123,16 +125,21 @@ class ConversationCompactor:
         budget: int | None = None,
         force: bool = False,
         focus: str | None = None,
+        changes: MessageChanges | None = None,
     ) -> tuple[list[Message], CompactionResult]:
         """The list to send, and what was done.
 
         ``budget`` forces a compaction whose result must stay under ``budget`` tokens
         (overflow recovery); ``force`` compacts whatever the triggers say (a manual
         compaction, trigger ``"manual"``), with ``focus`` passed to the summariser;
-        otherwise the triggers decide. Never mutates ``messages`` or the dicts in it.
+        otherwise the triggers decide. ``changes``, the session's check of the turn
+        (``ctx.changes``), spares comparing the conversation again to count its tokens.
+        Never mutates ``messages`` or the dicts in it.
         """
         with self.lock:
-            out, result = self._compact(list(messages), budget, force=force, focus=focus)
+            out, result = self._compact(
+                list(messages), budget, force=force, focus=focus, changes=changes
+            )
             self.last_result = result
             return out, result
 
@@ -165,15 +172,18 @@ class ConversationCompactor:
         *,
         force: bool = False,
         focus: str | None = None,
+        changes: MessageChanges | None = None,
     ) -> tuple[list[Message], CompactionResult]:
         count = self.counter.count_messages
         head = head_length(messages)
         if self.settings.offload_before_compact:
-            self.times.note(messages[head:], self.kernel.clock())
+            self.times.note(messages, self.kernel.clock(), head)
         work, truncated = self._truncate_args(messages, head)
         # Token counts only when a token trigger or a compaction needs them (cached per message).
         tokens = (
-            self._count_turn(work) if self.settings.trigger_tokens or budget is not None else None
+            self._count_turn(work, changes)
+            if self.settings.trigger_tokens or budget is not None
+            else None
         )
         if budget is not None:
             trigger = "overflow"
@@ -332,23 +342,45 @@ class ConversationCompactor:
             messages, head, stop, config.max_arg_chars, self.originals.remember
         )
 
-    def _count_turn(self, messages: list[Message]) -> int:
+    def _count_turn(self, messages: list[Message], changes: MessageChanges | None) -> int:
         """``count_messages(messages)``, encoding only the messages that differ from the
-        previous turn's (whose counts are kept): the turn's cost follows what changed."""
+        previous turn's (whose counts are kept): the turn's cost follows what changed.
+
+        With the session's ``changes``, only the positions that may have changed since the
+        previous count (:class:`~harnessmem.messages.Follower`) are compared with it."""
         seen, counts = self._seen, self._counts
         with seen.lock:
-            changed = seen.changed(messages)
-            del counts[len(messages) :]
+            look = self._follower.look(messages, changes)
+            if look.positions is None:
+                changed = seen.changed(messages)
+            else:
+                changed = seen.changed_among(messages, look.positions)
+            if len(counts) > len(messages):
+                self._total -= sum(counts[len(messages) :])
+                del counts[len(messages) :]
+            total = self._total
             if changed:
-                sums = self.counter.count_prefix_sums([messages[i] for i in changed])
+                try:
+                    sums = self.counter.count_prefix_sums([messages[i] for i in changed])
+                except BaseException:
+                    # Counts and copies no longer line up: the next turn counts afresh.
+                    seen.forget()
+                    counts.clear()
+                    self._total = 0
+                    self._follower.reset()
+                    raise
                 for position, index in enumerate(changed):
                     tokens = sums[position + 1] - sums[position]
                     if index < len(counts):
+                        total += tokens - counts[index]
                         counts[index] = tokens
                     else:
+                        total += tokens
                         counts.append(tokens)
             seen.remember(messages, changed)
-            return sum(counts) + REPLY_PRIMING
+            self._follower.saw(look)
+            self._total = total
+            return total + REPLY_PRIMING
 
     def _trigger(self, messages: list[Message], tokens: int | None) -> str:
         settings = self.settings
@@ -531,7 +563,9 @@ class CompactionPlugin:
         if not ctx.settings.compaction.enabled:
             return
         compactor = self.compactor(ctx.kernel, ctx.session_id)
-        out, result = compactor.compact(ctx.messages, force=ctx.compact, focus=ctx.compact_focus)
+        out, result = compactor.compact(
+            ctx.messages, force=ctx.compact, focus=ctx.compact_focus, changes=ctx.changes
+        )
         ctx.messages = out
         if result.trigger or result.truncated_args:
             ctx.outcomes["compaction"] = result

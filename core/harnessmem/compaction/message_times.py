@@ -31,13 +31,14 @@ class MessageTimes:
         self._seen: dict[int, tuple[str, float]] = {}
         self._through = 0  # positions up to here were noted already
 
-    def note(self, conversation: Sequence[Mapping[str, Any]], now: float) -> None:
-        """Note ``now`` for the messages of ``conversation`` (the list after its pinned
-        head) that come after every position noted so far; the others keep their time."""
-        if not conversation:
+    def note(self, conversation: Sequence[Mapping[str, Any]], now: float, head: int = 0) -> None:
+        """Note ``now`` for the messages of ``conversation[head:]`` (the list after its
+        pinned head) that come after every position noted so far; the others keep their
+        time."""
+        if len(conversation) <= head:
             return
-        anchor = parse_anchor(conversation[0])
-        start = 1 if anchor else 0
+        anchor = parse_anchor(conversation[head])
+        start = head + (1 if anchor else 0)
         first = anchor.covers + 1 if anchor else 1  # the position of conversation[start]
         last = first + len(conversation) - start - 1
         for pos in range(max(first, self._through + 1), last + 1):

@@ -24,6 +24,7 @@ __all__ = [
     "find_in_system",
     "place_block",
     "place_in_system",
+    "place_in_system_of",
     "take_from_system",
 ]
 
@@ -152,17 +153,26 @@ def place_in_system(
     An empty ``block`` removes the block (and a system message it leaves empty); pass
     the ``preamble`` of the block to remove then (by default: the one ``block`` has).
     """
+    out = list(messages)
+    place_in_system_of(out, block, tag, preamble)
+    return out
+
+
+def place_in_system_of(
+    messages: list[Message], block: str, tag: str, preamble: str | None = None
+) -> None:
+    """:func:`place_in_system` done on ``messages`` itself (a list the caller owns): the
+    message changed is still a copy, put in its place; no copy of the list."""
     if preamble is None:
         preamble = _preamble(block, tag)
-    out = list(messages)
-    if out and out[0].get("role") in SYSTEM_ROLES:
-        content = _place_in_content(out[0].get("content"), block, tag, preamble)
-        if content in ("", []) and set(out[0]) <= {"role", "content"}:
-            return out[1:]
-        out[0] = {**out[0], "content": content}
+    if messages and messages[0].get("role") in SYSTEM_ROLES:
+        content = _place_in_content(messages[0].get("content"), block, tag, preamble)
+        if content in ("", []) and set(messages[0]) <= {"role", "content"}:
+            del messages[0]
+        else:
+            messages[0] = {**messages[0], "content": content}
     elif block:
-        out.insert(0, {"role": "system", "content": block})
-    return out
+        messages.insert(0, {"role": "system", "content": block})
 
 
 def find_in_system(messages: Sequence[Message], tag: str, preamble: str = "") -> str:

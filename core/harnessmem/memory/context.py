@@ -328,7 +328,8 @@ class MemoryContextPlugin:
         if not settings.enabled or settings.inject != "system":
             return
         block = ctx.kernel.context.render(ctx.session_id)
-        ctx.messages = blocks.place_in_system(ctx.messages, block, TAG, BLOCK_PREAMBLE)
+        # ctx.messages is the turn's own list (never the caller's): no copy of it.
+        blocks.place_in_system_of(ctx.messages, block, TAG, BLOCK_PREAMBLE)
 
 
 _WIDE = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 marks start with these

@@ -4,7 +4,7 @@ See :mod:`harnessmem.messages.structure`.
 """
 
 from harnessmem.errors import MessageFormatError
-from harnessmem.messages._checks import MAX_DEPTH, check_messages, check_tool_call
+from harnessmem.messages._checks import MAX_DEPTH, check_changes, check_messages, check_tool_call
 from harnessmem.messages._formats import (
     FORMATS,
     describe,
@@ -14,7 +14,7 @@ from harnessmem.messages._formats import (
     is_locomo_list,
     sample_name,
 )
-from harnessmem.messages._seen import SeenMessages
+from harnessmem.messages._seen import Follower, Look, MessageChanges, SeenMessages
 from harnessmem.messages.normalise import from_anthropic, from_swe_agent, normalize_messages
 from harnessmem.messages.structure import (
     TIME_KEYS,
@@ -34,10 +34,14 @@ __all__ = [
     "FORMATS",
     "MAX_DEPTH",
     "TIME_KEYS",
+    "Follower",
+    "Look",
+    "MessageChanges",
     "MessageFormatError",
     "SeenMessages",
     "ToolPairing",
     "atomic_spans",
+    "check_changes",
     "check_messages",
     "check_tool_call",
     "content_text",

@@ -18,10 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from harnessmem.errors import MessageFormatError
-from harnessmem.messages._seen import SeenMessages
+from harnessmem.messages._seen import MessageChanges, SeenMessages
 
 __all__ = [
     "MAX_DEPTH",
+    "check_changes",
     "check_messages",
     "check_tool_call",
     "nesting_problem",
@@ -220,17 +221,19 @@ def check_messages(messages: Any, where: str, *, seen: SeenMessages | None = Non
     ``problems`` list every bad message (up to 20). One pass; the work per message is two
     type checks per key unless a value is a container, which is then walked once.
     """
-    if isinstance(messages, str | bytes | bytearray | Mapping) or not isinstance(
-        messages, Sequence
-    ):
-        raise MessageFormatError(
-            f"{where}: messages is {_kind(messages)}, expected a list of message dicts",
-            hint=_HINT,
-        )
-    out = list(messages)
     if seen is None:
+        out = _as_list(messages, where)
         _raise_problems(out, range(len(out)), where)
         return out
+    return check_changes(messages, where, seen)[0]
+
+
+def check_changes(
+    messages: Any, where: str, seen: SeenMessages
+) -> tuple[list[Message], MessageChanges]:
+    """:func:`check_messages` with ``seen``, and what the comparison found, for the plugins
+    of the call (:class:`~harnessmem.messages.MessageChanges`)."""
+    out = _as_list(messages, where)
     with seen.lock:
         changed = seen.changed(out)
         try:
@@ -238,8 +241,19 @@ def check_messages(messages: Any, where: str, *, seen: SeenMessages | None = Non
         except MessageFormatError:
             seen.forget()
             raise
-        seen.remember(out, changed)
-    return out
+        call = seen.remember(out, changed)
+    return out, MessageChanges(seen, call, list(out))
+
+
+def _as_list(messages: Any, where: str) -> list[Any]:
+    if isinstance(messages, str | bytes | bytearray | Mapping) or not isinstance(
+        messages, Sequence
+    ):
+        raise MessageFormatError(
+            f"{where}: messages is {_kind(messages)}, expected a list of message dicts",
+            hint=_HINT,
+        )
+    return list(messages)
 
 
 def _raise_problems(out: list[Any], indexes: Iterable[int], where: str) -> None:
