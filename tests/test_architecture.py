@@ -116,6 +116,16 @@ def test_no_private_member_is_used_outside_its_own_module() -> None:
     assert problems == []
 
 
+def test_modules_stay_short_and_package_files_re_export() -> None:
+    """STYLE.md: no module over 600 lines; an ``__init__.py`` re-exports (150 lines at most)."""
+    lengths = {
+        str(path.relative_to(PACKAGE.parent)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert {p: n for p, n in lengths.items() if n > 600} == {}
+    assert {p: n for p, n in lengths.items() if p.endswith("__init__.py") and n > 150} == {}
+
+
 def test_at_most_twenty_modules_at_the_top() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= 20, top

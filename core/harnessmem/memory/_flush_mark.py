@@ -10,11 +10,15 @@ entry is being appended (see :mod:`harnessmem.memory.flush`).
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harnessmem.messages import fingerprint
+
+logger = logging.getLogger("harnessmem.memory.flush")
 
 __all__ = ["SEEN_LIMIT", "Mark", "State"]
 
@@ -84,3 +88,24 @@ def _fp(message: Message) -> str:
 class State:
     mark: Mark
     pending: dict[str, Any] | None = None
+
+    @classmethod
+    def loads(cls, raw: str, path: str) -> State:
+        """The state a state file holds; a fresh one for an empty or damaged file."""
+        if not raw.strip():
+            return cls(Mark())
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            # Writes are atomic, so this is not a torn write but a damaged file: start over
+            # (at worst facts are extracted again, and write-time dedup drops the repeats).
+            logger.warning("flush state %s is not JSON; starting a new high-water mark", path)
+            return cls(Mark())
+        return cls(Mark.from_json(data.get("mark")), data.get("pending"))
+
+    def dumps(self, session_id: str) -> str:
+        """The text of the state file of ``session_id``."""
+        data: dict[str, Any] = {"version": 1, "session": session_id, "mark": self.mark.to_json()}
+        if self.pending is not None:
+            data["pending"] = self.pending
+        return json.dumps(data, ensure_ascii=False)

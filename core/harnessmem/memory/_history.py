@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 __all__ = ["keep_version", "plan_history"]
 
 
-def plan_history(kernel: Kernel, watermark: Watermark, current: str) -> tuple[str | None, list[str]]:
+def plan_history(
+    kernel: Kernel, watermark: Watermark, current: str
+) -> tuple[str | None, list[str]]:
     """Where the previous version ``current`` goes in memory/.history/ (None: not kept)
     and the versions to delete for it; ``watermark.history`` becomes what is kept.
 

@@ -576,4 +576,3 @@ class MemoryConsolidator:
                 details={"pending": result.pending},
             )
         )
-

@@ -38,7 +38,6 @@ MEMORY.md is never written here.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -563,17 +562,7 @@ class MemoryFlusher:
                 self._states.move_to_end(path)
         if cached is not None:
             return cached, {}
-        raw = self._read(path)
-        if not raw.strip():
-            return State(Mark()), {}
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            # Writes are atomic, so this is not a torn write but a damaged file: start over
-            # (at worst facts are extracted again, and write-time dedup drops the repeats).
-            logger.warning("flush state %s is not JSON; starting a new high-water mark", path)
-            return State(Mark()), {}
-        state = State(Mark.from_json(data.get("mark")), data.get("pending"))
+        state = State.loads(self._read(path), path)
         pending = state.pending
         logs: dict[str, Snapshot] = {}
         if isinstance(pending, Mapping) and isinstance(pending.get("entry"), str):
@@ -588,12 +577,9 @@ class MemoryFlusher:
         return state, logs
 
     def _save_state(self, path: str, session_id: str, state: State) -> None:
-        data: dict[str, Any] = {"version": 1, "session": session_id, "mark": state.mark.to_json()}
-        if state.pending is not None:
-            data["pending"] = state.pending
         with self._locks_guard:
             self._states.pop(path, None)
-        self.kernel.workspace.write_text(path, json.dumps(data, ensure_ascii=False))
+        self.kernel.workspace.write_text(path, state.dumps(session_id))
         if state.pending is None:
             self._remember(path, state)
 

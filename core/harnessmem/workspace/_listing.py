@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from harnessmem.layout import LOCKS_DIR
+from harnessmem.workspace.files import FileInfo
+
 if TYPE_CHECKING:
-    from harnessmem.workspace.files import FileInfo
     from harnessmem.workspace.store import WorkspaceStore
 
 __all__ = ["Listing", "Listings"]
@@ -96,12 +98,45 @@ class Listings:
         if size is None:
             listing.wrote(rel, None)
         elif version is not None and self._store.versions_are_tokens:
-            from harnessmem.workspace.files import FileInfo
-
             listing.wrote(rel, FileInfo(rel, size, self.clock(), version))
 
-    def _scan_store(self, rel: str, recursive: bool) -> list[FileInfo]:
+    def _rel(self, path: str, *, allow_root: bool = False) -> str:
         raise NotImplementedError
+
+    def _full(self, rel: str) -> str:
+        raise NotImplementedError
+
+    def scan_folders(self, prefix: str = "") -> tuple[list[FileInfo], set[str] | None]:
+        """:meth:`scan` of the files right under ``prefix``, and the names of the folders
+        there that hold files, or None when that would cost another request (a local
+        folder, most fsspec stores). On S3 one listing gives both; so does the listing
+        of a :meth:`listing_snapshot` block."""
+        rel = self._rel(prefix, allow_root=True)
+        start = f"{rel}/" if rel else ""
+        listed = self._listed(rel, recursive=True)
+        if listed is not None:
+            below = [info.path[len(start) :] for info in listed]
+            files = [info for info, rest in zip(listed, below, strict=True) if "/" not in rest]
+            return files, {rest.split("/", 1)[0] for rest in below if "/" in rest}
+        found, folders = self._store.scan_folders(self._full(rel))
+        infos = sorted(
+            (FileInfo(path, size, modified, tag) for path, size, modified, tag in found),
+            key=lambda info: info.path,
+        )
+        if folders is not None and not rel:
+            folders.discard(LOCKS_DIR)
+        return infos, folders
+
+    def _scan_store(self, rel: str, recursive: bool) -> list[FileInfo]:
+        found = self._store.scan(self._full(rel), recursive)
+        return sorted(
+            (
+                FileInfo(path, size, modified, tag)
+                for path, size, modified, tag in found
+                if path.split("/", 1)[0] != LOCKS_DIR
+            ),
+            key=lambda info: info.path,
+        )
 
     @contextmanager
     def listing_snapshot(self) -> Iterator[None]:

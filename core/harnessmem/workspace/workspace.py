@@ -557,38 +557,6 @@ class Workspace(Leasing, Listings, OwnReads):
         listed = self._listed(rel, recursive)
         return listed if listed is not None else self._scan_store(rel, recursive)
 
-    def scan_folders(self, prefix: str = "") -> tuple[builtins.list[FileInfo], set[str] | None]:
-        """:meth:`scan` of the files right under ``prefix``, and the names of the folders
-        there that hold files, or None when that would cost another request (a local
-        folder, most fsspec stores). On S3 one listing gives both; so does the listing
-        of a :meth:`listing_snapshot` block."""
-        rel = self._rel(prefix, allow_root=True)
-        start = f"{rel}/" if rel else ""
-        listed = self._listed(rel, recursive=True)
-        if listed is not None:
-            below = [info.path[len(start) :] for info in listed]
-            files = [info for info, rest in zip(listed, below, strict=True) if "/" not in rest]
-            return files, {rest.split("/", 1)[0] for rest in below if "/" in rest}
-        found, folders = self._store.scan_folders(self._full(rel))
-        infos = sorted(
-            (FileInfo(path, size, modified, tag) for path, size, modified, tag in found),
-            key=lambda info: info.path,
-        )
-        if folders is not None and not rel:
-            folders.discard(LOCKS_DIR)
-        return infos, folders
-
-    def _scan_store(self, rel: str, recursive: bool) -> builtins.list[FileInfo]:
-        found = self._store.scan(self._full(rel), recursive)
-        return sorted(
-            (
-                FileInfo(path, size, modified, tag)
-                for path, size, modified, tag in found
-                if path.split("/", 1)[0] != LOCKS_DIR
-            ),
-            key=lambda info: info.path,
-        )
-
     def check_reachable(self) -> None:
         """Fail early, with a hint, when an object-store workspace's bucket cannot be reached.
 
