@@ -16,6 +16,7 @@ import pytest
 from harnessmem.backends.extractive import ExtractiveBackend, replaces
 from harnessmem.prompts import NO_REPLY, consolidation_request, flush_request
 from harnessmem.testing import ScriptedModel
+from harnessmem.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from conftest import HarnessFactory
@@ -294,6 +295,40 @@ def test_a_day_first_answer_keeps_its_days_inside_the_sections(
     text = harness.workspace.read_text("MEMORY.md")
     assert "### People\n- Ana's sister is Rita.\n" in text, "the day heading encloses it"
     assert "- Our staging database runs on port 5433. (2027-01-14)" in text
+
+
+def test_a_section_of_one_day_gets_one_heading_not_a_stamp_a_bullet(
+    open_harness: HarnessFactory,
+) -> None:
+    answer = (
+        "## People\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n- Ana's sister is Rita.\n"
+        "\n## Work\n- Our staging database runs on port 5433.\n- Ana's new job starts in March.\n"
+    )
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana's new job starts in March."))
+    assert harness.consolidate().status == "consolidated"
+    text = harness.workspace.read_text("MEMORY.md")
+    assert text.startswith("## People\n### 2027-01-14\n- Ana lives in Lisbon.\n"), text
+    assert "- Our staging database runs on port 5433. (2027-01-14)\n" in text, "two days: stamps"
+    assert "- Ana's new job starts in March. (2027-01-15)\n" in text
+
+
+def test_days_that_would_take_the_answer_over_budget_are_left_out(
+    open_harness: HarnessFactory,
+) -> None:
+    """An answer within the budget is not refused for the stamps the check adds."""
+    facts = [f"Ana visited museum number {n} in Lisbon" for n in range(60)]
+    answer = "".join(f"- {fact}\n" for fact in facts[::2]) + "thanks\n"
+    counter = TokenCounter()
+    harness = open_harness(
+        _reply(answer),
+        consolidation={"max_entry_loss": 1.0, "max_memory_tokens": counter.count_text(answer)},
+    )
+    harness.workspace.append_text(DAY2, entries("2027-01-15", *facts))
+    result = harness.consolidate()
+    assert result.status == "consolidated", result.reason
+    assert harness.workspace.read_text("MEMORY.md") == answer
 
 
 def test_the_flush_keeps_an_update_of_a_fact_already_on_file() -> None:

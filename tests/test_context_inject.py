@@ -61,10 +61,10 @@ def test_a_consolidation_between_two_turns_reaches_the_next_one(harness: MemoryH
     assert result.status == "consolidated", result.reason
     messages.append({"role": "user", "content": "where does Ana live?"})
     messages = session.before_reasoning(messages)
-    # The model's answer lost the days; each bullet gets its input fact's back (the save's
-    # heading and the log's name are both of 2027-01-15).
+    # The model's answer lost the days; its facts' day comes back (the save's heading and
+    # the log's name are both of 2027-01-15), one heading for the section's run of them.
     assert (
-        "## People\n- Ana lives in Lisbon (2027-01-15)\n- Ana moved to Porto (2027-01-15)"
+        "## People\n### 2027-01-15\n- Ana lives in Lisbon\n- Ana moved to Porto"
         in messages[0]["content"]
     )
     assert blocks_in(messages) == 1

@@ -79,31 +79,66 @@ def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> st
     """A model's new MEMORY.md with the dates it lost put back.
 
     Facts carry the day they were learned (a day heading that encloses them, or a
-    stamp, ``- fact (2026-11-20)``). A bullet of the answer with neither gets the stamp of
+    stamp, ``- fact (2026-11-20)``). A bullet of the answer with neither gets the day of
     the input fact whose words it holds the most of (at least ``DATE_MATCH_SHARE`` of
     them; the newest such day); a bullet that matches no input fact keeps no date rather
-    than a made-up one. The offline consolidation keeps its dates itself: nothing changes.
+    than a made-up one. Where every bullet of a run between two headings gets the same
+    day, one day heading goes above the run (``### 2026-11-20`` under ``## People``): a
+    stamp on each would cost about 8 tokens a bullet in every system prompt. Elsewhere
+    each such bullet gets a stamp. The offline consolidation keeps its dates itself:
+    nothing changes.
     """
     facts = _dated_facts(prior, segments)
     if not facts:
         return candidate
     lines = candidate.splitlines()
-    for number, (line, heading) in enumerate(zip(lines, mf.heading_days(lines), strict=True)):
+    days = mf.heading_days(lines)
+    found: dict[int, str | None] = {}  # bullet line -> its day, for bullets without one
+    for number, (line, heading) in enumerate(zip(lines, days, strict=True)):
+        if line.startswith("#") or heading or not line.lstrip().startswith(("- ", "* ")):
+            continue
+        if not mf.DAY_STAMP.search(line):
+            found[number] = _best_day(mf.significant_words(line), facts)
+    out: list[str] = []
+    for start, end, level in _runs(lines):
+        run = [n for n in range(start, end) if lines[n].strip()]
+        wanted = {found.get(n, "") for n in run}  # "": a line with a day, or no bullet
+        if len(run) > 1 and level < 6 and len(wanted) == 1 and not {"", None} & wanted:
+            heading = f"{'#' * max(2, level + 1)} {wanted.pop()}"
+            out += [*lines[start : run[0]], heading, *lines[run[0] : end]]
+            continue
+        for number in range(start, end):
+            day = found.get(number)
+            out.append(f"{lines[number].rstrip()} ({day})" if day else lines[number])
+    return "\n".join(out) + ("\n" if candidate.endswith("\n") else "")
+
+
+def _best_day(words: set[str], facts: list[tuple[set[str], str]]) -> str | None:
+    best: tuple[float, str] | None = None
+    for own, date in facts:
+        if len(own) < 2:
+            continue
+        share = len(own & words) / len(own)
+        if share >= DATE_MATCH_SHARE and (best is None or (share, date) > best):
+            best = (share, date)
+    return best[1] if best is not None else None
+
+
+def _runs(lines: Sequence[str]) -> list[tuple[int, int, int]]:
+    """``(start, end, level)`` of each stretch of lines: a heading line alone, or the lines
+    between two headings with the level of the heading above them (0 at the top)."""
+    runs: list[tuple[int, int, int]] = []
+    start, level = 0, 0
+    for number, line in enumerate(lines):
         if line.startswith("#"):
-            continue
-        if heading or not line.lstrip().startswith(("- ", "* ")) or mf.DAY_STAMP.search(line):
-            continue
-        words = mf.significant_words(line)
-        best: tuple[float, str] | None = None
-        for own, date in facts:
-            if len(own) < 2:
-                continue
-            share = len(own & words) / len(own)
-            if share >= DATE_MATCH_SHARE and (best is None or (share, date) > best):
-                best = (share, date)
-        if best is not None:
-            lines[number] = f"{line.rstrip()} ({best[1]})"
-    return "\n".join(lines) + ("\n" if candidate.endswith("\n") else "")
+            if number > start:
+                runs.append((start, number, level))
+            runs.append((number, number + 1, level))
+            heading = len(line) - len(line.lstrip("#"))
+            start, level = number + 1, heading if heading <= 6 else level
+    if start < len(lines):
+        runs.append((start, len(lines), level))
+    return runs
 
 
 def unreplaced(lost: list[str], segments: Sequence[Segment]) -> list[str]:

@@ -284,10 +284,9 @@ class MemoryConsolidator:
             self._commit_watermark(watermark, segments, prior)
             return replace(base, status="unchanged", tokens_after=tokens_before)
         candidate = kernel.hooks.transform_memory_text(candidate, "consolidation")
-        candidate = restore_dates(candidate, prior, text_segments)
-        tokens_after = self.tokens(candidate)
-        base = replace(base, tokens_after=tokens_after)
         limit = int(budget * (1 + OVER_BUDGET_SLACK))
+        candidate, tokens_after = self._with_dates(candidate, prior, text_segments, limit)
+        base = replace(base, tokens_after=tokens_after)
         if tokens_after > limit:
             return replace(
                 base,
@@ -491,6 +490,26 @@ class MemoryConsolidator:
             if end < len(data):
                 return segments, True
         return segments, False
+
+    def _with_dates(
+        self, candidate: str, prior: str, segments: list[Segment], limit: int
+    ) -> tuple[str, int]:
+        """The answer with the days it lost put back (:func:`restore_dates`) and its tokens;
+        as the model wrote it when the days alone would take it over ``limit`` (its facts
+        are kept current, their days stay in the daily logs)."""
+        dated = restore_dates(candidate, prior, segments)
+        tokens = self.tokens(dated)
+        if tokens > limit and dated != candidate:
+            plain = self.tokens(candidate)
+            if plain <= limit:
+                logger.warning(
+                    "consolidation: the days put back would take MEMORY.md over its budget "
+                    "(%d > %d tokens); the answer is kept as the model wrote it",
+                    tokens,
+                    limit,
+                )
+                return candidate, plain
+        return dated, tokens
 
     def _ask(
         self,
