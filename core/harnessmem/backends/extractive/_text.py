@@ -183,12 +183,24 @@ class TermSets(Generic[T]):
         elif self.threshold <= 0:  # then sets that share no term are near too
             numbers = range(len(self._sets))
         else:
-            numbers = sorted({n for term in terms for n in self._by_term.get(term, ())})
+            numbers = sorted({n for term in self._probe_terms(terms) for n in self._by_term[term]})
         digits = _digits(terms)
         for number in numbers:
             other, other_digits, value = self._sets[number]
             if other_digits == digits and _similar(terms, other, self.threshold):
                 yield value
+
+    def _probe_terms(self, terms: frozenset[str]) -> list[str]:
+        """The terms of ``terms`` whose sets must be looked at: all but the ``k - 1`` most
+        common, where ``k`` is the fewest terms a near duplicate shares with ``terms``
+        (``threshold`` of them for Jaccard, 3 for containment). A set that shares ``k`` terms
+        shares one of the rest, so none is missed, and the longest lists are skipped."""
+        known = [term for term in terms if term in self._by_term]
+        need = max(1, min(math.ceil(self.threshold * len(terms) - 1e-9), 3))
+        if need <= 1 or len(known) < need:
+            return known if len(known) >= need else []
+        known.sort(key=lambda term: len(self._by_term[term]))
+        return known[: len(known) - (need - 1)]
 
 
 def _similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
