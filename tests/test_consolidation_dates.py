@@ -314,6 +314,22 @@ def test_a_section_of_one_day_gets_one_heading_not_a_stamp_a_bullet(
     assert "- Ana's new job starts in March. (2027-01-15)\n" in text
 
 
+def test_a_day_heading_never_reaches_past_its_run(open_harness: HarnessFactory) -> None:
+    """Before a deeper heading a day heading would date what is under it too: stamps then."""
+    answer = (
+        "## People\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n"
+        "#### Guesses\n- Something the model made up entirely.\n"
+    )
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 1.0})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana's sister is Rita."))
+    assert harness.consolidate().status == "consolidated"
+    assert harness.workspace.read_text("MEMORY.md") == (
+        "## People\n- Ana lives in Lisbon. (2027-01-14)\n- Ana has a cat named Miso. (2027-01-14)\n"
+        "#### Guesses\n- Something the model made up entirely.\n"
+    )
+
+
 def test_days_that_would_take_the_answer_over_budget_are_left_out(
     open_harness: HarnessFactory,
 ) -> None:

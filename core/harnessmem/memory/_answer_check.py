@@ -103,9 +103,12 @@ def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> st
     for start, end, level in _runs(lines):
         run = [n for n in range(start, end) if lines[n].strip()]
         wanted = {found.get(n, "") for n in run}  # "": a line with a day, or no bullet
-        if len(run) > 1 and level < 6 and len(wanted) == 1 and not {"", None} & wanted:
-            heading = f"{'#' * max(2, level + 1)} {wanted.pop()}"
-            out += [*lines[start : run[0]], heading, *lines[run[0] : end]]
+        depth = max(2, level + 1)
+        # The heading must end where the run does: at the next heading, none deeper.
+        after = lines[end] if end < len(lines) else ""
+        closes = len(after) - len(after.lstrip("#")) <= depth
+        if len(run) > 1 and depth <= 6 and closes and len(wanted) == 1 and not {"", None} & wanted:
+            out += [*lines[start : run[0]], f"{'#' * depth} {wanted.pop()}", *lines[run[0] : end]]
             continue
         for number in range(start, end):
             day = found.get(number)
