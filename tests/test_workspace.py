@@ -11,6 +11,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from harnessmem.errors import LeaseError, PathNotAllowed, WorkspaceError
 from harnessmem.layout import path_problem
+from harnessmem.testing.s3_server import S3TestServer
 from harnessmem.testing.workspace_suite import FakeClock, WorkspaceSuite
 from harnessmem.workspace import Workspace
 from harnessmem.workspace.waiter import Waiter
@@ -265,18 +267,36 @@ def _check_appends(ws: Workspace, workers: int, count: int) -> int:
     return sum(a != b for a, b in itertools.pairwise(writers))
 
 
-def _appends_race(url: str, options: dict[str, Any], workers: int = 4, count: int = 50) -> None:
+def _appends_race(
+    url: str,
+    options: dict[str, Any],
+    workers: int = 4,
+    count: int = 50,
+    server: S3TestServer | None = None,
+) -> None:
     """The children append at once; a run whose processes happened to go one after another
     (a busy machine) tested nothing and runs again in a fresh workspace, at most three
-    times, before the test says so."""
-    switches = []
+    times, before the test says so. On S3 a run whose writers collided (conditional PUTs of
+    the file answered 412, then read again and retried) counts as a race too: a writer that
+    appends from its own last write is fast enough to finish its entries between others'
+    retries, so the lines need not interleave."""
+    switches, collisions = [], []
     for attempt in range(3):
         where = f"{url}/race-{attempt}"
-        _run_children("append", where, options, workers=workers, count=count)
+        with server.record() if server is not None else nullcontext([]) as requests:
+            _run_children("append", where, options, workers=workers, count=count)
         switches.append(_check_appends(Workspace.open(where, options), workers, count))
-        if switches[-1] > workers - 1:
+        collisions.append(
+            sum(
+                r.method == "PUT" and r.status == 412 and r.key.endswith("shared.md")
+                for r in requests
+            )
+        )
+        if switches[-1] > workers - 1 or collisions[-1] > 0:
             return
-    raise AssertionError(f"the processes ran one after another ({switches} switches)")
+    raise AssertionError(
+        f"the processes ran one after another ({switches} switches, {collisions} collisions)"
+    )
 
 
 @pytest.mark.slow
@@ -288,10 +308,10 @@ def test_appends_from_processes_local(tmp_path: Path) -> None:
 @pytest.mark.s3
 @pytest.mark.slow
 def test_appends_from_processes_s3(
-    s3_workspace_url: str, s3_storage_options: dict[str, str]
+    s3_workspace_url: str, s3_storage_options: dict[str, str], s3_server: S3TestServer
 ) -> None:
     """4 processes x 50 appends to one S3 object: conditional PUTs lose nothing."""
-    _appends_race(s3_workspace_url, s3_storage_options)
+    _appends_race(s3_workspace_url, s3_storage_options, server=s3_server)
 
 
 @pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
