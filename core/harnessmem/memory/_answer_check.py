@@ -105,8 +105,7 @@ def restore_dates(candidate: str, prior: str, segments: Sequence[Segment]) -> st
         wanted = {found.get(n, "") for n in run}  # "": a line with a day, or no bullet
         depth = max(2, level + 1)
         # The heading must end where the run does: at the next heading, none deeper.
-        after = lines[end] if end < len(lines) else ""
-        closes = len(after) - len(after.lstrip("#")) <= depth
+        closes = end == len(lines) or mf.heading_level(lines[end]) <= depth
         if len(run) > 1 and depth <= 6 and closes and len(wanted) == 1 and not {"", None} & wanted:
             out += [*lines[start : run[0]], f"{'#' * depth} {wanted.pop()}", *lines[run[0] : end]]
             continue
@@ -133,12 +132,12 @@ def _runs(lines: Sequence[str]) -> list[tuple[int, int, int]]:
     runs: list[tuple[int, int, int]] = []
     start, level = 0, 0
     for number, line in enumerate(lines):
-        if line.startswith("#"):
+        heading = mf.heading_level(line)
+        if heading:
             if number > start:
                 runs.append((start, number, level))
             runs.append((number, number + 1, level))
-            heading = len(line) - len(line.lstrip("#"))
-            start, level = number + 1, heading if heading <= 6 else level
+            start, level = number + 1, heading
     if start < len(lines):
         runs.append((start, len(lines), level))
     return runs

@@ -35,7 +35,13 @@ DAY_HEADING = re.compile(r"^#{2,6}\s+(\d{4}-\d{2}-\d{2})\s*$")
 #: A fact's own day, at its end: ``- Staging listens on 6432 (2026-11-20)``.
 DAY_STAMP = re.compile(r"\s\((\d{4}-\d{2}-\d{2})\)\s*$")
 _ANY_HEADING = re.compile(r"^(#{1,6})\s")
-_SAVED_DAY = re.compile(r"^## Memory Save — (\d{4}-\d{2}-\d{2})")
+_SAVED_DAY = re.compile("^" + re.escape(SAVE_HEADING) + r"(\d{4}-\d{2}-\d{2})")
+
+
+def heading_level(line: str) -> int:
+    """The level of a markdown heading line (``## Facts``: 2); 0 for any other line."""
+    heading = _ANY_HEADING.match(line)
+    return len(heading.group(1)) if heading else 0
 
 
 def heading_days(lines: Sequence[str]) -> list[str | None]:
@@ -46,9 +52,8 @@ def heading_days(lines: Sequence[str]) -> list[str | None]:
     enclosing: list[tuple[int, str | None]] = []
     days: list[str | None] = []
     for line in lines:
-        heading = _ANY_HEADING.match(line)
-        if heading:
-            level = len(heading.group(1))
+        level = heading_level(line)
+        if level:
             while enclosing and enclosing[-1][0] >= level:
                 enclosing.pop()
             day = DAY_HEADING.match(line) or _SAVED_DAY.match(line)
