@@ -9,7 +9,7 @@ message would be.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,18 @@ def _edits() -> list[Any]:
     return [content, arguments, insert, remove_then_grow, move]
 
 
+def _compacting_at(tmp_path: Path, tokens: int, plugins: Sequence[object] = ()) -> MemoryHarness:
+    """A harness whose compaction fires at ``tokens`` and nothing else runs beside it."""
+    return MemoryHarness.open(
+        tmp_path / "ws",
+        plugins=plugins,
+        maintenance={"enabled": False},
+        flush={"enabled": False},
+        context={"inject": "manual"},
+        compaction={"trigger_tokens": tokens, "trigger_messages": 0, "keep_messages": 2},
+    )
+
+
 @pytest.mark.parametrize("edit", _edits())
 def test_token_count_after_in_place_edits_equals_a_fresh_count(tmp_path: Path, edit: Any) -> None:
     counter = TokenCounter()
@@ -113,13 +125,7 @@ def test_token_count_after_in_place_edits_equals_a_fresh_count(tmp_path: Path, e
     assert counter.count_messages(before) < fresh
     # The token trigger sits exactly at the edited conversation's count: the turn after
     # the edit fires compaction only if it counts the edited messages afresh.
-    with MemoryHarness.open(
-        tmp_path / "ws",
-        maintenance={"enabled": False},
-        flush={"enabled": False},
-        context={"inject": "manual"},
-        compaction={"trigger_tokens": fresh, "trigger_messages": 0, "keep_messages": 2},
-    ) as harness:
+    with _compacting_at(tmp_path, fresh) as harness:
         session = harness.session("s")
         messages = conversation()
         assert session.before_reasoning(messages) is not messages
@@ -252,14 +258,7 @@ def test_compaction_counts_what_a_plugin_replaced_after_the_check(
     if make is _longer:
         changed[1]["content"] = make(sent[1])
     fresh = counter.count_messages(changed if make is _longer else sent)
-    with MemoryHarness.open(
-        tmp_path / "ws",
-        plugins=[_BeforeCompaction(1, make, when)],
-        maintenance={"enabled": False},
-        flush={"enabled": False},
-        context={"inject": "manual"},
-        compaction={"trigger_tokens": fresh, "trigger_messages": 0, "keep_messages": 2},
-    ) as harness:
+    with _compacting_at(tmp_path, fresh, plugins=[_BeforeCompaction(1, make, when)]) as harness:
         session = harness.session("s")
         messages = list(sent)
         for turn in (1, 2):
