@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import unicodedata
 from collections.abc import Iterator
 
 import pytest
@@ -146,3 +149,68 @@ def test_the_repeat_rule_is_the_rule_as_first_written(
     """``same_text`` finds each hit's numbers once (collapse_repeats compares every pair):
     the verdicts are those of the rule as it was written, whatever the words."""
     assert same_text(repeat, kept) == _same_text_as_it_was(repeat, kept)
+
+
+def _fact_words_as_it_was(text: str) -> frozenset[str]:
+    """fact_words before its shortcut for plain ASCII: NFKC and the code search on every text."""
+    text = unicodedata.normalize("NFKC", re.sub(_MARKER_PATTERN, "", text, flags=re.MULTILINE))
+    codes = {"#" + code.casefold() for code in _CODE_FORMS.findall(text)}
+    words = frozenset(re.findall(r"[^\W_]+", text.casefold()))
+    return (
+        words - {"the", "a", "an", "and", "of", "to", "is", "in", "on", "user", "user's"}
+    ) | codes
+
+
+_MARKER_PATTERN = r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?"
+_CODE_FORMS = re.compile(
+    r"(?<![\w.-])(?:[A-Z][A-Z0-9]{4,}|[A-Za-z0-9]*\d[A-Za-z0-9]*|\w+_[\w.]+|v?\d+(?:\.\d+)+)(?![\w-])"
+)
+_PIECES = [
+    "Ship", "it", "on", "Thursday", "v0.9.0", "AQLBTL", "OI5L9G", "omar_rossi_1241", "port",
+    "5433", "½", "Ⅻ", "三", "café", "ＡＢＣＤＥ", "room", "101", "the", "user's", "-", "1.", "a_b",
+    "ABCDE", "ABCD", "x2", "²", "\n- ", "[x]", ".",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_fact_words_are_the_words_as_first_found(pieces: list[str]) -> None:
+    """The shortcut for plain ASCII (no NFKC, no code search without a digit, an underscore
+    or five capitals) finds the words the full treatment finds, and the same numbers."""
+    text = "- " + " ".join(pieces)
+    assert fact_words(text) == _fact_words_as_it_was(text)
+
+
+def _collapse_as_it_was(hits: list[SearchHit], limit: int | None = None) -> list[SearchHit]:
+    """collapse_repeats as first written: each hit compared with every kept hit in turn."""
+    kept: list[tuple[SearchHit, frozenset[str], list[str]]] = []
+    for hit in hits:
+        words = fact_words(hit.content)
+        home = next((entry for entry in kept if same_text(words, entry[1])), None)
+        if home is not None:
+            home[2].append(f"{hit.path}:{hit.start_line}-{hit.end_line}")
+            home[2].extend(hit.also)
+            continue
+        kept.append((hit, words, list(hit.also)))
+    out = [
+        dataclasses.replace(hit, also=tuple(dict.fromkeys(also))) if also else hit
+        for hit, _, also in kept
+    ]
+    return out if limit is None else out[:limit]
+
+
+_FACT = st.lists(st.sampled_from(["maya", "ships", "v0.9.0", "port", "5433", "w1", "w2", "w3"]
+                                 + [f"x{n}" for n in range(4)] + ["on", "Friday", "AQLBTL"]),
+                 max_size=12)  # fmt: skip
+
+
+@given(st.lists(_FACT, max_size=30), st.one_of(st.none(), st.integers(1, 12)))
+def test_collapse_finds_the_repeats_comparing_every_pair_finds(
+    facts: list[list[str]], limit: int | None
+) -> None:
+    """collapse_repeats looks up only the kept hits a hit can repeat (those holding one of
+    its rarest words): the result is the one of comparing it with every kept hit."""
+    hits = [
+        _hit(f"memory/2026-05-{n % 28 + 1:02d}.md", n, "- " + " ".join(words), 30.0 - n)
+        for n, words in enumerate(facts)
+    ]
+    assert collapse_repeats(hits, limit) == _collapse_as_it_was(hits, limit)

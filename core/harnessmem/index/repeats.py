@@ -11,6 +11,8 @@ the cut still holds ``limit`` different memories.
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -37,14 +39,33 @@ _CODE = re.compile(
     r"(?<![\w.-])(?:[A-Z][A-Z0-9]{4,}|[A-Za-z0-9]*\d[A-Za-z0-9]*|\w+_[\w.]+|v?\d+(?:\.\d+)+)(?![\w-])"
 )
 _CODE_MARK = "#"
+# What every form of _CODE holds somewhere (a digit, an underscore, or five capitals).
+_MAYBE_CODE = re.compile(r"[\d_]|[A-Z]{5}")
+_NONE: frozenset[str] = frozenset()
 
 
 def fact_words(text: str) -> frozenset[str]:
     """The words a hit's text is compared by: no list marker, case folded, filler out; each
     code (a reservation, an id, a version) also as one marked word."""
-    text = unicodedata.normalize("NFKC", _MARKER.sub("", text))
-    codes = {_CODE_MARK + code.casefold() for code in _CODE.findall(text)}
-    return (frozenset(_WORD.findall(text.casefold())) - _FILLER) | codes
+    return _compared(text)[0]
+
+
+def _compared(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`fact_words` of ``text`` and the numbers and codes among them (:func:`_exact`).
+
+    Most texts are ASCII without a digit, an underscore or five capitals in a row: no code
+    can be found in them (each of ``_CODE``'s forms needs one of those), no word holds a
+    digit, and NFKC leaves ASCII as it is; those skip the code search and the digit test.
+    """
+    text = _MARKER.sub("", text)
+    plain = text.isascii()
+    if not plain:
+        text = unicodedata.normalize("NFKC", text)
+    words = frozenset(_WORD.findall(text.casefold())) - _FILLER
+    if plain and _MAYBE_CODE.search(text) is None:
+        return words, _NONE
+    words |= {_CODE_MARK + code.casefold() for code in _CODE.findall(text)}
+    return words, _exact(words)
 
 
 def same_text(repeat: frozenset[str], kept: frozenset[str]) -> bool:
@@ -79,6 +100,31 @@ def location(hit: SearchHit) -> str:
     return f"{hit.path}:{hit.start_line}-{hit.end_line}"
 
 
+def _candidates(
+    words: frozenset[str], holding: dict[str, list[int]], first_with: dict[frozenset[str], int]
+) -> list[int]:
+    """The kept hits (numbers, in order) that ``words`` may repeat; every other fails
+    :func:`_repeats`.
+
+    Under four words a repeat needs the same words. Otherwise it may miss at most
+    ``spare`` of its words in the kept hit, so of any ``spare + 1`` of them the kept hit
+    holds one: those held by the fewest kept hits are looked up.
+    """
+    if len(words) < 4:
+        number = first_with.get(words)
+        return [] if number is None else [number]
+    spare = len(words) - math.ceil(COVERED * len(words))
+    while len(words) - spare < COVERED * len(words):  # ceil of a float product, made exact
+        spare -= 1
+    while spare + 1 <= len(words) and not (len(words) - spare - 1 < COVERED * len(words)):
+        spare += 1
+    rarest = heapq.nsmallest(spare + 1, words, key=lambda word: len(holding.get(word, ())))
+    found: set[int] = set()
+    for word in rarest:
+        found.update(holding.get(word, ()))
+    return sorted(found)
+
+
 def collapse_repeats(hits: Sequence[SearchHit], limit: int | None = None) -> list[SearchHit]:
     """``hits`` (best first) with each repeat folded into the better hit it repeats.
 
@@ -87,14 +133,27 @@ def collapse_repeats(hits: Sequence[SearchHit], limit: int | None = None) -> lis
     ``limit`` hits come back (None: all).
     """
     kept: list[tuple[SearchHit, frozenset[str], list[str]]] = []
+    # Which kept hits hold a word, and the first kept hit of each set of words: a hit is
+    # compared only with kept hits that can hold it (see _candidates), not with all.
+    holding: dict[str, list[int]] = {}
+    first_with: dict[frozenset[str], int] = {}
     for hit in hits:
-        words = fact_words(hit.content)
-        exact = _exact(words)  # once per hit, not once per pair
-        home = next((entry for entry in kept if _repeats(words, exact, entry[1])), None)
+        words, exact = _compared(hit.content)
+        home = next(
+            (
+                kept[number]
+                for number in _candidates(words, holding, first_with)
+                if _repeats(words, exact, kept[number][1])
+            ),
+            None,
+        )
         if home is not None:
             home[2].append(location(hit))
             home[2].extend(hit.also)
             continue
+        first_with.setdefault(words, len(kept))
+        for word in words:
+            holding.setdefault(word, []).append(len(kept))
         kept.append((hit, words, list(hit.also)))
     out = [
         dataclasses.replace(hit, also=tuple(dict.fromkeys(also))) if also else hit
