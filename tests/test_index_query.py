@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from harnessmem.backends.fulltext import (
     MAX_QUERY_CHARS,
+    NEIGHBOUR_CHARS,
     QueryTerm,
     fts5_expression,
+    neighbour_texts,
     parse_query,
     segment_cjk,
     select_terms,
@@ -153,3 +155,31 @@ def test_a_cjk_word_is_found_inside_any_cjk_text(
     assert expression is not None
     found = fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,)).fetchall()
     assert (2,) in found
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.text(max_size=3).map(lambda s: s * 400), st.integers(0, 3)), max_size=12
+    ),
+    ordered=st.booleans(),
+)
+def test_neighbour_texts_is_the_entry_before_in_its_section(
+    rows: list[tuple[str, int]], ordered: bool
+) -> None:
+    """The text of the entry before in the same section, cut at NEIGHBOUR_CHARS ("" for a
+    section's first entry), whether sections run in order or not, texts long or short."""
+    if ordered:
+        rows = sorted(rows, key=lambda row: row[1])
+    contents, sections = [text for text, _ in rows], [section for _, section in rows]
+    expected = [
+        contents[i - 1][:NEIGHBOUR_CHARS] if i and sections[i] == sections[i - 1] else ""
+        for i in range(len(rows))
+    ]
+    assert neighbour_texts(contents, sections) == expected
+    assert (
+        neighbour_texts(contents, [0] * len(rows))
+        == [
+            "",
+            *(text[:NEIGHBOUR_CHARS] for text in contents[:-1]),
+        ][: len(rows)]
+    )

@@ -244,7 +244,10 @@ def neighbour_texts(contents: Sequence[str], sections: Sequence[int]) -> list[st
     of the entries holding a query's words, one that follows an entry with more of them
     (a reply to the question asked, the detail under a bullet) comes first.
     """
-    out = [""] if contents else []
-    for i in range(1, len(contents)):
-        out.append(contents[i - 1][:NEIGHBOUR_CHARS] if sections[i] == sections[i - 1] else "")
-    return out
+    if not contents:
+        return []
+    # A list built in one go, not entry by entry: this runs for every entry of a rebuild.
+    if sections.count(sections[0]) == len(sections) and max(map(len, contents)) <= NEIGHBOUR_CHARS:
+        return ["", *contents[:-1]]  # one section and nothing to cut: most daily logs
+    after = zip(contents, sections, sections[1:], strict=False)  # the last entry is no one's
+    return ["", *[text[:NEIGHBOUR_CHARS] if here == last else "" for text, last, here in after]]
