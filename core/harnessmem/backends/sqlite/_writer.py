@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, groupby
 from operator import itemgetter
+from typing import Any
 
 from harnessmem.backends._fts import has_cjk, neighbour_texts, segment_cjk
 from harnessmem.backends.base import EntryColumns, IndexEntry
@@ -28,6 +29,10 @@ from harnessmem.backends.sqlite._schema import (
 __all__ = ["BatchWriter", "WorkspaceFull"]
 
 _CONTENT, _CONTEXT = itemgetter(3), itemgetter(4)
+# The FTS5 columns a row gives, rowid first, and its placeholders (see BatchWriter.fts).
+_ALL = ("rowid, content, context, before", "?, ?, ?, ?")
+_PLAIN = ("rowid, content, before", "?, ?, ?")
+_BARE = ("rowid, content", "?, ?")
 
 
 class WorkspaceFull(Exception):
@@ -78,10 +83,13 @@ class BatchWriter:
         self.workspace_no = workspace_no
         self.next_file: int | None = None
         self.blocks: list[tuple[int, bytes, str]] = []
-        # FTS rows by table, with their context and neighbour; rows of one-entry files
-        # without headings apart, content only: empty columns still cost FTS5 a few %.
-        self.fts_rows: dict[str, list[Iterable[tuple[int, str, str, str]]]] = defaultdict(list)
-        self.fts_bare: dict[str, list[Iterable[tuple[int, str]]]] = defaultdict(list)
+        # FTS rows as (table, columns, rows), inserted in the order given (a new file's
+        # ids are above all before it): FTS5 writes its pending terms out as a segment
+        # whenever a rowid is lower than the last one inserted. A file without heading
+        # context leaves that column out (a one-entry file its neighbour too): an empty
+        # column bound still costs FTS5 ~4% of its inserts, and a column left out indexes
+        # the same (no tokens, size 0).
+        self.fts: list[tuple[str, tuple[str, str], Iterable[tuple[Any, ...]]]] = []
         self.paths: set[str] = set()
 
     def file_no(self) -> int:
@@ -160,7 +168,7 @@ class BatchWriter:
         touched.update(row[0] for row in new_rows)
         self._write_blocks(live, touched)
         if new_rows:
-            self.fts_rows[fts].append(_segmented(new_rows))
+            self.fts.append((fts, _ALL, _segmented(new_rows)))
         return number
 
     def _add_new(self, number: int, entries: Sequence[IndexEntry], fts: str) -> None:
@@ -184,15 +192,17 @@ class BatchWriter:
             contexts: Sequence[str] = columns.contexts
         else:
             contents, contexts = list(map(_CONTENT, entries)), list(map(_CONTEXT, entries))
-        before = _neighbours(entries)
-        if count > 1 or any(contexts):
-            rows = zip(ids, contents, contexts, before, strict=True)
-            self.fts_rows[fts].append(_segmented(rows) if cjk else rows)
-        elif cjk:
-            bare = zip(ids, map(segment_cjk, contents), strict=True)
-            self.fts_bare[fts].append(bare)
+        if any(contexts):
+            rows = zip(ids, contents, contexts, _neighbours(entries), strict=True)
+            self.fts.append((fts, _ALL, _segmented(rows) if cjk else rows))
+        elif count > 1:
+            before = _neighbours(entries)
+            if cjk:
+                contents, before = list(map(segment_cjk, contents)), list(map(segment_cjk, before))
+            self.fts.append((fts, _PLAIN, zip(ids, contents, before, strict=True)))
         else:
-            self.fts_bare[fts].append(zip(ids, contents, strict=True))
+            bare = map(segment_cjk, contents) if cjk else contents
+            self.fts.append((fts, _BARE, zip(ids, bare, strict=True)))
 
     def _write_blocks(self, live: dict[int, StoredEntry], touched: Iterable[int]) -> None:
         """Rewrite the blocks holding ``touched`` entry ids from ``live``; drop emptied ones."""
@@ -220,22 +230,18 @@ class BatchWriter:
             self.db.executemany(
                 "INSERT INTO entry_blocks(id, places, texts) VALUES (?, ?, ?)", self.blocks
             )
-        for table, parts in self.fts_rows.items():
+        # Consecutive rows of one table and one set of columns go in one executemany.
+        for (table, (columns, marks)), parts in groupby(self.fts, key=itemgetter(0, 1)):
             self.db.executemany(
-                f"INSERT INTO {table}(rowid, content, context, before) VALUES (?, ?, ?, ?)",
-                chain.from_iterable(parts),
-            )
-        for table, bare in self.fts_bare.items():
-            self.db.executemany(
-                f"INSERT INTO {table}(rowid, content) VALUES (?, ?)", chain.from_iterable(bare)
+                f"INSERT INTO {table}({columns}) VALUES ({marks})",
+                chain.from_iterable(part[2] for part in parts),
             )
         if self.next_file is not None:
             self.db.execute(
                 "UPDATE workspaces SET last_file_no = ? WHERE workspace_no = ?",
                 (self.next_file - 1, self.workspace_no),
             )
-        self.blocks, self.paths = [], set()
-        self.fts_rows, self.fts_bare = defaultdict(list), defaultdict(list)
+        self.blocks, self.paths, self.fts = [], set(), []
 
 
 def _neighbours(entries: Sequence[IndexEntry]) -> list[str]:
