@@ -148,3 +148,23 @@ def test_memory_md_facts_are_found_by_the_date_of_their_stamp(tmp_path: Path) ->
         )
         hits = harness.search("ferry", since="2026-11-15", until="2026-11-25")
         assert [(h.path, h.date) for h in hits] == [("MEMORY.md", "2026-11-20")]
+
+
+def test_a_file_of_several_dates_is_found_between_any_two_of_them(tmp_path: Path) -> None:
+    """A file's entries span days (MEMORY.md's stamps, timed headings, before and after
+    an undated entry): a search between dates inside that span finds the entry of each."""
+    text = (
+        "- The ferry pass expires in March (2026-03-01)\n"
+        "- The ferry runs hourly\n"
+        "- Ferry tickets went up (2026-01-10)\n"
+        "- The ferry crew changed (2026-02-14)\n"
+    )
+    with harness_on(tmp_path / "ws") as harness:
+        harness.workspace.write_text("MEMORY.md", text)
+        for since, until, day in (
+            ("2026-01-01", "2026-01-31", "2026-01-10"),
+            ("2026-02-01", "2026-02-20", "2026-02-14"),
+            ("2026-02-20", "2026-03-10", "2026-03-01"),
+        ):
+            hits = harness.search("ferry", since=since, until=until)
+            assert [h.date for h in hits] == [day], (since, until)

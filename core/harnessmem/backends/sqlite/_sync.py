@@ -138,8 +138,12 @@ def apply_updates(
 def _date_range(entries: Sequence[IndexEntry]) -> tuple[str | None, str | None]:
     """The first and last day among the entries' dates; (None, None) when none is dated."""
     dates = getattr(entries, "dates", None)  # EntryColumns keeps them as one column
-    days = [d[:10] for d in (dates if dates is not None else (e.date for e in entries)) if d]
-    return (min(days), max(days)) if days else (None, None)
+    if dates is None:
+        dates = [e.date for e in entries]
+    # A daily log's dates are all set: no list is built then. The day of the least date
+    # is the least day (cutting keeps the order), so only two dates are cut.
+    dated = dates if all(dates) else [d for d in dates if d]
+    return (min(dated)[:10], max(dated)[:10]) if dated else (None, None)
 
 
 def all_current(db: sqlite3.Connection, workspace_no: int, batch: Sequence[FileUpdate]) -> bool:
