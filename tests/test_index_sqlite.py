@@ -588,3 +588,30 @@ def test_many_workspaces_in_one_file_keep_apart(db_path: Path) -> None:
         for view in views:
             view.close()
         root.close()
+
+
+def test_a_batch_of_files_of_every_shape_is_one_fts5_segment(db_path: Path) -> None:
+    """Files with headings, without, and of one entry go to FTS5 in the order of their ids:
+    a lower rowid after a higher one would make FTS5 write an extra segment."""
+
+    def entries(path: str, texts: list[str], context: str = "") -> list[IndexEntry]:
+        return [IndexEntry(path, n, n, f"- {t}", context, None, 0) for n, t in enumerate(texts)]
+
+    index = _open(db_path)
+    try:
+        index.sync_files(
+            [
+                FileUpdate("memory/a.md", "a", entries("memory/a.md", ["oak", "elm"], "Trees")),
+                FileUpdate("memory/b.md", "b", entries("memory/b.md", ["fir"])),
+                FileUpdate("memory/c.md", "c", entries("memory/c.md", ["ash", "yew"])),
+                FileUpdate("memory/d.md", "d", entries("memory/d.md", ["oak tree", "pine"])),
+            ]
+        )
+        with closing(sqlite3.connect(db_path)) as db:
+            segments = db.execute("SELECT count(DISTINCT segid) FROM memory_fts_idx").fetchone()
+        assert segments == (1,)
+        assert [h.path for h in index.search("oak")] == ["memory/a.md", "memory/d.md"]
+        assert sorted(h.content for h in index.search("fir ash yew")) == ["- ash", "- fir", "- yew"]
+        assert _terms_of(db_path) == {"oak", "elm", "tree", "fir", "ash", "yew", "pine"}
+    finally:
+        index.close()
