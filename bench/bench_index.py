@@ -25,6 +25,12 @@ modified on its day, the newest an hour before the run).
   sets of 2-5 words: *natural* (drawn by word frequency, so stop words are common; the
   harness drops them, the raw query cannot) and *content words* (stop words excluded, so
   both sides search the same terms).
+- *ranking statement alone* (content words): the first statement of the sqlite backend's
+  search, run on the harness's own index file with sqlite3 (the entries matched in their
+  text or headings, ranked with bm25 over the text, headings and the entry before; 50
+  candidates for the neighbour lift), and the same statement without the entry before's
+  share (matched and ranked in text and headings only), each against the raw query: what
+  the ranking costs by itself, before hits are loaded, repeats folded and files checked.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from bench._util import Row, interleaved_times, search_rows
 from harnessmem.backends.sqlite import TOKENIZER
@@ -156,6 +163,32 @@ def _raw_search(db: sqlite3.Connection, query: str) -> list[tuple[int, str]]:
     ).fetchall()
 
 
+def _ranking_statements(index: Path) -> tuple[sqlite3.Connection, Any, Any]:
+    """The sqlite backend's ranking statement on its index file at ``index``, and the same
+    without the entry before's share: each a function of a query (see the module doc)."""
+    from harnessmem.backends._fts import fts5_expression, parse_query
+    from harnessmem.backends.sqlite._schema import workspace_range
+    from harnessmem.backends.sqlite._search import _WEIGHTS, _matched, _ranked_expression
+
+    db = sqlite3.connect(index)
+    (number,) = db.execute("SELECT workspace_no FROM workspaces").fetchone()
+    low, high = workspace_range(number)
+    sql = (
+        f"SELECT rowid, bm25(memory_fts, {_WEIGHTS}) AS s FROM memory_fts "
+        "WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY s LIMIT 50"
+    )
+
+    def ranked(query: str) -> None:
+        expression = _ranked_expression(parse_query(query), "any")
+        db.execute(sql, (expression, low, high)).fetchall()
+
+    def without_before(query: str) -> None:
+        expression = _matched(fts5_expression(parse_query(query), "any"))
+        db.execute(sql, (expression, low, high)).fetchall()
+
+    return db, ranked, without_before
+
+
 def run(quick: bool) -> list[Row]:
     """Build and search rows at two corpus sizes."""
     import sqlalchemy  # noqa: F401  (imported once per process, not part of a build)
@@ -243,6 +276,27 @@ def run(quick: bool) -> list[Row]:
                         notes=f"{QUERIES} queries of 2-5 words, {repeat} rounds, "
                         f"interleaved; change check of {FILES} files included",
                     )
+                queries = _queries(words, weights, content_only=True)
+                ranking_db, ranked, without_before = _ranking_statements(
+                    Path(tmp) / "memory_index.db"
+                )
+                for label, statement in (
+                    ("ranking statement alone", ranked),
+                    ("ranking without the entry before", without_before),
+                ):
+                    ours, raw = interleaved_times(
+                        statement, lambda q, db=db: _raw_search(db, q), queries, repeat
+                    )
+                    rows += search_rows(
+                        "index",
+                        f"content words, {label}, {size:,} entries",
+                        ours,
+                        raw,
+                        baseline="raw sqlite3 FTS5, terms OR-ed, bm25",
+                        notes="the backend's first statement on its own index file "
+                        "(see the module doc); the same queries and rounds",
+                    )
+                ranking_db.close()
             db.close()
     return rows
 

@@ -167,7 +167,8 @@ _CODE_FORMS = re.compile(
 )
 _PIECES = [
     "Ship", "it", "on", "Thursday", "v0.9.0", "AQLBTL", "OI5L9G", "omar_rossi_1241", "port",
-    "5433", "½", "Ⅻ", "三", "café", "ＡＢＣＤＥ", "room", "101", "the", "user's", "-", "1.", "a_b",
+    "5433", "½", "Ⅻ", "三", "café", "\uff21\uff22\uff23\uff24\uff25", "room", "101", "the",
+    "user's", "-", "1.", "a_b",
     "ABCDE", "ABCD", "x2", "²", "\n- ", "[x]", ".",
 ]  # fmt: skip
 

@@ -159,6 +159,39 @@ def test_append_gives_up_after_bounded_attempts(monkeypatch: pytest.MonkeyPatch)
     assert max(naps) <= 0.25
 
 
+def test_a_write_that_lost_reads_again_after_its_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a lost conditional write the pause comes first, then the read: the retry
+    starts from the text as it is when it goes out. (Read before the pause, the text goes
+    stale whenever another writer appends meanwhile, and a writer appending from its own
+    last write, without a read, then wins every round.)"""
+    ws = Workspace.open(f"memory://test-{uuid.uuid4().hex}")
+    ws.write_text("log.md", "a\n")
+    other = ws.store.put_if
+    events: list[str] = []
+    lost = iter([True])
+
+    def put_if(*args: Any, **kwargs: Any) -> Any:
+        if next(lost, False):
+            events.append("lost")
+            return None
+        events.append("written")
+        return other(*args, **kwargs)
+
+    reads = ws.store.read_versioned
+
+    def read_versioned(*args: Any, **kwargs: Any) -> Any:
+        events.append("read")
+        return reads(*args, **kwargs)
+
+    monkeypatch.setattr(ws.store, "put_if", put_if)
+    monkeypatch.setattr(ws.store, "read_versioned", read_versioned)
+    ws.lease_waiter = Waiter(sleep=lambda _: events.append("pause"))
+    ws.append_text("log.md", "b\n")
+    up_to_the_write = events[: events.index("written") + 1]
+    assert up_to_the_write == ["read", "lost", "pause", "read", "written"]
+    assert ws.read_text("log.md") == "a\nb\n"
+
+
 def test_append_without_conditional_writes_uses_a_lease() -> None:
     """Stores without compare-and-swap append under a lease; concurrent appends all land."""
     import threading

@@ -11,10 +11,10 @@ the cut still holds ``limit`` different memories.
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import math
+import functools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,29 +100,15 @@ def location(hit: SearchHit) -> str:
     return f"{hit.path}:{hit.start_line}-{hit.end_line}"
 
 
-def _candidates(
-    words: frozenset[str], holding: dict[str, list[int]], first_with: dict[frozenset[str], int]
-) -> list[int]:
-    """The kept hits (numbers, in order) that ``words`` may repeat; every other fails
-    :func:`_repeats`.
-
-    Under four words a repeat needs the same words. Otherwise it may miss at most
-    ``spare`` of its words in the kept hit, so of any ``spare + 1`` of them the kept hit
-    holds one: those held by the fewest kept hits are looked up.
-    """
-    if len(words) < 4:
-        number = first_with.get(words)
-        return [] if number is None else [number]
-    spare = len(words) - math.ceil(COVERED * len(words))
-    while len(words) - spare < COVERED * len(words):  # ceil of a float product, made exact
-        spare -= 1
-    while spare + 1 <= len(words) and not (len(words) - spare - 1 < COVERED * len(words)):
+@functools.cache
+def _spare(size: int) -> int:
+    """How many of its ``size`` words (four or more) a repeat may lack in the hit it repeats:
+    the most for which the rest is still :data:`COVERED` (the same float test as
+    :func:`_repeats`)."""
+    spare = 0
+    while size - spare - 1 >= COVERED * size:
         spare += 1
-    rarest = heapq.nsmallest(spare + 1, words, key=lambda word: len(holding.get(word, ())))
-    found: set[int] = set()
-    for word in rarest:
-        found.update(holding.get(word, ()))
-    return sorted(found)
+    return spare
 
 
 def collapse_repeats(hits: Sequence[SearchHit], limit: int | None = None) -> list[SearchHit]:
@@ -131,30 +117,38 @@ def collapse_repeats(hits: Sequence[SearchHit], limit: int | None = None) -> lis
     A later hit whose words the earlier one holds (:func:`same_text`) is left out and its
     location added to the earlier one's ``also``; order and scores are kept. At most
     ``limit`` hits come back (None: all).
+
+    A hit is fully compared only with the kept hits that can hold it. Under four words a
+    repeat has the same words (looked up). Otherwise it lacks at most ``_spare`` of its
+    words in the hit it repeats, so that hit holds one of any ``_spare + 1`` of them: the
+    rarest among the hits are taken, and a kept hit holding none of them is passed over.
     """
+    compared = [_compared(hit.content) for hit in hits]
+    held: Counter[str] = Counter()
+    for words, _ in compared:
+        held.update(words)
     kept: list[tuple[SearchHit, frozenset[str], list[str]]] = []
-    # Which kept hits hold a word, and the first kept hit of each set of words: a hit is
-    # compared only with kept hits that can hold it (see _candidates), not with all.
-    holding: dict[str, list[int]] = {}
-    first_with: dict[frozenset[str], int] = {}
-    for hit in hits:
-        words, exact = _compared(hit.content)
-        home = next(
-            (
-                kept[number]
-                for number in _candidates(words, holding, first_with)
-                if _repeats(words, exact, kept[number][1])
-            ),
-            None,
-        )
+    first_with: dict[frozenset[str], tuple[SearchHit, frozenset[str], list[str]]] = {}
+    for hit, (words, exact) in zip(hits, compared, strict=True):
+        if len(words) < 4:
+            home = first_with.get(words)
+        else:
+            probe = frozenset(sorted(words, key=held.__getitem__)[: _spare(len(words)) + 1])
+            home = next(
+                (
+                    entry
+                    for entry in kept
+                    if not probe.isdisjoint(entry[1]) and _repeats(words, exact, entry[1])
+                ),
+                None,
+            )
         if home is not None:
             home[2].append(location(hit))
             home[2].extend(hit.also)
             continue
-        first_with.setdefault(words, len(kept))
-        for word in words:
-            holding.setdefault(word, []).append(len(kept))
-        kept.append((hit, words, list(hit.also)))
+        entry = (hit, words, list(hit.also))
+        first_with.setdefault(words, entry)
+        kept.append(entry)
     out = [
         dataclasses.replace(hit, also=tuple(dict.fromkeys(also))) if also else hit
         for hit, _, also in kept

@@ -54,10 +54,14 @@ def compare_and_swap(
             # Written by someone else since this process did: not a race, no pause.
             base, recalled = store.read_versioned(full) or (b"", None), False
             continue
-        base = store.read_versioned(full) or (b"", None)
-        # Full jitter spreads competing writers so that one of them wins each round.
+        # Full jitter spreads competing writers so that one of them wins each round. The
+        # pause comes before the read, not between the read and the write: a text read
+        # before the pause is stale by the end of it whenever another writer appends in
+        # the meantime (one appending from its own last write needs no read and would
+        # win every round).
         sleep(random.uniform(0, delay))
         delay = min(delay * 2, 0.25)
+        base = store.read_versioned(full) or (b"", None)
     raise WorkspaceError(
         f"{what} {store.rel(full)!r} in {url} failed: the file kept changing "
         f"({_APPEND_ATTEMPTS} conditional writes lost to other writers)",

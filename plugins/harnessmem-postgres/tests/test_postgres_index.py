@@ -4,6 +4,7 @@ what only a shared database has (workspaces side by side, migrations, replicas).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -420,6 +421,47 @@ def test_rare_words_outweigh_common_ones(index: PostgresIndex) -> None:
     sync_text(index, "memory/2026-03-03.md", text)
     hits = index.search("When did Caroline go to the LGBTQ support group?", limit=3)
     assert hits[0].content == "- the LGBTQ support group meets on Fridays"
+
+
+def test_a_score_is_the_idf_weighted_rank_of_each_term(index: PostgresIndex) -> None:
+    """The ranking statement spells out one share per term: a hit's score is the sum, over
+    the query's terms, of the term's idf times ts_rank_cd of the entry for that term (a
+    word without a lexeme, as a stop word, adds nothing), recounted here term by term."""
+    from sqlalchemy import text
+
+    from harnessmem_postgres._search import WEIGHTS
+
+    lines = [f"- Caroline went hiking near the lake on day {i}" for i in range(12)]
+    lines += ["- Melanie painted the lake at sunrise", "- Caroline and Melanie met at the lake"]
+    lines += ["- Melanie swam in the lake, walked round the lake, slept by the lake"]
+    sync_text(index, "memory/2026-03-03.md", "".join(f"{line}\n" for line in lines))
+    entries = f"{index._quoted}.entries"
+    where = "workspace_no = :ws AND source = 'memory'"
+    term_sql = text(
+        f"SELECT (SELECT count(*) FROM {entries} WHERE {where} "
+        "AND tsv @@ to_tsquery('english', :t)), "
+        f"(SELECT ts_rank_cd(CAST(:w AS float4[]), tsv, to_tsquery('english', :t)) "
+        f"FROM {entries} WHERE {where} AND start_line = :line)"
+    )
+    checked = 0
+    with index._engine.connect() as conn:
+        ws = index._workspace_no
+        total = conn.execute(text(f"SELECT count(*) FROM {entries} WHERE {where}"), {"ws": ws})
+        size = total.scalar_one()
+        for query in ["Caroline lake", "Melanie lake the", "lake hiking day", "sunrise"]:
+            hits = index.search(query, limit=20, mode="all")
+            assert hits, query
+            for hit in hits:
+                expected = 0.0
+                for term in query.lower().split():
+                    row = conn.execute(
+                        term_sql, {"ws": ws, "t": term, "w": WEIGHTS, "line": hit.start_line}
+                    ).one()
+                    df, rank = row
+                    expected += math.log(1 + (size - df + 0.5) / (df + 0.5)) * (rank or 0.0)
+                assert hit.score == pytest.approx(expected, abs=1e-5), (query, hit)
+                checked += 1
+    assert checked >= 15
 
 
 def test_words_joined_by_punctuation_are_one_phrase(index: PostgresIndex) -> None:

@@ -146,11 +146,11 @@ def candidates(
         "pool": pool,
     }
     check()
-    statement = statements.search
+    dated = since is not None or until is not None
+    statement = statements.search(len(scored), prefix=bool(path_prefix), dated=dated)
     if path_prefix:
-        statement, params["prefix"] = statements.search_prefix, path_prefix
-    if since is not None or until is not None:
-        statement = statements.search_prefix_dated if path_prefix else statements.search_dated
+        params["prefix"] = path_prefix
+    if dated:
         # open bounds as days no entry can be before or after
         params["since"], params["until"] = since or "0000-00-00", until or "9999-99-99"
     return list(conn.execute(statement, params).all())

@@ -9,7 +9,7 @@ whatever its size. Large inserts travel by binary ``COPY`` into a temporary tabl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["STAGING", "STAGING_COLUMNS", "Statements"]
@@ -63,17 +63,17 @@ WITH n AS MATERIALIZED (
     WHERE workspace_no = :ws AND source = :source
 ), w AS MATERIALIZED (
     -- the idf of bm25; a cached df may exceed a total that shrank since, hence greatest()
-    SELECT t.q, ln(1.0 + (greatest(n.total - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf
+    SELECT t.i, t.q, ln(1.0 + (greatest(n.total - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf
     FROM (
-        SELECT to_tsquery(CAST(:cfg AS regconfig), u.q) AS q, u.df::float8 AS df
-        FROM unnest(CAST(:terms AS text[]), CAST(:dfs AS integer[])) AS u(q, df)
+        SELECT u.i, to_tsquery(CAST(:cfg AS regconfig), u.q) AS q, u.df::float8 AS df
+        FROM unnest(CAST(:terms AS text[]), CAST(:dfs AS integer[])) WITH ORDINALITY
+            AS u(q, df, i)
     ) AS t CROSS JOIN n
     WHERE numnode(t.q) > 0
 ), hits AS (
     SELECT e.id, e.path, e.seq, e.section, e.start_line, e.end_line, e.content, e.context,
         e.date,
-        (SELECT coalesce(sum(w.idf * ts_rank_cd(CAST(:weights AS float4[]), e.tsv, w.q)), 0)
-         FROM w) AS score
+        ({score}) AS score
     FROM {s}.entries e
     WHERE e.workspace_no = :ws AND e.source = :source
         AND e.tsv @@ to_tsquery(CAST(:cfg AS regconfig), :query){prefix}{dates}
@@ -85,6 +85,15 @@ SELECT g.generation, h.id, h.path, h.seq, h.section, h.start_line, h.end_line, h
 FROM {s}.workspaces g LEFT JOIN hits h ON true
 WHERE g.workspace_no = :ws
 """
+
+# One term's share of a row's score: its idf times ts_rank_cd of the row for it (0 when
+# the term has no lexeme in the configuration, so no row of w). The statement spells out
+# one per term: a sum over w run for every matching row costs a subplan each (a fifth of
+# the statement's time at 20,000 entries); these subqueries run once per statement.
+_TERM_SCORE = (
+    "coalesce((SELECT idf FROM w WHERE i = {i}) * "
+    "ts_rank_cd(CAST(:weights AS float4[]), e.tsv, (SELECT q FROM w WHERE i = {i})), 0)"
+)
 
 _PREFIX = "\n        AND starts_with(e.path, :prefix)"
 # Dates are ISO days (text sorts as the days do); an undated entry (NULL) matches neither.
@@ -128,11 +137,30 @@ class Statements:
     bump_generation: Any
     files: Any
     stats: Any
-    search: Any
-    search_prefix: Any
-    search_dated: Any
-    search_prefix_dated: Any
     frequencies: Any
+    schema: str
+    _searches: dict[tuple[int, bool, bool], Any] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def search(self, terms: int, *, prefix: bool = False, dated: bool = False) -> Any:
+        """The ranking statement for ``terms`` scored terms (``:terms`` and ``:dfs`` hold
+        that many), with the path-prefix and dates conditions when asked (built once each)."""
+        key = (terms, prefix, dated)
+        statement = self._searches.get(key)
+        if statement is None:
+            from sqlalchemy import text
+
+            score = " + ".join(_TERM_SCORE.format(i=i) for i in range(1, terms + 1)) or "0"
+            statement = self._searches[key] = text(
+                _SEARCH.format(
+                    s=self.schema,
+                    score=score,
+                    prefix=_PREFIX if prefix else "",
+                    dates=_DATES if dated else "",
+                )
+            )
+        return statement
 
     @classmethod
     def build(cls, schema: str) -> Statements:
@@ -229,9 +257,6 @@ class Statements:
                 "SELECT source, count(*), coalesce(sum(entries), 0) FROM {s}.files "
                 "WHERE workspace_no = :ws GROUP BY source"
             ),
-            search=sql(_SEARCH, prefix="", dates=""),
-            search_prefix=sql(_SEARCH, prefix=_PREFIX, dates=""),
-            search_dated=sql(_SEARCH, prefix="", dates=_DATES),
-            search_prefix_dated=sql(_SEARCH, prefix=_PREFIX, dates=_DATES),
             frequencies=sql(_FREQUENCIES),
+            schema=schema,
         )
