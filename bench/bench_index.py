@@ -13,8 +13,10 @@ modified on its day, the newest an hour before the run).
   range, date, heading context and order, and each file's hash and change token. A
   second row therefore compares with raw sqlite3 storing that much too (a rowid table of
   path, lines, date, text and heading plus a contentless FTS5 table, one transaction):
-  the cost of the harness itself, apart from the cost of what it keeps. Builds of the
-  three alternate, five times in a full run (three in a quick one); medians are reported.
+  the cost of the harness itself, apart from the cost of what it keeps. A third row's raw
+  side also indexes each entry's predecessor in its file, as the harness's FTS5 table
+  does (its bm25 ranks by it). Builds of the four alternate, five times in a full run
+  (three in a quick one); medians are reported.
 - *search*: ``harness.search(query, limit=10)`` — which first checks for changed files
   (the folder, MEMORY.md and the logs changed in the last two days; a full sweep of all
   365 every ``index.refresh_interval``), then parses the query, runs FTS5 with bm25 and
@@ -125,23 +127,33 @@ def _placed_rows(bullets: list[str]) -> list[tuple[int, str, int, int, str, str,
 
 
 def _raw_build_placed(
-    path: Path, rows: list[tuple[int, str, int, int, str, str, str]]
+    path: Path, rows: list[tuple[int, str, int, int, str, str, str]], *, before: bool = False
 ) -> sqlite3.Connection:
-    """Raw sqlite3 keeping what a hit shows: the rows, and contentless FTS5 over them."""
+    """Raw sqlite3 keeping what a hit shows: the rows, and contentless FTS5 over them;
+    with ``before``, the FTS5 table also indexes the entry before each one in its file (the
+    text the harness ranks by beside the entry's own, see bench_index's module doc)."""
     db = sqlite3.connect(path)
     db.execute(
         "CREATE TABLE entries(id INTEGER PRIMARY KEY, path TEXT, start_line INTEGER, "
         "end_line INTEGER, content TEXT, context TEXT, date TEXT)"
     )
-    db.execute(
-        f"CREATE VIRTUAL TABLE t USING fts5(content, context, content='', tokenize='{TOKENIZER}')"
-    )
+    columns = "content, context, before" if before else "content, context"
+    db.execute(f"CREATE VIRTUAL TABLE t USING fts5({columns}, content='', tokenize='{TOKENIZER}')")
     with db:
         db.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        db.executemany(
-            "INSERT INTO t(rowid, content, context) VALUES (?, ?, ?)",
-            ((row[0], row[4], row[5]) for row in rows),
-        )
+        if before:
+            db.executemany(
+                "INSERT INTO t(rowid, content, context, before) VALUES (?, ?, ?, ?)",
+                (
+                    (row[0], row[4], row[5], prior[4] if prior and prior[1] == row[1] else "")
+                    for prior, row in zip([None, *rows], rows, strict=False)
+                ),
+            )
+        else:
+            db.executemany(
+                "INSERT INTO t(rowid, content, context) VALUES (?, ?, ?)",
+                ((row[0], row[4], row[5]) for row in rows),
+            )
     return db
 
 
@@ -208,18 +220,23 @@ def run(quick: bool) -> list[Row]:
             raw_path = Path(tmp) / "raw.db"
             placed_path = Path(tmp) / "placed.db"
             placed = _placed_rows(bullets)
-            ours_build, raw_build, placed_build = [], [], []
+            before_path = Path(tmp) / "before.db"
+            ours_build, raw_build, placed_build, before_build = [], [], [], []
             for _ in range(builds):
                 for suffix in ("", "-wal", "-shm", "-journal"):
                     Path(f"{tmp}/memory_index.db{suffix}").unlink(missing_ok=True)
                     Path(f"{raw_path}{suffix}").unlink(missing_ok=True)
                     Path(f"{placed_path}{suffix}").unlink(missing_ok=True)
+                    Path(f"{before_path}{suffix}").unlink(missing_ok=True)
                 started = time.perf_counter()
                 _raw_build(raw_path, bullets).close()
                 raw_build.append(time.perf_counter() - started)
                 started = time.perf_counter()
                 _raw_build_placed(placed_path, placed).close()
                 placed_build.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                _raw_build_placed(before_path, placed, before=True).close()
+                before_build.append(time.perf_counter() - started)
                 with MemoryHarness.open(
                     root, maintenance={"enabled": False}, plugins={"autoload": False}
                 ) as harness:
@@ -249,6 +266,18 @@ def run(quick: bool) -> list[Row]:
                     baseline="raw sqlite3 rows + contentless FTS5",
                     baseline_value=statistics.median(placed_build),
                     notes="the raw side also stores path, lines, date and heading per entry",
+                )
+            )
+            rows.append(
+                Row(
+                    bench="index",
+                    name=f"build, {size:,} entries, raw keeping lines and the entry before",
+                    value=statistics.median(ours_build),
+                    unit="s",
+                    baseline="raw sqlite3 rows + contentless FTS5 with the entry before",
+                    baseline_value=statistics.median(before_build),
+                    notes="as above, and the FTS5 table also indexes each entry's predecessor "
+                    "in its file, as the harness's does (it ranks by it)",
                 )
             )
             db = sqlite3.connect(raw_path)
