@@ -20,7 +20,9 @@ LOCAL = "http://127.0.0.1"
 @pytest.fixture(scope="module")
 def example_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("why") / "workspace"
-    result = CliRunner().invoke(main, ["replay", "--example", "-w", str(root)])
+    # The example's own dates: by default a replay shifts them by whole days to end in the
+    # last 24 hours, so the days would depend on the day and hour the tests run.
+    result = CliRunner().invoke(main, ["replay", "--example", "--keep-dates", "-w", str(root)])
     assert result.exit_code == 0, result.output
     return root
 
@@ -36,9 +38,9 @@ def test_the_example_s_staging_fact_leads_to_the_words_as_said(example_root: Pat
     with _open(example_root) as harness:
         (trace,) = harness.trace(f"MEMORY.md:{line}")
     assert trace.line == line
-    assert trace.date == "2026-12-03"
+    assert trace.date == "2026-03-09"
     entry = trace.entries[0]
-    assert entry.path == "memory/2026-12-03.md"
+    assert entry.path == "memory/2026-03-09.md"
     assert entry.session_id == "tidewater-week"
     assert entry.written is not None
     log = (example_root / entry.path).read_text().splitlines()
@@ -60,8 +62,8 @@ def test_a_decision_under_its_day_is_traced_with_that_day(example_root: Path) ->
     assert memory[line - 2] == "### Decisions"
     with _open(example_root) as harness:
         (trace,) = harness.trace(f"MEMORY.md:{line}")
-    assert trace.date == "2026-12-04"
-    assert trace.entries[0].path == "memory/2026-12-04.md"
+    assert trace.date == "2026-03-10"
+    assert trace.entries[0].path == "memory/2026-03-10.md"
 
 
 def test_the_command_prints_the_chain_and_json(example_root: Path) -> None:
@@ -70,8 +72,8 @@ def test_the_command_prints_the_chain_and_json(example_root: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("MEMORY.md:")
-    assert lines[0].endswith("· 2026-12-03")
-    assert any("<- memory/2026-12-03.md:" in x and "session tidewater-week" in x for x in lines)
+    assert lines[0].endswith("· 2026-03-09")
+    assert any("<- memory/2026-03-09.md:" in x and "session tidewater-week" in x for x in lines)
     assert any("<- sessions/tidewater-week.log.jsonl:" in x and "· user ·" in x for x in lines)
     assert "port 5433" in result.output.split("<- sessions/")[1]
     args = ["why", "staging database port", "-w", str(example_root), "--json"]
@@ -94,7 +96,7 @@ def test_the_inspector_shows_the_chain(example_root: Path) -> None:
 
     with _open(example_root) as harness, TestClient(create_app(harness), base_url=LOCAL) as client:
         page = client.get("/why", params={"q": "staging database port"}).text
-        assert "memory/2026-12-03.md:" in page
+        assert "memory/2026-03-09.md:" in page
         assert "session tidewater-week" in page
         assert "sessions/tidewater-week.log.jsonl:" in page
         assert "port 5433" in page
