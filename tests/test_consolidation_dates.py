@@ -20,6 +20,7 @@ from harnessmem.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from conftest import HarnessFactory
+    from harnessmem import ConsolidationResult
 
 DAY1, DAY2 = "memory/2027-01-14.md", "memory/2027-01-15.md"
 
@@ -235,19 +236,26 @@ PRIOR = (
 )
 
 
+def _consolidated(
+    open_harness: HarnessFactory, answer: str, logged: str, *, loss: float
+) -> tuple[ConsolidationResult, str]:
+    """A consolidation of PRIOR and ``logged`` (a fact of 2027-01-15) that the model answers
+    with ``answer`` (``consolidation.max_entry_loss`` = ``loss``); its result and MEMORY.md."""
+    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": loss})
+    harness.workspace.write_text("MEMORY.md", PRIOR)
+    harness.workspace.append_text(DAY2, entries("2027-01-15", logged))
+    result = harness.consolidate()
+    return result, harness.workspace.read_text("MEMORY.md")
+
+
 def test_a_model_that_drops_a_replaced_fact_is_accepted(open_harness: HarnessFactory) -> None:
     answer = (
         "## Facts\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n- Ana's sister is Rita.\n"
         "- Staging now listens on port 6432, we shut the old port down.\n"
     )
-    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
-    harness.workspace.write_text("MEMORY.md", PRIOR)
-    harness.workspace.append_text(
-        DAY2, entries("2027-01-15", "Staging now listens on port 6432, we shut the old port down.")
-    )
-    result = harness.consolidate()
+    moved = "Staging now listens on port 6432, we shut the old port down."
+    result, text = _consolidated(open_harness, answer, moved, loss=0.0)
     assert result.status == "consolidated", result.reason
-    text = harness.workspace.read_text("MEMORY.md")
     assert "5433" not in text
     # The answer lost every day: each bullet gets the day of the input fact it restates.
     assert "- Ana lives in Lisbon. (2027-01-14)" in text
@@ -259,22 +267,16 @@ def test_a_model_that_silently_drops_a_fact_is_refused(open_harness: HarnessFact
         "## Facts\n- Our staging database runs on port 5433.\n- Ana lives in Lisbon.\n"
         "- Ana has a cat named Miso.\n- Ana's new job starts in March.\n"
     )
-    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
-    harness.workspace.write_text("MEMORY.md", PRIOR)
-    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana's new job starts in March."))
-    result = harness.consolidate()
+    result, text = _consolidated(open_harness, answer, "Ana's new job starts in March.", loss=0.0)
     assert result.status == "rejected"
     assert "Rita" in result.reason
-    assert harness.workspace.read_text("MEMORY.md") == PRIOR
+    assert text == PRIOR
 
 
 def test_a_bullet_that_matches_no_input_gets_no_day(open_harness: HarnessFactory) -> None:
     answer = "## Facts\n- Ana lives in Lisbon.\n- Something the model made up entirely.\n"
-    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 1.0})
-    harness.workspace.write_text("MEMORY.md", PRIOR)
-    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana lives in Lisbon."))
-    assert harness.consolidate().status == "consolidated"
-    text = harness.workspace.read_text("MEMORY.md")
+    result, text = _consolidated(open_harness, answer, "Ana lives in Lisbon.", loss=1.0)
+    assert result.status == "consolidated"
     assert "- Something the model made up entirely.\n" in text
     assert "- Ana lives in Lisbon. (2027-01-15)" in text
 
@@ -288,11 +290,8 @@ def test_a_day_first_answer_keeps_its_days_inside_the_sections(
         "### People\n- Ana's sister is Rita.\n\n"
         "## Work\n- Our staging database runs on port 5433.\n"
     )
-    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
-    harness.workspace.write_text("MEMORY.md", PRIOR)
-    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana lives in Lisbon."))
-    assert harness.consolidate().status == "consolidated"
-    text = harness.workspace.read_text("MEMORY.md")
+    result, text = _consolidated(open_harness, answer, "Ana lives in Lisbon.", loss=0.0)
+    assert result.status == "consolidated"
     assert "### People\n- Ana's sister is Rita.\n" in text, "the day heading encloses it"
     assert "- Our staging database runs on port 5433. (2027-01-14)" in text
 
@@ -304,11 +303,8 @@ def test_a_section_of_one_day_gets_one_heading_not_a_stamp_a_bullet(
         "## People\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n- Ana's sister is Rita.\n"
         "\n## Work\n- Our staging database runs on port 5433.\n- Ana's new job starts in March.\n"
     )
-    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 0.0})
-    harness.workspace.write_text("MEMORY.md", PRIOR)
-    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana's new job starts in March."))
-    assert harness.consolidate().status == "consolidated"
-    text = harness.workspace.read_text("MEMORY.md")
+    result, text = _consolidated(open_harness, answer, "Ana's new job starts in March.", loss=0.0)
+    assert result.status == "consolidated"
     assert text.startswith("## People\n### 2027-01-14\n- Ana lives in Lisbon.\n"), text
     assert "- Our staging database runs on port 5433. (2027-01-14)\n" in text, "two days: stamps"
     assert "- Ana's new job starts in March. (2027-01-15)\n" in text
@@ -320,11 +316,9 @@ def test_a_day_heading_never_reaches_past_its_run(open_harness: HarnessFactory) 
         "## People\n- Ana lives in Lisbon.\n- Ana has a cat named Miso.\n"
         "#### Guesses\n- Something the model made up entirely.\n"
     )
-    harness = open_harness(_reply(answer), consolidation={"max_entry_loss": 1.0})
-    harness.workspace.write_text("MEMORY.md", PRIOR)
-    harness.workspace.append_text(DAY2, entries("2027-01-15", "Ana's sister is Rita."))
-    assert harness.consolidate().status == "consolidated"
-    assert harness.workspace.read_text("MEMORY.md") == (
+    result, text = _consolidated(open_harness, answer, "Ana's sister is Rita.", loss=1.0)
+    assert result.status == "consolidated"
+    assert text == (
         "## People\n- Ana lives in Lisbon. (2027-01-14)\n- Ana has a cat named Miso. (2027-01-14)\n"
         "#### Guesses\n- Something the model made up entirely.\n"
     )
