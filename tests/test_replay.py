@@ -251,15 +251,17 @@ def test_dates_are_shifted_by_whole_days_to_end_recently(tmp_path: Path) -> None
     messages = _tool_turn(1, "ok")
     for message in messages:
         message["timestamp"] = "2020-01-01T12:34:00Z"
-    clock = ReplayClock()
+    now = datetime(2031, 6, 15, 9, 0, tzinfo=UTC).timestamp()  # before 12:34 of its day
+    clock = ReplayClock(now=lambda: now)
     with MemoryHarness.open(tmp_path / "ws", clock=clock, maintenance={"enabled": False}) as h:
         report = replay(h, messages, session_id="s", clock=clock)
     assert report.shifted_by % 86_400 == 0
     assert report.last_time is not None
-    age = datetime.now(UTC).timestamp() - report.last_time
+    age = now - report.last_time
     assert 0 <= age < 86_400
     moment = datetime.fromtimestamp(report.last_time, UTC)
     assert (moment.hour, moment.minute) == (12, 34), "the time of day stays as written"
+    assert moment.date().isoformat() == "2031-06-14", "the last 24 hours of the clock's now"
 
 
 def test_facts_held_by_batching_land_on_the_day_they_were_said(

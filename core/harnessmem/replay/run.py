@@ -49,6 +49,10 @@ class ReplayClock:
     def __call__(self) -> float:
         return self._fixed if self._fixed is not None else self._now()
 
+    def now(self) -> float:
+        """The time this clock follows when no message's time is set (real time by default)."""
+        return self._now()
+
 
 # ------------------------------------------------------------------------------ the recorder
 
@@ -125,7 +129,8 @@ def replay(
     if clock is not None and known and not keep_dates:
         # Whole days, so times of day stay as written; the last message lands in the past
         # 24 hours (never in the future).
-        shift = max(0, int((time.time() - max(known)) // 86_400)) * 86_400.0
+        # "Now" is the clock's own source of time (real time unless a test gave another).
+        shift = max(0, int((clock.now() - max(known)) // 86_400)) * 86_400.0
     report = ReplayReport(
         session_id=session_id,
         workspace=harness.workspace.url,
