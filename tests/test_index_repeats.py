@@ -170,6 +170,7 @@ _PIECES = [
     "5433", "½", "Ⅻ", "三", "café", "\uff21\uff22\uff23\uff24\uff25", "room", "101", "the",
     "user's", "-", "1.", "a_b",
     "ABCDE", "ABCD", "x2", "²", "\n- ", "[x]", ".",
+    "\t", "\r", "\x1c", "\x0c*", "AbCDEFg", "it's", "e-mail", "ab\x7fcd", "",
 ]  # fmt: skip
 
 
@@ -179,6 +180,7 @@ def test_fact_words_are_the_words_as_first_found(pieces: list[str]) -> None:
     or five capitals) finds the words the full treatment finds, and the same numbers."""
     text = "- " + " ".join(pieces)
     assert fact_words(text) == _fact_words_as_it_was(text)
+    assert fact_words(text.lstrip("- ")) == _fact_words_as_it_was(text.lstrip("- "))
 
 
 def _collapse_as_it_was(hits: list[SearchHit], limit: int | None = None) -> list[SearchHit]:
