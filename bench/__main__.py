@@ -1,11 +1,13 @@
-"""Run every benchmark: ``python -m bench [--quick] [--only NAME] [--output FILE]``.
+"""Run every benchmark: ``python -m bench [--quick] [--only NAME] [--output FILE] [--render]``.
 
 Each ``bench/bench_<name>.py`` exposes ``run(quick: bool) -> list[Row | Series]``; a
 new module is picked up by its file name. The results, with the machine, the commit,
 the command and each module's wall time, go to ``bench/results.json``
 (``bench/results-quick.json`` for ``--quick``). A full run of every module with the
 default output also draws each ``Series`` to ``docs/img/<slug>.png`` and rewrites the
-results section of ``docs/benchmarks.md``, so nothing on that page is typed by hand.
+results section of ``docs/benchmarks.md`` and its table of issue 35's goals
+(:mod:`bench._goals`), so no figure on that page is typed by hand; ``--render`` rewrites
+those two from the stored results without running anything.
 The exit status is 1 when any module failed (an exception, including on import).
 """
 
@@ -25,13 +27,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import _plot
+from bench import _goals, _plot
 from bench._util import Row, Series
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "benchmarks.md"
 BEGIN = "<!-- BEGIN RESULTS -->"
 END = "<!-- END RESULTS -->"
+GOALS_BEGIN = "<!-- BEGIN GOALS -->"
+GOALS_END = "<!-- END GOALS -->"
 
 
 # The headline measurements first (the order of the page); any other module follows by name.
@@ -204,12 +208,32 @@ def _picture(series: dict[str, Any], images: str) -> list[str]:
 
 
 def _update_doc(result: dict[str, Any]) -> None:
+    """Rewrite the results section and the goals table of docs/benchmarks.md from ``result``."""
     text = DOC.read_text() if DOC.exists() else ""
-    if BEGIN not in text or END not in text:
-        return
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    DOC.write_text(f"{head}{BEGIN}\n{render_markdown(result)}{END}{tail}")
+    text = _replaced(text, BEGIN, END, render_markdown(result))
+    text = _replaced(text, GOALS_BEGIN, GOALS_END, _goals.render_goals(result))
+    DOC.write_text(text)
+
+
+def _replaced(text: str, begin: str, end: str, section: str) -> str:
+    """``text`` with what lies between ``begin`` and ``end`` replaced (unchanged without them)."""
+    if begin not in text or end not in text:
+        return text
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    return f"{head}{begin}\n{section}{end}{tail}"
+
+
+def _render(output: Path) -> int:
+    """``--render``: the page's sections again from the stored results of a full run."""
+    result = json.loads(output.read_text(encoding="utf-8"))
+    if result.get("command") != "python -m bench":
+        shown = result.get("command")
+        print(f"{output} holds no full run ({shown!r}); page unchanged", file=sys.stderr)
+        return 1
+    _update_doc(result)
+    print(f"updated {DOC} from {output} ({result['commit']}, {result['date']})")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,7 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
     parser.add_argument("--only", action="append", choices=_modules(), help="run just these")
     parser.add_argument("--output", type=Path, help="results file (default bench/results.json)")
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="run nothing: rewrite the results and goals sections of docs/benchmarks.md from "
+        "the stored results of the last full run (after changing how they are rendered)",
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        return _render(args.output or HERE / "results.json")
     names = args.only or _modules()
     output = args.output or HERE / ("results-quick.json" if args.quick else "results.json")
 
