@@ -75,15 +75,13 @@ def uninstalled(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Non
     from harnessmem import plugins
 
     hidden: set[str] = set()
-    real = metadata.entry_points
+    real = metadata.distributions
 
-    def entry_points(**kwargs: Any) -> metadata.EntryPoints:
-        found = real(**kwargs)
-        return metadata.EntryPoints(
-            ep for ep in found if ep.dist is None or ep.dist.name not in hidden
-        )
+    def distributions(**kwargs: Any) -> Iterator[metadata.Distribution]:
+        # What metadata.entry_points() reads, whatever it is asked to select.
+        return (dist for dist in real(**kwargs) if dist.name not in hidden)
 
-    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    monkeypatch.setattr(metadata, "distributions", distributions)
     plugins.refresh_entry_points()  # nothing found before this test, nothing it found after
     yield hidden.add
     plugins.refresh_entry_points()

@@ -22,10 +22,11 @@ PLUGIN_GROUP = "harnessmem.plugins"
 INDEX_GROUP = "harnessmem.index"
 MODEL_GROUP = "harnessmem.model"
 STORAGE_GROUP = "harnessmem.storage"
+GROUPS = (PLUGIN_GROUP, INDEX_GROUP, MODEL_GROUP, STORAGE_GROUP)
 CORE_DISTRIBUTION = "harnessmem"
 
 #: Entry points by group, for one state of the folders on ``sys.path`` (see _path_stamp).
-_ENTRY_POINTS: dict[tuple[str, tuple[tuple[str, int], ...]], list[metadata.EntryPoint]] = {}
+_ENTRY_POINTS: dict[tuple[tuple[str, int], ...], dict[str, list[metadata.EntryPoint]]] = {}
 #: A folder modified closer to now than this may change again within its timestamp's tick.
 _SETTLED_NS = 2_000_000_000
 
@@ -54,19 +55,25 @@ def _path_stamp() -> tuple[tuple[str, int], ...] | None:
 def entry_points(group: str) -> list[metadata.EntryPoint]:
     """The installed entry points of ``group`` by name.
 
-    Scanning every distribution's metadata costs milliseconds per call (~4-12 ms with a
-    hundred packages installed), paid by each harness that opens a backend; the result
-    is kept per process until a folder on ``sys.path`` changes.
+    Scanning every distribution's metadata costs milliseconds (~4-12 ms with a hundred
+    packages installed) whether one group or all are wanted, and a harness that opens looks
+    up three or four groups: one scan finds every group's, kept per process until a folder
+    on ``sys.path`` changes.
     """
     stamp = _path_stamp()
-    found = _ENTRY_POINTS.get((group, stamp)) if stamp is not None else None
-    if found is None:
-        found = sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+    groups = _ENTRY_POINTS.get(stamp) if stamp is not None else None
+    if groups is None or group not in groups:
+        # entry_points() reads every distribution's entry points, whichever are selected.
+        every = metadata.entry_points()
+        groups = {
+            name: sorted(every.select(group=name), key=lambda ep: ep.name)
+            for name in (*GROUPS, group)
+        }
         if stamp is not None:
-            if len(_ENTRY_POINTS) > 16:  # sys.path changed; old stamps will not come back
+            if len(_ENTRY_POINTS) > 4:  # sys.path changed; old stamps will not come back
                 _ENTRY_POINTS.clear()
-            _ENTRY_POINTS[(group, stamp)] = found
-    return list(found)
+            _ENTRY_POINTS[stamp] = groups
+    return list(groups[group])
 
 
 def distribution_of(entry_point: metadata.EntryPoint) -> tuple[str, str]:
