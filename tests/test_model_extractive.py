@@ -457,3 +457,36 @@ def test_it_refuses_an_unknown_purpose(model: ExtractiveBackend) -> None:
 def test_options_are_validated_with_their_path() -> None:
     with pytest.raises(ConfigError, match=r"model\.flush\.options"):
         ExtractiveBackend.create({"max_facts": 0}, where="model.flush")
+
+
+_OPENED = """
+import sys
+from harnessmem import MemoryHarness
+jobs = ("_facts", "_summary", "_consolidate", "_replacement", "_text")
+def loaded():
+    return [job for job in jobs if f"harnessmem.backends.extractive.{job}" in sys.modules]
+with MemoryHarness.open(sys.argv[1], maintenance={"enabled": False}) as harness:
+    print("opened", loaded())
+    said = {"role": "user", "content": "My dentist is Dr. Hale on Elm Street."}
+    harness.session("s").close([said])  # the session's last flush
+    print("flushed", loaded())
+"""
+
+
+def test_opening_a_harness_imports_no_job_of_the_extractive_backend(tmp_path: Path) -> None:
+    """The jobs' modules (hundreds of regular expressions, ~40 ms a process) load with the
+    first job: a harness that only searches, an MCP server, does not pay for them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _OPENED, str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    opened, flushed = done.stdout.splitlines()[-2:]
+    assert opened == "opened []"
+    assert flushed.startswith("flushed ['_facts'")

@@ -32,9 +32,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from harnessmem.backends.base import BackendOptions, Completion, ModelBackend, ModelRequest
-from harnessmem.backends.extractive._consolidate import consolidate
-from harnessmem.backends.extractive._facts import extract_facts
-from harnessmem.backends.extractive._summary import summarise
 from harnessmem.backends.extractive._turns import Turn, turns_of
 from harnessmem.errors import ModelResponseError
 from harnessmem.prompts import FACTS_TOKENS, NO_REPLY, parse_conversation, read_blocks
@@ -145,6 +142,10 @@ class ExtractiveBackend(ModelBackend):
     def _summary_only(
         self, messages: Sequence[Mapping[str, Any]], blocks: dict[str, str], cap: int | None
     ) -> str:
+        # Each job's module is imported by its first call (their hundreds of regular
+        # expressions cost a harness that never runs the job, e.g. an MCP server, ~40 ms).
+        from harnessmem.backends.extractive._summary import summarise
+
         turns = self._conversation(messages, blocks)
         previous = blocks.get("previous_summary")
         sentences, artifacts = self.options.summary_sentences, self.options.max_artifacts
@@ -157,6 +158,8 @@ class ExtractiveBackend(ModelBackend):
     def _flush(
         self, messages: Sequence[Mapping[str, Any]], blocks: dict[str, str], cap: int | None
     ) -> str:
+        from harnessmem.backends.extractive._facts import extract_facts
+
         turns = self._conversation(messages, blocks)
         reference = "\n".join(blocks.get(tag, "") for tag in ("memory_md", "todays_log"))
         facts = extract_facts(
@@ -185,6 +188,8 @@ class ExtractiveBackend(ModelBackend):
     def _consolidation(
         self, messages: Sequence[Mapping[str, Any]], blocks: dict[str, str], cap: int | None
     ) -> str:
+        from harnessmem.backends.extractive._consolidate import consolidate
+
         memory = blocks.get("memory_md", "")
         entries = blocks.get("daily_logs")
         if entries is None and "memory_md" not in blocks:
