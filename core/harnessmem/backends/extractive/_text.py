@@ -7,6 +7,7 @@ here knows about the jobs (see ``_summary`` and ``_facts``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import unicodedata
@@ -183,12 +184,38 @@ class TermSets(Generic[T]):
         elif self.threshold <= 0:  # then sets that share no term are near too
             numbers = range(len(self._sets))
         else:
-            numbers = sorted({n for term in self._probe_terms(terms) for n in self._by_term[term]})
+            numbers = self._candidates(terms)
         digits = _digits(terms)
         for number in numbers:
             other, other_digits, value = self._sets[number]
             if other_digits == digits and _similar(terms, other, self.threshold):
                 yield value
+
+    def _candidates(self, terms: frozenset[str]) -> list[int]:
+        """The sets that may be near duplicates of ``terms`` (not empty), in the order added.
+
+        Each set's count of the probed terms it holds, plus the known terms left unprobed
+        (it can share at most those besides), bounds the terms it shares with ``terms``: a
+        set whose bound is below the fewest a near duplicate of its size must share is
+        passed over (Jaccard ``t`` needs ``t (|a| + |b|) / (1 + t)`` shared, containment
+        0.9 of the smaller set). As the facts grow, most sets sharing one rare term fall
+        there, and are counted in C rather than compared one by one.
+        """
+        known = sum(1 for term in terms if term in self._by_term)
+        probe = self._probe_terms(terms)
+        slack = known - len(probe)
+        shared = Counter(itertools.chain.from_iterable(self._by_term[term] for term in probe))
+        size, threshold, sets = len(terms), self.threshold, self._sets
+        kept = []
+        for number, count in shared.items():
+            other = len(sets[number][0])
+            least = threshold * (size + other) / (1 + threshold)
+            if min(size, other) >= 3:
+                least = min(least, 0.9 * min(size, other))
+            if count + slack >= least - 1e-9:
+                kept.append(number)
+        kept.sort()
+        return kept
 
     def _probe_terms(self, terms: frozenset[str]) -> list[str]:
         """The terms of ``terms`` whose sets must be looked at: all but the ``k - 1`` most
