@@ -201,9 +201,9 @@ class TermSets(Generic[T]):
         0.9 of the smaller set). As the facts grow, most sets sharing one rare term fall
         there, and are counted in C rather than compared one by one.
         """
-        known = sum(1 for term in terms if term in self._by_term)
-        probe = self._probe_terms(terms)
-        slack = known - len(probe)
+        known = [term for term in terms if term in self._by_term]
+        probe = self._probe_terms(known, len(terms))
+        slack = len(known) - len(probe)
         shared = Counter(itertools.chain.from_iterable(self._by_term[term] for term in probe))
         size, threshold, sets = len(terms), self.threshold, self._sets
         kept = []
@@ -217,17 +217,17 @@ class TermSets(Generic[T]):
         kept.sort()
         return kept
 
-    def _probe_terms(self, terms: frozenset[str]) -> list[str]:
-        """The terms of ``terms`` whose sets must be looked at: all but the ``k - 1`` most
-        common, where ``k`` is the fewest terms a near duplicate shares with ``terms``
-        (``threshold`` of them for Jaccard, 3 for containment). A set that shares ``k`` terms
-        shares one of the rest, so none is missed, and the longest lists are skipped."""
-        known = [term for term in terms if term in self._by_term]
-        need = max(1, min(math.ceil(self.threshold * len(terms) - 1e-9), 3))
+    def _probe_terms(self, known: list[str], size: int) -> list[str]:
+        """The terms of ``known`` (those of a query of ``size`` terms that some set holds)
+        whose sets must be looked at: all but the ``k - 1`` most common, where ``k`` is the
+        fewest terms a near duplicate shares with the query (``threshold`` of them for
+        Jaccard, 3 for containment). A set that shares ``k`` terms shares one of the rest,
+        so none is missed, and the longest lists are skipped."""
+        need = max(1, min(math.ceil(self.threshold * size - 1e-9), 3))
         if need <= 1 or len(known) < need:
             return known if len(known) >= need else []
-        known.sort(key=lambda term: len(self._by_term[term]))
-        return known[: len(known) - (need - 1)]
+        common_last = sorted(known, key=lambda term: len(self._by_term[term]))
+        return common_last[: len(known) - (need - 1)]
 
 
 def _similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
