@@ -226,7 +226,12 @@ def _replaced(text: str, begin: str, end: str, section: str) -> str:
 
 def _render(output: Path) -> int:
     """``--render``: the page's sections again from the stored results of a full run."""
-    result = json.loads(output.read_text(encoding="utf-8"))
+    try:
+        result = json.loads(output.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        reason = f"cannot read the results in {output}: {exc}"
+        print(f"--render: {reason}; page unchanged", file=sys.stderr)
+        return 1
     if result.get("command") != "python -m bench":
         shown = result.get("command")
         print(f"{output} holds no full run ({shown!r}); page unchanged", file=sys.stderr)

@@ -183,3 +183,17 @@ def test_the_goals_table_shows_each_figure_of_the_run(goals: ModuleType) -> None
     assert "| 20,000: 1.62x | 1.5x | not met (2) |" in row
     assert "the backend alone, 20,000: not measured" in row
     assert "`abc1234`" in table
+
+
+def test_render_from_unreadable_results_says_so_and_leaves_the_page(
+    runner: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--render`` with a missing or damaged results file: one line naming the file, exit
+    status 1, the page untouched."""
+    page = PAGE.read_bytes()
+    damaged = tmp_path / "results.json"
+    damaged.write_text("{not json", encoding="utf-8")
+    for output in (tmp_path / "missing.json", damaged):
+        assert runner.main(["--render", "--output", str(output)]) == 1
+        assert f"cannot read the results in {output}" in capsys.readouterr().err
+    assert PAGE.read_bytes() == page
